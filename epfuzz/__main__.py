@@ -1,0 +1,3 @@
+from epfuzz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,209 @@
+"""`epfuzz fuzz`: run a harness under libFuzzer for a bounded time, show progress, summarise.
+
+Each job is the harness script in its own process in --keep-going mode, writing
+into a fresh run folder (`runs/<harness>-<time>/`): libFuzzer's working corpus
+(seeded from corpus/<harness>/, which is never written), crash artifacts, and
+one case file per bug signature. If a job dies (a harness error), it is
+restarted for the time left and the error is counted. SIGINT/SIGTERM stop the
+jobs; libFuzzer prints its final stats, and the summary still prints.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epfuzz.corpus import case_paths, load_case, sha1
+from epfuzz.errors import InputError
+from epfuzz.findings import replay_command
+from epfuzz.log import get_logger
+
+ROOT = Path(__file__).resolve().parent.parent
+STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)")
+
+
+def harness_names() -> list[str]:
+    return sorted(p.name[:-3] for p in (ROOT / "harnesses").glob("*_fuzzer.py"))
+
+
+def harness_path(name: str) -> Path:
+    name = name.removesuffix(".py")
+    if not name.endswith("_fuzzer"):
+        name += "_fuzzer"
+    p = ROOT / "harnesses" / f"{name}.py"
+    if not p.exists():
+        raise InputError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
+    return p
+
+
+@dataclass
+class JobState:
+    execs: int = 0
+    cov: int = 0
+    ft: int = 0
+    corp: int = 0
+    exec_s: int = 0
+    restarts: int = 0
+    harness_errors: int = 0
+    lines: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Summary:
+    harness: str
+    run_dir: Path
+    elapsed: float
+    execs: int
+    cov: int
+    corpus: int
+    harness_errors: int
+    findings: list[tuple[str, Path, str]]   # (signature, case path, summary)
+
+    @property
+    def exec_per_s(self) -> float:
+        return self.execs / self.elapsed if self.elapsed > 0 else 0.0
+
+    def render(self) -> str:
+        out = [f"epfuzz fuzz {self.harness}: {self.elapsed:.0f} s, {self.execs} execs "
+               f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
+               f"{len(self.findings)} finding signature(s), {self.harness_errors} harness error(s)",
+               f"run folder: {self.run_dir}"]
+        for sig, path, text in self.findings:
+            out.append(f"  finding: {text}")
+            out.append(f"    signature: {sig}")
+            out.append(f"    replay: {replay_command(path)}")
+        return "\n".join(out)
+
+
+def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
+    assert proc.stderr is not None
+    with log_file.open("a") as lf:
+        for line in proc.stderr:
+            lf.write(line)
+            m = STATUS.search(line)
+            if m:
+                st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
+            elif "harness error" in line or "HarnessError" in line:
+                st.harness_errors += 1
+            elif "=== epfuzz finding" in line:
+                st.lines.append(line.strip())
+
+
+def fuzz(harness: str, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
+         extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
+         progress: bool = True) -> Summary:
+    script = harness_path(harness)
+    name = script.stem
+    log = get_logger(harness=name, backend=backend, preset=preset)
+    run_dir = run_dir or ROOT / "runs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    work = run_dir / "corpus"
+    art = run_dir / "artifacts"
+    for d in (work, art):
+        d.mkdir(parents=True, exist_ok=True)
+    seeds = ROOT / "corpus" / name
+    start = time.monotonic()
+    deadline = start + seconds
+    states = [JobState() for _ in range(jobs)]
+    procs: list[subprocess.Popen[str] | None] = [None] * jobs
+    readers: list[threading.Thread | None] = [None] * jobs
+    stopping = threading.Event()
+    # base execs of earlier (restarted) incarnations of each job
+    base = [0] * jobs
+
+    def launch(j: int) -> None:
+        left = max(1, int(deadline - time.monotonic()))
+        cmd = [sys.executable, str(script), str(work)]
+        if seeds.is_dir():
+            cmd.append(str(seeds))
+        cmd += [f"-max_total_time={left}", f"-artifact_prefix={art}/", "-print_final_stats=1",
+                f"--backend={backend}", f"--preset={preset}", "--keep-going", f"--findings-dir={run_dir}"]
+        if seed is not None:
+            cmd.append(f"-seed={seed + j + 1000 * states[j].restarts}")
+        cmd += extra or []
+        p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                             errors="replace", start_new_session=True)
+        procs[j] = p
+        t = threading.Thread(target=_reader, args=(p, states[j], run_dir / f"job{j}.log"), daemon=True)
+        t.start()
+        readers[j] = t
+
+    def stop(*_: object) -> None:
+        stopping.set()
+        for p in procs:
+            if p and p.poll() is None:
+                os.killpg(p.pid, signal.SIGINT)
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
+    try:
+        for j in range(jobs):
+            launch(j)
+        last_note = 0.0
+        tty = progress and sys.stderr.isatty()
+        while True:
+            alive = False
+            for j, p in enumerate(procs):
+                if p is None:
+                    continue
+                if p.poll() is None:
+                    alive = True
+                    continue
+                reader = readers[j]
+                if reader:
+                    reader.join(timeout=5)
+                if p.returncode != 0 and not stopping.is_set() and time.monotonic() < deadline - 1:
+                    states[j].harness_errors += 1
+                    states[j].restarts += 1
+                    base[j] += states[j].execs
+                    log.warning("fuzz.job_restart", job=j, returncode=p.returncode)
+                    launch(j)
+                    alive = True
+                else:
+                    procs[j] = None
+            if not alive:
+                break
+            now = time.monotonic()
+            execs = sum(base) + sum(s.execs for s in states)
+            n_find = len(list(run_dir.glob("finding-*.json")))
+            if progress and (tty or now - last_note >= 10):
+                el = now - start
+                msg = (f"[{el:5.0f}s / {seconds}s, {max(0, deadline - now):4.0f}s left] execs {execs} "
+                       f"({execs / el if el else 0:.0f}/s) cov {max(s.cov for s in states)} "
+                       f"corpus {max(s.corp for s in states)} findings {n_find}")
+                if tty:
+                    sys.stderr.write("\r" + msg + "   ")
+                    sys.stderr.flush()
+                else:
+                    log.info("fuzz.progress", elapsed=round(el), left=round(max(0, deadline - now)),
+                             execs=execs, cov=max(s.cov for s in states), findings=n_find)
+                last_note = now
+            time.sleep(0.5)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        stop()
+        if progress and sys.stderr.isatty():
+            sys.stderr.write("\n")
+    findings = []
+    for path in sorted(run_dir.glob("finding-*.json")):
+        try:
+            c = load_case(path)
+            findings.append((c.signature, path, c.note))
+        except InputError as e:
+            log.error("fuzz.bad_finding_file", error=str(e))
+    corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
+    summary = Summary(name, run_dir, time.monotonic() - start, sum(base) + sum(s.execs for s in states),
+                      max(s.cov for s in states), len(corpus_files), sum(s.harness_errors for s in states),
+                      findings)
+    for sig, path, text in findings:
+        log.warning("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
+    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), cov=summary.cov,
+             corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
+    return summary

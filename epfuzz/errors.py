@@ -1,0 +1,52 @@
+"""Exception types, kept apart so callers can tell a protocol bug from an epfuzz bug.
+
+A `Finding` means the protocol under test let the receiver accept bytes that were
+not yet the current epoch's payload: that is the product working. A `HarnessError`
+means epfuzz itself misbehaved (an invariant of the emulator broke): that is a bug
+to fix here, and the CLI exits with a different code for it. `InputError` covers
+everything a user can get wrong (bad JSON, out-of-range field, unknown backend).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from epfuzz.oracle import Violation
+
+
+class EpfuzzError(Exception):
+    """Base of every error epfuzz raises on purpose."""
+
+
+class InputError(EpfuzzError):
+    """User input was wrong; the message is one line and names the culprit."""
+
+
+class ScenarioError(InputError):
+    """A scenario field is missing, mistyped or out of range."""
+
+    def __init__(self, field: str, message: str) -> None:
+        super().__init__(f"scenario field {field!r}: {message}")
+        self.field = field
+
+
+class BackendUnavailable(InputError):
+    """The requested backend cannot run on this host; the message says why."""
+
+
+class HarnessError(EpfuzzError):
+    """epfuzz broke one of its own invariants: a bug in the tool, not the protocol."""
+
+
+class Finding(Exception):
+    """The receiver accepted an unfinished buffer (or never completed).
+
+    Deliberately not an `EpfuzzError`: code that catches tool errors must never
+    swallow a finding by accident.
+    """
+
+    def __init__(self, violation: Violation, scenario: Any = None) -> None:
+        super().__init__(violation.summary())
+        self.violation = violation
+        self.scenario = scenario

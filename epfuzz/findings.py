@@ -1,0 +1,44 @@
+"""What a finding is on disk and on screen: a signature, files, and a replay command."""
+
+from __future__ import annotations
+
+import json
+import shlex
+from pathlib import Path
+
+from epfuzz.backends.base import Outcome
+from epfuzz.corpus import Case, write_atomic
+from epfuzz.scenario import Scenario
+
+#: the knobs that decide whether an ordering bug exists; part of the dedup signature
+SIGNATURE_KNOBS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_relaxed",
+                   "knobs.nic_relaxed_ordering", "knobs.atomic_mode", "knobs.hca_o920",
+                   "knobs.adaptive_routing", "knobs.ido")
+
+
+def signature(scn: Scenario, outcome: Outcome) -> str:
+    """Findings with the same protocol, preset, kind, rule cells and knob set are one bug."""
+    v = outcome.violation
+    kind = v.kind if v else "clean"
+    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in SIGNATURE_KNOBS)
+    rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
+    return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
+
+
+def replay_command(path: Path, backend: str = "sim") -> str:
+    extra = "" if backend == "sim" else f" --backend {backend}"
+    return f"epfuzz run {shlex.quote(str(path))}{extra}"
+
+
+def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
+    """Write the finding as a regression case (JSON with scenario and input bytes)."""
+    sig = signature(scn, outcome)
+    case = Case(f"{scn.protocol}-{scn.digest()}", scn, data, "finding", outcome.backend,
+                outcome.violation.summary() if outcome.violation else "", sig)
+    path = folder / f"finding-{scn.protocol}-{scn.digest()}.json"
+    write_atomic(path, case.to_json().encode())
+    return path
+
+
+def one_line_json(scn: Scenario) -> str:
+    return json.dumps(scn.to_dict(), separators=(",", ":"))

@@ -1,0 +1,93 @@
+"""The atheris entry point shared by every `harnesses/*_fuzzer.py`.
+
+libFuzzer owns argv; we take our own `--backend=`, `--preset=`, `--keep-going`
+and `--findings-dir=` out of it first (or read EPFUZZ_BACKEND, EPFUZZ_PRESET,
+EPFUZZ_KEEP_GOING, EPFUZZ_FINDINGS_DIR). By default a finding is a crash, so
+libFuzzer saves the input under -artifact_prefix like any OSS-Fuzz target; with
+--keep-going (what `epfuzz fuzz` uses) each new bug signature is written as a
+case file and fuzzing continues, so one run can report several bugs.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
+import epfuzz.sim.engine  # noqa: F401
+from epfuzz.backends import get_backend
+from epfuzz.errors import EpfuzzError, Finding
+from epfuzz.findings import one_line_json, replay_command, signature, write_finding
+from epfuzz.protocols import get_protocol
+from epfuzz.scenario import Scenario
+
+
+class Harness:
+    def __init__(self, protocol: str, preset: str = "spec", backend: str = "sim",
+                 keep_going: bool = False, findings_dir: Path | None = None) -> None:
+        self.proto = get_protocol(protocol)
+        self.protocol = protocol
+        self.preset = preset
+        self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
+        self.keep_going = keep_going
+        self.findings_dir = findings_dir or Path(".")
+        self.seen: set[str] = set()
+        Scenario.from_bytes(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
+
+    def test_one_input(self, data: bytes) -> None:
+        scn = Scenario.from_bytes(data, self.protocol, self.preset)
+        outcome = self.backend.run(scn)
+        if outcome.violation is None:
+            return
+        sig = signature(scn, outcome)
+        if self.keep_going and sig in self.seen:
+            return
+        self.seen.add(sig)
+        path = write_finding(self.findings_dir, scn, data, outcome)
+        alarm = "" if self.proto.expect == "finding" else (
+            f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
+        sys.stderr.write(
+            f"\n=== epfuzz finding: {outcome.violation.summary()}\n{alarm}"
+            f"  signature: {sig}\n"
+            f"  replay: {replay_command(path, self.backend.name)}\n"
+            f"  scenario: {one_line_json(scn)}\n")
+        sys.stderr.flush()
+        if not self.keep_going:
+            raise Finding(outcome.violation, scn)
+
+
+def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    ours: dict[str, str] = {}
+    rest: list[str] = []
+    for a in argv:
+        if a.startswith("--") and a[2:].split("=")[0] in ("backend", "preset", "keep-going", "findings-dir"):
+            key, _, val = a[2:].partition("=")
+            ours[key] = val or "1"
+        else:
+            rest.append(a)
+    return ours, rest
+
+
+def main(protocol: str, argv: Sequence[str] | None = None) -> None:
+    import atheris
+
+    argv = list(sys.argv if argv is None else argv)
+    ours, rest = split_args(argv)
+    prefix = next((a.split("=", 1)[1] for a in rest if a.startswith("-artifact_prefix=")), "")
+    default_dir = Path(os.path.dirname(prefix) or ".")
+    try:
+        harness = Harness(
+            protocol,
+            preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET", "spec"),
+            backend=ours.get("backend") or os.environ.get("EPFUZZ_BACKEND", "sim"),
+            keep_going=bool(ours.get("keep-going") or os.environ.get("EPFUZZ_KEEP_GOING")),
+            findings_dir=Path(ours.get("findings-dir") or os.environ.get("EPFUZZ_FINDINGS_DIR")
+                              or default_dir),
+        )
+    except EpfuzzError as e:
+        sys.stderr.write(f"epfuzz: {e}\n")
+        raise SystemExit(2) from None
+    atheris.Setup(rest, harness.test_one_input)
+    atheris.Fuzz()

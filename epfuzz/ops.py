@@ -1,0 +1,96 @@
+"""The verbs-like vocabulary protocols are written in.
+
+A protocol's sender is a list of these per channel (a GPU warp); every backend
+interprets the same list: `sim` turns it into packets and TLPs, `verbs` into
+ibv_post_send calls, `cuda` into stores and fences. Keeping the vocabulary this
+small is what lets one protocol description run unchanged on all three.
+
+Addresses are (region, offset). Regions are named buffers on the receiver:
+`data` (token slots), `signal` (8-byte words), `cq` (16-byte completion entries,
+written by the NIC), `recv` (SEND landing buffers).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+DATA, SIGNAL, CQ, RECV = "data", "signal", "cq", "recv"
+REGIONS = (DATA, SIGNAL, CQ, RECV)
+
+
+@dataclass(frozen=True, slots=True)
+class Write:
+    """RDMA WRITE of this epoch's payload bytes for [offset, offset+length) of `region`."""
+
+    qp: int
+    region: str
+    offset: int
+    length: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WriteValue:
+    """RDMA WRITE of a 64-bit value (a flag or a tail) into `region` at `offset`."""
+
+    qp: int
+    region: str
+    offset: int
+    value: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AtomicAdd:
+    """RDMA ATOMIC FETCH_AND_ADD on a 64-bit word: DeepEP's "VA signal"."""
+
+    qp: int
+    region: str
+    offset: int
+    delta: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class WriteImm:
+    """RDMA WRITE_WITH_IMM (length may be 0): the receiver learns `imm` from CQ entry `cq_slot`."""
+
+    qp: int
+    region: str
+    offset: int
+    length: int
+    imm: int
+    cq_slot: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Send:
+    """SEND of a 64-bit value into recv slot `slot`, then a CQE in CQ entry `slot`."""
+
+    qp: int
+    value: int
+    slot: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Spin:
+    """GPU clock spin before the next post."""
+
+    ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class Flush:
+    """Wait until every WR posted so far on `qp` has completed *locally* (ACK seen).
+
+    Local completion says the responder NIC has the bytes, not that they are
+    visible in memory: that gap is bug patterns 4 and 9.
+    """
+
+    qp: int
+
+
+Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Spin | Flush
+WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send)

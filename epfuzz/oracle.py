@@ -1,0 +1,81 @@
+"""The oracle: did the receiver consume anything that is not this epoch's payload?
+
+It never trusts the receiver's own view: it compares the bytes the receiver read
+(the instant after it saw the signal) with the exact image the sender meant to
+deliver, and when they differ it says which 16-byte chunks were wrong and what
+they held (this epoch's poison, an older epoch's payload, or garbage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from epfuzz import ops
+from epfuzz.payload import CHUNK, classify_chunk
+from epfuzz.protocols.base import Consume, Layout
+
+MAX_REPORTED_CHUNKS = 64
+
+
+@dataclass
+class Violation:
+    kind: str                      # "stale-accept" or "hang"
+    protocol: str
+    epoch: int
+    channel: int
+    what: str
+    region: str = ops.DATA
+    offset: int = 0
+    length: int = 0
+    bad_chunks: list[tuple[int, str]] = field(default_factory=list)   # (byte offset in region, class)
+    bad_bytes: int = 0
+    tokens: list[int] = field(default_factory=list)
+    trigger: int = -1              # seq of the TLP whose visibility woke the receiver
+    position: int = -1             # how many TLPs were visible at that moment
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def summary(self) -> str:
+        if self.kind == "hang":
+            return f"{self.protocol}: receiver never completed epoch {self.epoch} ({self.what})"
+        classes = sorted({c for _, c in self.bad_chunks})
+        return (f"{self.protocol}: accepted {self.what} in epoch {self.epoch} with {self.bad_bytes} bytes "
+                f"not yet landed ({', '.join(classes)}), tokens {self.tokens}")
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind, "protocol": self.protocol, "epoch": self.epoch, "channel": self.channel,
+            "what": self.what, "region": self.region, "offset": self.offset, "length": self.length,
+            "bad_bytes": self.bad_bytes, "bad_chunks": [list(x) for x in self.bad_chunks],
+            "tokens": self.tokens, "trigger": self.trigger, "position": self.position, **self.extra,
+        }
+
+
+def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, layout: Layout,
+          protocol: str, epoch: int) -> Violation | None:
+    """`actual`/`expected` are the consumed region's arrays; None expected = always wrong."""
+    a = actual[consume.offset:consume.offset + consume.length]
+    if expected is not None:
+        e = expected[consume.offset:consume.offset + consume.length]
+        if a.data == e.data:
+            return None
+    v = Violation("stale-accept", protocol, epoch, consume.channel, consume.what, consume.region,
+                  consume.offset, consume.length)
+    if expected is None:
+        v.bad_bytes = consume.length
+        v.bad_chunks = [(consume.offset, "stale")]
+        return v
+    diff = np.nonzero((a.reshape(-1, CHUNK) != e.reshape(-1, CHUNK)).any(axis=1))[0]
+    v.bad_bytes = int((a != e).sum())
+    tokens = set()
+    for i in diff[:MAX_REPORTED_CHUNKS]:
+        off = consume.offset + int(i) * CHUNK
+        v.bad_chunks.append((off, classify_chunk(a[int(i) * CHUNK:(int(i) + 1) * CHUNK].tobytes(), epoch)))
+    for i in diff:
+        off = consume.offset + int(i) * CHUNK
+        slot = off // layout.token_bytes
+        tokens.add(layout.token_of(slot // layout.slots_per_channel, slot % layout.slots_per_channel))
+    v.tokens = sorted(tokens)
+    return v

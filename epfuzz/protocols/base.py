@@ -1,0 +1,144 @@
+"""The protocol plug-in API: a sender program plus a receiver acceptance rule.
+
+A protocol is *data plus small functions*: a name, the scenario fields it pins
+(`fixed`), whether it is expected to be safe, and three callables — the memory
+layout, each channel's sender program (a list of `epfuzz.ops`), and a receiver
+that polls memory and returns what it consumes. Backends never special-case a
+protocol; they interpret ops and hand the receiver a `MemoryView`.
+
+Stability promise: a protocol written against `Protocol`, `Layout`, `Receiver`,
+`Consume` and `epfuzz.ops` keeps working as the emulator grows; new model
+features arrive as new scenario fields with defaults or new ops.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+from typing import Protocol as TypingProtocol
+
+from epfuzz import ops
+from epfuzz.payload import pad16
+from epfuzz.scenario import Scenario
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Receiver memory shape; sizes in bytes."""
+
+    num_channels: int
+    slots_per_channel: int
+    token_bytes: int
+    max_signals: int
+    tokens_in_channel: tuple[int, ...]
+
+    @property
+    def sizes(self) -> dict[str, int]:
+        return {
+            ops.DATA: self.num_channels * self.slots_per_channel * self.token_bytes,
+            ops.SIGNAL: self.num_channels * 8,
+            ops.CQ: self.num_channels * self.max_signals * 16,
+            ops.RECV: self.num_channels * self.max_signals * 16,
+        }
+
+    def slot_offset(self, channel: int, slot: int) -> int:
+        return (channel * self.slots_per_channel + slot) * self.token_bytes
+
+    def token_of(self, channel: int, slot: int) -> int:
+        """Global token index: DeepEP stripes tokens as token % num_channels."""
+        return slot * self.num_channels + channel
+
+
+@dataclass(frozen=True, slots=True)
+class Consume:
+    """Bytes the receiver reads as ready payload, right after it saw a signal."""
+
+    region: str
+    offset: int
+    length: int
+    channel: int
+    what: str  # e.g. "slots [3, 6) of channel 1"
+
+
+class MemoryView(TypingProtocol):
+    def u64(self, region: str, offset: int) -> int: ...
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]: ...
+
+
+class Receiver(abc.ABC):
+    """Polls signal memory the way the protocol's receiver kernel does."""
+
+    #: regions whose change wakes the receiver (a poll after every visible TLP there)
+    watch: frozenset[str] = frozenset({ops.SIGNAL})
+
+    @abc.abstractmethod
+    def start_epoch(self, epoch: int) -> None: ...
+
+    @abc.abstractmethod
+    def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
+        """Look at memory now; return every byte range accepted as ready by this poll."""
+
+    @abc.abstractmethod
+    def done(self) -> bool:
+        """Has this epoch's receiver seen everything it waits for?"""
+
+    @abc.abstractmethod
+    def state(self) -> tuple[Any, ...]:
+        """Hashable state, so exhaustive exploration can merge equal states."""
+
+    @abc.abstractmethod
+    def restore(self, state: tuple[Any, ...]) -> None: ...
+
+
+class Protocol(abc.ABC):
+    """Subclass this (or instantiate `DispatchProtocol`) to fuzz your own protocol."""
+
+    name: str = ""
+    doc: str = ""
+    #: scenario fields the protocol pins, by dotted path: {"knobs.mr_relaxed": True}
+    fixed: dict[str, Any] = {}
+    #: "finding" for a protocol as shipped with its bug, "clean" for a fixed one
+    expect: Literal["finding", "clean"] = "clean"
+    #: bug sources this protocol reproduces (issues, PRs)
+    sources: tuple[str, ...] = ()
+
+    def layout(self, scn: Scenario) -> Layout:
+        p = scn.payload
+        c = scn.topology.num_channels
+        token_bytes = pad16(p.hidden_bytes) + pad16(p.scale_bytes) + pad16(p.meta_bytes)
+        per = tuple(len(range(ch, p.num_tokens, c)) for ch in range(c))
+        slots = max(1, max(per))
+        interval = slots if scn.signal.at_end_only else scn.signal.interval
+        max_signals = max(1, -(-slots // max(1, interval))) + 1
+        return Layout(c, slots, token_bytes, max_signals, per)
+
+    @abc.abstractmethod
+    def sender(self, scn: Scenario, layout: Layout, epoch: int) -> list[list[ops.Op]]:
+        """One op list per channel, in that channel's program order."""
+
+    @abc.abstractmethod
+    def receiver(self, scn: Scenario, layout: Layout) -> Receiver: ...
+
+
+def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[list[ops.Op]]:
+    """Insert the scenario's GPU spins; shared by every backend so faults mean the same."""
+    out = [list(p) for p in programs]
+    spins = sorted(scn.faults.spins, key=lambda s: (s.channel, -s.before_op))
+    for s in spins:
+        if s.channel < len(out) and s.ns:
+            prog = out[s.channel]
+            prog.insert(min(s.before_op, len(prog)), ops.Spin(s.ns))
+    return out
+
+
+@dataclass
+class Registry:
+    items: dict[str, Protocol] = field(default_factory=dict)
+
+    def add(self, proto: Protocol) -> Protocol:
+        if not proto.name:
+            raise ValueError("a protocol needs a name")
+        self.items[proto.name] = proto
+        return proto

@@ -1,0 +1,178 @@
+"""The write-then-signal dispatch family, parameterised by the scenario's `signal`.
+
+DeepEP V2 hybrid dispatch (csrc/kernels/internode*.cu, research notes): each
+channel (one warp) RDMA-WRITEs token slots into the peer's receive buffer
+`[channel][slot]`, and every `update_interval` tokens raises the channel's tail
+word; the receiver's forward warp polls the tail with ld_acquire_sys and reads
+slots [old_tail, tail) whole. The variants in this package are this one sender
+and receiver with different fields pinned, not copies of each other.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epfuzz import ops
+from epfuzz.protocols.base import Consume, Layout, MemoryView, Protocol, Receiver
+from epfuzz.scenario import Scenario
+
+FINISH = 1
+
+
+def pack2(finish: int, tail: int) -> int:
+    """DeepEP's pack2(finish, tail): finish in the low 32 bits, tail in the high 32."""
+    return ((tail & 0xFFFFFFFF) << 32) | (finish & 0xFFFFFFFF)
+
+
+def unpack2(word: int) -> tuple[int, int]:
+    return word & 0xFFFFFFFF, word >> 32
+
+
+def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, int, int]]:
+    """(first_slot, n_slots, byte_offset, byte_len) per data WR, in post order."""
+    n = lay.tokens_in_channel[channel]
+    ch = scn.chunking
+    tb = lay.token_bytes
+    out: list[tuple[int, int, int, int]] = []
+    slot = 0
+    while slot < n:
+        k = min(ch.tokens_per_wr, n - slot)
+        base = lay.slot_offset(channel, slot)
+        if k == 1 and ch.splits_per_token > 1:
+            piece = (-(-tb // ch.splits_per_token) + 15) // 16 * 16
+            for off in range(0, tb, piece):
+                out.append((slot, 1, base + off, min(piece, tb - off)))
+        else:
+            out.append((slot, k, base, k * tb))
+        slot += k
+    return out
+
+
+class DispatchProtocol(Protocol):
+    def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
+                 sources: tuple[str, ...] = ()) -> None:
+        self.name = name
+        self.doc = doc
+        self.fixed = fixed
+        self.expect = expect  # type: ignore[assignment]
+        self.sources = sources
+
+    def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        sig = scn.signal
+        nq = scn.topology.num_qps
+        programs: list[list[ops.Op]] = []
+        for c in range(lay.num_channels):
+            qp = scn.qp_of_channel(c)
+            sqp = (qp + 1) % nq if sig.other_qp else qp
+            n = lay.tokens_in_channel[c]
+            interval = n if sig.at_end_only else sig.interval
+            prog: list[ops.Op] = []
+            signaled = 0
+            k = 0
+            wrs = data_wrs(scn, lay, c)
+            for i, (first, cnt, off, length) in enumerate(wrs):
+                prog.append(ops.Write(qp, ops.DATA, off, length))
+                done = first + cnt
+                last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
+                if last_piece and (done - signaled >= interval or done == n):
+                    prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                    signaled = done
+                    k += 1
+            if n == 0:  # an empty channel still tells the receiver it is finished
+                prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
+            programs.append(prog)
+        return programs
+
+    @staticmethod
+    def _signal(scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
+        sig = scn.signal
+        finish = FINISH if tail == n else 0
+        pack = sig.encoding == "pack2"
+        if sig.kind == "faa":
+            delta = pack2(finish, tail - old) if pack else tail - old
+            return ops.AtomicAdd(qp, ops.SIGNAL, c * 8, delta, fence=sig.fence)
+        if sig.kind == "write":
+            value = pack2(finish, tail) if pack else tail
+            return ops.WriteValue(qp, ops.SIGNAL, c * 8, value, fence=sig.fence)
+        if sig.kind == "write_imm":
+            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=pack2(finish, tail), cq_slot=k, fence=sig.fence)
+        return ops.Send(qp, value=((epoch + 1) << 48) | pack2(finish, tail) & ((1 << 48) - 1),
+                        slot=k, fence=sig.fence)
+
+    def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
+        return DispatchReceiver(scn, lay)
+
+
+class DispatchReceiver(Receiver):
+    """DeepEP's forward warp: poll the channel's tail, consume [old_tail, tail)."""
+
+    def __init__(self, scn: Scenario, lay: Layout) -> None:
+        self.lay = lay
+        self.kind = scn.signal.kind
+        self.pack = scn.signal.encoding == "pack2"
+        self.watch = frozenset({ops.SIGNAL}) if self.kind in ("faa", "write") else frozenset({ops.CQ})
+        n = lay.num_channels
+        self.tail = [0] * n
+        self.finished = [False] * n
+        self.next_cqe = [0] * n
+
+    def start_epoch(self, epoch: int) -> None:
+        n = self.lay.num_channels
+        self.tail = [0] * n
+        self.finished = [False] * n
+        self.next_cqe = [0] * n
+
+    def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
+        """New (finish, tail) observations for channel c since the last poll."""
+        if self.kind in ("faa", "write"):
+            word = mem.u64(ops.SIGNAL, c * 8)
+            if self.pack:
+                return [unpack2(word)]
+            return [(int(word >= self.lay.tokens_in_channel[c]), word)]
+        seen = []
+        while self.next_cqe[c] < self.lay.max_signals:
+            k = self.next_cqe[c]
+            valid, lo, hi, _ = mem.u32x4(ops.CQ, (c * self.lay.max_signals + k) * 16)
+            if valid != epoch + 1:
+                break
+            if self.kind == "write_imm":
+                seen.append(unpack2(lo | (hi << 32)))
+            else:  # SEND: the tail is in the message, which must carry this epoch
+                msg = mem.u64(ops.RECV, (c * self.lay.max_signals + k) * 16)
+                if msg >> 48 != epoch + 1:
+                    seen.append((-1, k))  # a stale message: report as a bad accept
+                else:
+                    seen.append(unpack2(msg & ((1 << 48) - 1)))
+            self.next_cqe[c] += 1
+        return seen
+
+    def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
+        out: list[Consume] = []
+        lay = self.lay
+        for c in range(lay.num_channels):
+            if self.finished[c]:
+                continue
+            for finish, tail in self._observe(mem, c, epoch):
+                if finish == -1:
+                    base = (c * lay.max_signals + tail) * 16
+                    out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+                    continue
+                n = lay.tokens_in_channel[c]
+                tail = min(tail, n)
+                if tail > self.tail[c]:
+                    off = lay.slot_offset(c, self.tail[c])
+                    out.append(Consume(ops.DATA, off, (tail - self.tail[c]) * lay.token_bytes, c,
+                                       f"slots [{self.tail[c]}, {tail}) of channel {c}"))
+                    self.tail[c] = tail
+                if finish and self.tail[c] == n:
+                    self.finished[c] = True
+        return out
+
+    def done(self) -> bool:
+        return all(self.finished)
+
+    def state(self) -> tuple[Any, ...]:
+        return (tuple(self.tail), tuple(self.finished), tuple(self.next_cqe))
+
+    def restore(self, state: tuple[Any, ...]) -> None:
+        self.tail, self.finished, self.next_cqe = list(state[0]), list(state[1]), list(state[2])

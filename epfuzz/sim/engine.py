@@ -1,0 +1,130 @@
+"""The `sim` run: build packets and TLPs, let the adversary reorder them, replay into memory.
+
+The receiver is woken after every TLP that lands in a region it watches and
+reads the slots it then believes ready at that very instant: reading later can
+only find more data landed, so this is the most demanding receiver, and what it
+catches is exactly what some receiver timing could catch (see README, limits).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from epfuzz import ops
+from epfuzz.oracle import Violation, check
+from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Layout, Protocol, apply_spins
+from epfuzz.scenario import Scenario
+from epfuzz.sim.memory import Memory
+from epfuzz.sim.nic import Packet, Tlp, Wr, post_and_send, respond
+from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
+
+NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
+
+
+@dataclass
+class Poll:
+    position: int          # TLPs visible when the receiver looked
+    trigger: int           # seq of the TLP that woke it
+    accepted: list[str]
+
+
+@dataclass
+class SimRun:
+    scenario: Scenario
+    layout: Layout
+    wrs: list[Wr]
+    packets: list[Packet]          # arrival order at the responder
+    tlps: list[Tlp]                # root-complex arrival order
+    order: list[Tlp]               # visibility order
+    tlp_inversions: list[tuple[Tlp, Tlp, str]]
+    packet_inversions: list[tuple[Packet, Packet, str]]
+    polls: list[Poll] = field(default_factory=list)
+    violation: Violation | None = None
+
+    @property
+    def rules_fired(self) -> frozenset[str]:
+        return frozenset(r for _, _, r in self.tlp_inversions) | frozenset(
+            r for _, _, r in self.packet_inversions)
+
+    def signature(self) -> tuple[object, ...]:
+        """A compact, comparable trace: same scenario -> same signature, always."""
+        return (
+            tuple((w.id, w.channel, w.qp, w.post, w.start) for w in self.wrs),
+            tuple((p.seq, p.qp, p.psn, p.arrive) for p in self.packets),
+            tuple((t.seq, t.attrs.type, t.attrs.ro, t.region, t.off, t.length) for t in self.order),
+            tuple((p.position, p.trigger, tuple(p.accepted)) for p in self.polls),
+            None if self.violation is None else self.violation.summary(),
+        )
+
+
+def build(scn: Scenario, proto: Protocol | None = None) -> SimRun:
+    """Everything up to (not including) memory replay: deterministic in the scenario."""
+    proto = proto or get_protocol(scn.protocol)
+    lay = proto.layout(scn)
+    psn = [0] * scn.topology.num_qps
+    wrs: list[Wr] = []
+    pkts: list[Packet] = []
+    for e in range(scn.payload.epochs):
+        programs = apply_spins(proto.sender(scn, lay, e), scn)
+        w, p = post_and_send(scn, programs, e, len(wrs), psn)
+        wrs += w
+        pkts += p
+    for i, p in enumerate(pkts):
+        p.seq = i
+    net = [(o.index, o.distance) for o in scn.schedule if o.stage == "net"]
+    arrivals, pinv = (pkts, [])
+    if net and scn.knobs.adaptive_routing:
+        arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+    tlps = respond(scn, arrivals, lay.max_signals, 0)
+    moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
+    order, tinv = apply_overtakes(tlps, moves, tlp_pass_rule(), scn.knobs.reorder_window)
+    return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
+
+
+def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
+    """Land TLPs in visibility order; wake the receiver; stop at the first violation."""
+    scn = run.scenario
+    proto = proto or get_protocol(scn.protocol)
+    lay = run.layout
+    mem = Memory(lay)
+    rx = proto.receiver(scn, lay)
+    watch = rx.watch
+    name = scn.protocol
+    epoch = -1
+    polls = run.polls
+
+    def close(e: int, pos: int) -> Violation | None:
+        if e >= 0 and not rx.done():
+            return Violation("hang", name, e, -1, "not every channel saw its final signal", position=pos)
+        return None
+
+    pos = 0
+    for t in run.order:
+        if t.epoch != epoch:
+            v = close(epoch, pos)
+            if v:
+                run.violation = v
+                return run
+            epoch = t.epoch
+            mem.start_epoch(epoch)
+            rx.start_epoch(epoch)
+        mem.apply(t)
+        pos += t.n
+        if t.region in watch:
+            consumed = rx.poll(mem, epoch)
+            if consumed:
+                polls.append(Poll(pos, t.seq, [c.what for c in consumed]))
+                for c in consumed:
+                    expected = mem.expected if c.region == ops.DATA else None
+                    v = check(c, mem.regions[c.region], expected, lay, name, epoch)
+                    if v is not None:
+                        v.trigger, v.position = t.seq, pos
+                        run.violation = v
+                        return run
+    run.violation = close(epoch, pos)
+    return run
+
+
+def simulate(scn: Scenario, proto: Protocol | None = None) -> SimRun:
+    return replay(build(scn, proto), proto)

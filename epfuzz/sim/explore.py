@@ -1,0 +1,123 @@
+"""Exhaustive exploration: every visibility order the rule table allows, for small scenarios.
+
+The fuzzer samples schedules; this enumerates them, so "unreachable" can be a
+proof for a given scenario rather than an absence of luck. Depth-first over
+"which pending TLP becomes visible next", merging states that are equal for the
+receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs that
+write disjoint data bytes commute, so the visible set determines the data region.
+Network-level (adaptive routing) reorderings are not enumerated here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from epfuzz import ops
+from epfuzz.errors import InputError
+from epfuzz.oracle import Violation, check
+from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Protocol, Receiver
+from epfuzz.scenario import Scenario
+from epfuzz.sim.engine import build
+from epfuzz.sim.memory import Memory
+from epfuzz.sim.nic import Tlp
+from epfuzz.sim.pcie import tlp_pass_rule
+
+MAX_UNITS_PER_EPOCH = 48
+
+
+@dataclass
+class Exploration:
+    violation: Violation | None
+    states: int
+    order: list[int]          # seqs of the violating order's prefix (empty if none)
+
+
+def _units(tlps: list[Tlp]) -> list[Tlp]:
+    out: list[Tlp] = []
+    for t in tlps:
+        while t.n > 1:
+            head, t = t.split(1)
+            out.append(head)
+        out.append(t)
+    return out
+
+
+def explore(scn: Scenario, proto: Protocol | None = None, max_states: int = 500_000) -> Exploration:
+    proto = proto or get_protocol(scn.protocol)
+    run = build(scn.replace(schedule=()), proto)
+    mem = Memory(run.layout)
+    rx = proto.receiver(scn, run.layout)
+    budget = [max_states]
+    states = 0
+    for epoch in range(scn.payload.epochs):
+        units = _units([t for t in run.tlps if t.epoch == epoch])
+        if len(units) > MAX_UNITS_PER_EPOCH:
+            raise InputError(f"scenario too large to explore exhaustively ({len(units)} TLPs in epoch {epoch}, "
+                             f"limit {MAX_UNITS_PER_EPOCH})")
+        mem.start_epoch(epoch)
+        rx.start_epoch(epoch)
+        v, path, n = _explore_epoch(scn, units, epoch, mem, rx, budget)
+        states += n
+        if v is not None:
+            return Exploration(v, states, path)
+    return Exploration(None, states, [])
+
+
+def _explore_epoch(scn: Scenario, units: list[Tlp], epoch: int, mem: Memory, rx: Receiver,
+                   budget: list[int]) -> tuple[Violation | None, list[int], int]:
+    lay = mem.layout
+    window = scn.knobs.reorder_window
+    can_pass = tlp_pass_rule()
+    n = len(units)
+    # blocked_by[i]: bit j set if unit i may not become visible while earlier unit j is pending
+    blocked_by = [0] * n
+    for i, t in enumerate(units):
+        for j in range(i):
+            e = units[j]
+            if t.seq - e.seq > window or can_pass(t, e) is None:
+                blocked_by[i] |= 1 << j
+    seen: set[tuple[object, ...]] = set()
+    path: list[int] = []
+    full = (1 << n) - 1
+
+    def dfs(mask: int) -> Violation | None:
+        key = (mask, rx.state(), mem.regions[ops.SIGNAL].tobytes(), mem.regions[ops.CQ].tobytes())
+        if key in seen:
+            return None
+        seen.add(key)
+        budget[0] -= 1
+        if budget[0] < 0:
+            raise InputError("exhaustive exploration exceeded its state budget")
+        if mask == full:
+            if not rx.done():
+                return Violation("hang", scn.protocol, epoch, -1, "not every channel saw its final signal")
+            return None
+        pending = full & ~mask
+        for i in range(n):
+            if not (pending >> i) & 1 or blocked_by[i] & pending:
+                continue
+            t = units[i]
+            snap = mem.snapshot()
+            rstate = rx.state()
+            mem.apply(t)
+            path.append(t.seq)
+            v = None
+            if t.region in rx.watch:
+                for c in rx.poll(mem, epoch):
+                    expected = mem.expected if c.region == ops.DATA else None
+                    v = check(c, mem.regions[c.region], expected, lay, scn.protocol, epoch)
+                    if v is not None:
+                        v.trigger, v.position = t.seq, len(path)
+                        break
+            if v is None:
+                v = dfs(mask | (1 << i))
+            if v is not None:
+                return v
+            path.pop()
+            mem.restore(snap)
+            rx.restore(rstate)
+        return None
+
+    v = dfs(0)
+    return v, list(path), len(seen)

@@ -1,0 +1,80 @@
+"""Receiver memory (numpy byte arrays) and the exact image each epoch should leave there."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from epfuzz import ops
+from epfuzz.payload import canary, token_image
+from epfuzz.protocols.base import Layout
+from epfuzz.sim.nic import T_ADD, T_COPY, T_CQE, T_READ, T_VALUE, Tlp
+
+MASK64 = (1 << 64) - 1
+
+
+@lru_cache(maxsize=256)
+def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
+    """This epoch's data region as the sender means it (unused slots hold poison)."""
+    size = layout.sizes[ops.DATA]
+    img = canary(epoch, size).copy()
+    for c in range(layout.num_channels):
+        for s in range(layout.tokens_in_channel[c]):
+            off = layout.slot_offset(c, s)
+            img[off:off + layout.token_bytes] = np.frombuffer(
+                token_image(epoch, src, c, layout.token_of(c, s), layout.token_bytes), dtype=np.uint8)
+    img.flags.writeable = False
+    return img
+
+
+class Memory:
+    """One array per region; TLPs land here in visibility order."""
+
+    __slots__ = ("layout", "regions", "expected", "epoch")
+
+    def __init__(self, layout: Layout) -> None:
+        self.layout = layout
+        self.regions = {name: np.zeros(size, dtype=np.uint8) for name, size in layout.sizes.items()}
+        self.expected = expected_data(layout, 0)
+        self.epoch = 0
+
+    def start_epoch(self, epoch: int) -> None:
+        """Poison the slots with this epoch's canary; reset signal words and CQ (receiver cleanup)."""
+        self.epoch = epoch
+        data = self.regions[ops.DATA]
+        data[:] = canary(epoch, data.size)
+        for name in (ops.SIGNAL, ops.CQ, ops.RECV):
+            self.regions[name][:] = 0
+        self.expected = expected_data(self.layout, epoch)
+
+    def u64(self, region: str, offset: int) -> int:
+        return int.from_bytes(self.regions[region][offset:offset + 8].tobytes(), "little")
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        w = self.regions[region][offset:offset + 16].view("<u4")
+        return int(w[0]), int(w[1]), int(w[2]), int(w[3])
+
+    def apply(self, t: Tlp) -> None:
+        arr = self.regions[t.region]
+        a = t.action
+        if a == T_COPY:
+            arr[t.off:t.off + t.length] = self.expected[t.off:t.off + t.length]
+        elif a == T_VALUE:
+            arr[t.off:t.off + 8] = np.frombuffer((t.value & MASK64).to_bytes(8, "little"), dtype=np.uint8)
+        elif a == T_ADD:  # atomic: one TLP, or the RMW's write-back after its read
+            v = (self.u64(t.region, t.off) + t.value) & MASK64
+            arr[t.off:t.off + 8] = np.frombuffer(v.to_bytes(8, "little"), dtype=np.uint8)
+        elif a == T_CQE:
+            words = np.array([self.epoch + 1, t.value & 0xFFFFFFFF, (t.value >> 32) & 0xFFFFFFFF, t.qp],
+                             dtype="<u4")
+            arr[t.off:t.off + 16] = words.view(np.uint8)
+        elif a != T_READ:  # pragma: no cover
+            raise AssertionError(a)
+
+    def snapshot(self) -> dict[str, bytes]:
+        return {k: v.tobytes() for k, v in self.regions.items()}
+
+    def restore(self, snap: dict[str, bytes]) -> None:
+        for k, b in snap.items():
+            self.regions[k][:] = np.frombuffer(b, dtype=np.uint8)

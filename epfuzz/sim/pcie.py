@@ -1,0 +1,120 @@
+"""The adversary: moves packets or TLPs earlier, exactly as far as the rules allow.
+
+A schedule is a list of overtakes (position, distance). Each moves one element
+earlier past up to `distance` neighbours, stopping at the first it may not pass.
+Only moving the *later-arrived* element earlier creates an inversion, and every
+inversion is checked when it is created, so the final order always satisfies the
+pairwise rule table; conversely every order that does can be reached with at most
+one overtake per element (place the elements in target order, left to right).
+So this encoding is complete for the rule table, and the default (empty) schedule
+is arrival order: the minimizer's "fewer deviations" means fewer overtakes.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
+
+from epfuzz.ordering import may_pass as _may_pass
+from epfuzz.ordering import passing_rule_name
+from epfuzz.sim.nic import Packet, Tlp
+
+T = TypeVar("T", Packet, Tlp)
+#: (later, earlier) -> the rule clause that permits the pass, or None
+PassRule = Callable[[Any, Any], "str | None"]
+
+
+def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pass: PassRule,
+                    window: int) -> tuple[list[T], list[tuple[T, T, str]]]:
+    """Return the new order and the inversions created, as (later, earlier, rule).
+
+    Elements are runs of `n` units (packets: always 1). `index` picks a unit; its
+    run is split so that unit moves alone; a run it passes is split when only its
+    tail may be passed (distance or window). Pass rules are per attributes, so
+    they hold for every unit of a run alike.
+    """
+    order = list(items)
+    inversions: list[tuple[T, T, str]] = []
+    total = sum(x.n for x in order)
+    if total < 2:
+        return order, inversions
+    for index, distance in moves:
+        u = index % total
+        pos, acc = 0, 0
+        while acc + order[pos].n <= u:
+            acc += order[pos].n
+            pos += 1
+        run = order[pos]
+        k = u - acc
+        if run.n > 1:  # isolate the chosen unit
+            parts: list[T] = []
+            if k:
+                head, run = run.split(k)
+                parts.append(head)
+            if run.n > 1:
+                run, rest = run.split(1)
+                parts += [run, rest]
+            else:
+                parts.append(run)
+            order[pos:pos + 1] = parts
+            pos += 1 if k else 0
+        item = order[pos]
+        remaining = distance
+        while remaining > 0 and pos > 0:
+            prev = order[pos - 1]
+            if prev.seq > item.seq:
+                rule = "restore"
+                m = min(prev.n, remaining)
+            else:
+                r = can_pass(item, prev)
+                if r is None:
+                    break
+                rule = r
+                lowest = item.seq - window          # the oldest unit it may pass
+                m = min(prev.n, remaining, prev.seq + prev.n - lowest)
+                if m <= 0:
+                    break
+            if m < prev.n:
+                head, prev = prev.split(prev.n - m)
+                order[pos - 1:pos] = [head, prev]
+                pos += 1
+            if rule != "restore":
+                inversions.append((item, prev, rule))
+            order[pos - 1], order[pos] = item, prev
+            pos -= 1
+            remaining -= m
+    # drop inversions a later move undid
+    rank = {id(x): i for i, x in enumerate(order)}
+    inversions = [(a, b, r) for a, b, r in inversions if id(b) in rank and rank[id(a)] < rank[id(b)]]
+    return order, inversions
+
+
+def tlp_pass_rule() -> PassRule:
+    """May TLP `later` become visible before the earlier-arrived TLP `earlier`?
+
+    (The reorder window is applied by `apply_overtakes`, unit by unit.)
+    """
+
+    def rule(later: Tlp, earlier: Tlp) -> str | None:
+        if later.epoch != earlier.epoch:          # epochs are separated by a barrier
+            return None
+        if later.dep == earlier.seq:              # RMW write waits for its read's completion
+            return None
+        if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
+            return None
+        if not _may_pass(later.attrs, earlier.attrs):
+            return None
+        return passing_rule_name(later.attrs, earlier.attrs)
+
+    return rule
+
+
+def packet_pass_rule(adaptive_routing: bool) -> PassRule:
+    """Adaptive routing lets a packet overtake earlier ones; without it the wire is FIFO per QP."""
+
+    def rule(later: Packet, earlier: Packet) -> str | None:
+        if not adaptive_routing or later.epoch != earlier.epoch:
+            return None
+        return "AR" if later.qp == earlier.qp else "cross-QP"
+
+    return rule

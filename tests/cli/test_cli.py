@@ -1,0 +1,119 @@
+"""Exit codes and one-line errors for bad input; replay never writes to corpus/."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from epfuzz.cli import main as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_replay_all_regressions_and_seeds():
+    before = {p: p.stat().st_mtime_ns for p in (ROOT / "corpus").rglob("*") if p.is_file()}
+    assert cli(["replay", str(ROOT / "corpus" / "regressions"), *map(str, (ROOT / "corpus").glob("*_fuzzer"))]) == 0
+    after = {p: p.stat().st_mtime_ns for p in (ROOT / "corpus").rglob("*") if p.is_file()}
+    assert before == after
+
+
+def test_replay_reports_a_changed_verdict(tmp_path):
+    case = json.loads((ROOT / "corpus/regressions/deepep674-fixed.json").read_text())
+    case["expect"] = "finding"
+    (tmp_path / "c.json").write_text(json.dumps(case))
+    assert cli(["replay", str(tmp_path / "c.json")]) == 1
+
+
+@pytest.mark.parametrize("content, message", [
+    (b"", "empty file"),
+    (b"{\"scenario\": ", "not valid JSON"),
+    (b"[1, 2]", "expected a JSON object"),
+    (b"{\"scenario\": {\"payload\": {\"num_tokens\": 1000}}, \"expect\": \"finding\"}", "payload.num_tokens"),
+    (b"{\"scenario\": {}, \"expect\": \"maybe\"}", "'expect'"),
+])
+def test_corrupt_case_is_one_line_and_does_not_stop_the_run(tmp_path, capsys, content, message):
+    bad = tmp_path / "bad.json"
+    bad.write_bytes(content)
+    good = ROOT / "corpus/regressions/deepep661-c2b.json"
+    rc = cli(["replay", str(bad), str(good)])
+    err = capsys.readouterr()
+    assert rc == 2
+    lines = [line for line in err.err.splitlines() if line.startswith("error:")]
+    assert len(lines) == 1 and message in lines[0] and str(bad) in lines[0]
+    assert "1 as expected" in err.out
+    assert bad.read_bytes() == content
+
+
+def test_oversized_raw_input(tmp_path, capsys):
+    big = tmp_path / "deepep_v2_dispatch_fuzzer" / "x"
+    big.parent.mkdir()
+    big.write_bytes(b"\0" * 5000)
+    assert cli(["replay", str(big)]) == 2
+    assert "input limit" in capsys.readouterr().err
+
+
+def test_raw_input_needs_a_protocol(tmp_path, capsys):
+    f = tmp_path / "x"
+    f.write_bytes(b"\1\2")
+    assert cli(["run", str(f)]) == 2
+    assert "--protocol" in capsys.readouterr().err
+
+
+def test_unknown_flag_and_command_exit_2(capsys):
+    with pytest.raises(SystemExit) as e:
+        cli(["run", "--bogus", "x"])
+    assert e.value.code == 2
+    with pytest.raises(SystemExit) as e:
+        cli(["frobnicate"])
+    assert e.value.code == 2
+
+
+def test_missing_backend_is_explained(capsys):
+    rc = cli(["run", str(ROOT / "corpus/regressions/deepep661-c2b.json"), "--backend", "verbs"])
+    assert rc == 2
+    assert "cannot run here" in capsys.readouterr().err
+
+
+def test_run_verdicts():
+    assert cli(["run", str(ROOT / "corpus/regressions/deepep661-c2b.json")]) == 1
+    assert cli(["run", str(ROOT / "corpus/regressions/deepep674-fixed.json")]) == 0
+
+
+def test_explore_command():
+    assert cli(["explore", str(ROOT / "corpus/regressions/deepep674-fixed.json")]) == 0
+    assert cli(["explore", str(ROOT / "corpus/regressions/deepep661-c2b.json")]) == 1
+
+
+def test_list_names_every_backend(capsys):
+    assert cli(["list"]) == 0
+    out = capsys.readouterr().out
+    for b in ("sim: available", "verbs:", "cuda:"):
+        assert b in out
+
+
+@pytest.mark.slow
+def test_fuzz_summary_and_sigterm_keep_files_intact(tmp_path):
+    """SIGTERM mid-run: the summary still prints and every written file is whole."""
+    run_dir = tmp_path / "run"
+    p = subprocess.Popen([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "60",
+                          "--seed", "3", "--run-dir", str(run_dir)],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
+                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline and not list(run_dir.glob("finding-*.json")):
+        time.sleep(0.5)
+    time.sleep(1)
+    p.send_signal(signal.SIGTERM)
+    out, err = p.communicate(timeout=60)
+    assert p.returncode == 1, err[-2000:]
+    assert "finding signature(s)" in out and "replay: epfuzz run" in out
+    for case in run_dir.glob("finding-*.json"):
+        assert cli(["run", str(case)]) == 1
+    assert not list(run_dir.rglob(".finding-*"))  # no temp files left behind

@@ -1,0 +1,61 @@
+"""The atheris harnesses end to end: a fixed-seed budget finds #661 and replays it; fixed stays clean."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from epfuzz.cli import main as cli
+from epfuzz.corpus import load_case
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def run_harness(name: str, tmp: Path, runs: int, seed: int = 1, extra: tuple[str, ...] = ()):
+    work = tmp / "work"
+    work.mkdir(exist_ok=True)
+    cmd = [sys.executable, str(ROOT / "harnesses" / f"{name}_fuzzer.py"), str(work),
+           str(ROOT / "corpus" / f"{name}_fuzzer"), f"-artifact_prefix={tmp}/", f"-seed={seed}",
+           f"-runs={runs}", *extra]
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.slow
+def test_bad_protocol_is_found_and_replays(tmp_path, capsys):
+    p = run_harness("deepep_v2_dispatch", tmp_path, runs=5000)
+    assert p.returncode != 0, p.stderr[-2000:]
+    crashes = list(tmp_path.glob("crash-*"))
+    cases = list(tmp_path.glob("finding-*.json"))
+    assert crashes and cases
+    assert "replay: epfuzz run " in p.stderr
+    case = load_case(cases[0])
+    assert case.expect == "finding"
+    assert cli(["run", str(cases[0])]) == 1
+    assert cli(["run", str(crashes[0]), "--protocol", "deepep_v2_dispatch"]) == 1
+    assert cli(["replay", str(cases[0])]) == 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["deepep_v2_dispatch_fixed", "write_imm_signal"])
+def test_fixed_protocol_stays_clean_for_the_same_budget(tmp_path, name):
+    p = run_harness(name, tmp_path, runs=5000)
+    assert p.returncode == 0, p.stderr[-3000:]
+    assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("finding-*.json"))
+
+
+def test_unavailable_backend_fails_at_once_with_the_reason(tmp_path):
+    p = run_harness("deepep_v2_dispatch", tmp_path, runs=10, extra=("--backend=verbs",))
+    assert p.returncode == 2
+    assert "backend verbs cannot run here" in p.stderr
+
+
+def test_keep_going_writes_one_case_per_signature(tmp_path):
+    p = run_harness("deepep_v2_dispatch", tmp_path, runs=3000,
+                    extra=("--keep-going", f"--findings-dir={tmp_path}"))
+    assert p.returncode == 0, p.stderr[-2000:]
+    cases = [load_case(c) for c in tmp_path.glob("finding-*.json")]
+    assert cases
+    assert len({c.signature for c in cases}) == len(cases)

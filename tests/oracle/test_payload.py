@@ -1,0 +1,29 @@
+from __future__ import annotations
+
+import numpy as np
+
+from epfuzz.payload import canary, classify_chunk, token_checksum_ok, token_image
+
+
+def test_token_image_describes_itself():
+    img = token_image(3, 0, 2, 17, 64)
+    w = np.frombuffer(img, dtype="<u4").reshape(-1, 4)
+    assert (w[:, 0] == 3).all() and (w[:, 2] == 17).all() and (w[:, 1] == 2).all()
+    assert list(w[:-1, 3]) == [0, 1, 2]
+    assert token_checksum_ok(img)
+
+
+def test_checksum_catches_a_mixed_token():
+    new, old = token_image(2, 0, 0, 1, 64), token_image(1, 0, 0, 1, 64)
+    assert not token_checksum_ok(old[:16] + new[16:])
+
+
+def test_epochs_differ_so_stale_bytes_cannot_hide():
+    assert token_image(1, 0, 0, 0, 64) != token_image(2, 0, 0, 0, 64)
+
+
+def test_classify():
+    assert classify_chunk(canary(5, 16).tobytes(), 5) == "poisoned"
+    assert classify_chunk(canary(4, 16).tobytes(), 5) == "stale-poison"
+    assert classify_chunk(token_image(1, 0, 0, 0, 32)[:16], 5) == "stale"
+    assert classify_chunk(token_image(9, 0, 0, 0, 32)[:16], 5) == "corrupt"

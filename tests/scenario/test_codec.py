@@ -1,0 +1,92 @@
+"""The IR: bytes and JSON round-trip; bad input names the field."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from epfuzz.errors import InputError, ScenarioError
+from epfuzz.presets import PRESETS
+from epfuzz.protocols import REGISTRY
+from epfuzz.scenario import Scenario, iter_leaf_fields
+
+protocols = st.sampled_from(sorted(REGISTRY.items))
+presets = st.sampled_from(sorted(PRESETS))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.binary(max_size=200), protocols, presets)
+def test_any_bytes_decode_and_round_trip(data, protocol, preset):
+    s = Scenario.from_bytes(data, protocol, preset)
+    assert Scenario.from_bytes(s.to_bytes(), protocol, preset) == s
+    assert Scenario.from_json(s.to_json()) == s
+
+
+def test_empty_input_is_the_simplest_scenario():
+    s = Scenario.from_bytes(b"", "dispatch_any")
+    assert s == Scenario(protocol="dispatch_any")
+    assert s.to_bytes() == b"\0" * len(s.to_bytes())
+
+
+def test_fixed_fields_consume_no_bytes():
+    free = len(Scenario(protocol="dispatch_any").to_bytes())
+    pinned = len(Scenario.from_bytes(b"", "deepep_v2_dispatch", "mlx5-pci-atomic").to_bytes())
+    assert pinned < free
+
+
+def test_fixed_fields_are_applied_by_the_decoder():
+    s = Scenario.from_bytes(b"\xff" * 100, "deepep_v2_dispatch", "mlx5-default")
+    assert s.knobs.mr_relaxed is True and s.signal.kind == "faa" and s.knobs.atomic_mode == 0
+
+
+def test_invalid_json_is_one_clear_error():
+    with pytest.raises(ScenarioError, match="invalid JSON"):
+        Scenario.from_json("{nope")
+
+
+@pytest.mark.parametrize("doc, field", [
+    ({"payload": {"num_tokens": 0}}, "payload.num_tokens"),
+    ({"payload": {"num_tokens": "3"}}, "payload.num_tokens"),
+    ({"chunking": {"mtu": 1000}}, "chunking.mtu"),
+    ({"knobs": {"mr_relaxed": 1}}, "knobs.mr_relaxed"),
+    ({"topology": {"num_qps": 2, "channel_qp": [2]}}, "topology.channel_qp[0]"),
+    ({"signal": {"bogus": 1}}, "signal.bogus"),
+    ({"faults": {"spins": [{"channel": 0, "ns": -1}]}}, "faults.spins.ns"),
+    ({"protocol": "deepep_v2_dispatch", "knobs": {"mr_relaxed": False}}, "knobs.mr_relaxed"),
+    ({"preset": "mlx5-default", "knobs": {"atomic_mode": 4}}, "knobs.atomic_mode"),
+])
+def test_out_of_range_field_is_named(doc, field):
+    doc = {"protocol": "dispatch_any", **doc}
+    with pytest.raises(ScenarioError) as e:
+        Scenario.from_dict(doc)
+    assert e.value.field == field
+    assert "\n" not in str(e.value)
+
+
+def test_unknown_protocol_and_preset():
+    with pytest.raises(InputError, match="unknown protocol"):
+        Scenario.from_dict({"protocol": "nope"})
+    with pytest.raises(InputError, match="unknown preset"):
+        Scenario.from_dict({"preset": "nope"})
+
+
+def test_every_leaf_has_a_docstring():
+    for path, f in iter_leaf_fields():
+        assert f.metadata.get("doc"), path
+
+
+def test_digest_is_stable_and_content_addressed():
+    a = Scenario.from_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 3}})
+    b = Scenario.from_json(json.dumps(a.to_dict()))
+    assert a.digest() == b.digest()
+    assert a.digest() != a.with_path("payload.num_tokens", 4).digest()
+
+
+def test_token_budget_bounds_num_tokens():
+    s = {"protocol": "dispatch_any", "chunking": {"mtu": 256}, "payload": {"hidden_bytes": 16384, "epochs": 4,
+                                                                           "num_tokens": 64}}
+    with pytest.raises(ScenarioError, match="payload.num_tokens"):
+        Scenario.from_dict(s)

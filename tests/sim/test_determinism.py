@@ -1,0 +1,16 @@
+from __future__ import annotations
+
+import random
+
+from epfuzz.protocols import REGISTRY
+from epfuzz.scenario import Scenario
+from epfuzz.sim.engine import simulate
+
+
+def test_1000_random_scenarios_give_identical_traces_twice():
+    rng = random.Random(20261130)
+    names = sorted(REGISTRY.items)
+    for _ in range(1000):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
+        s = Scenario.from_bytes(data, rng.choice(names))
+        assert simulate(s).signature() == simulate(s).signature()
