@@ -163,6 +163,42 @@ def cmd_explore(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def cmd_minimize(a: argparse.Namespace) -> int:
+    from epfuzz.corpus import write_atomic
+    from epfuzz.findings import signature
+    from epfuzz.minimize import minimize
+
+    case = load_any(Path(a.path), a.protocol, a.preset)
+    m = minimize(case.scenario, backend=a.backend, repeats=a.repeats, threshold=a.threshold)
+    res = m.result
+    out = get_backend(a.backend).run(res, repeats=a.repeats)
+    before, after = m.sizes()
+    name = f"{res.protocol}-min-{res.digest()}"
+    path = Path(a.output) if a.output else Path(f"{name}.json")
+    new = Case(name, res, res.to_bytes(), "finding", a.backend,
+               out.violation.summary() if out.violation else "", signature(res, out))
+    write_atomic(path, new.to_json().encode())
+    print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
+          f"{m.seconds:.2f} s, reproduction rate {m.rate:.0%}")
+    print(f"  {out.violation.summary() if out.violation else 'clean'}")
+    print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
+    print(f"  replay: epfuzz run {path}")
+    if a.verbose:
+        print(res.to_json())
+    return EXIT_FINDING
+
+
+def cmd_explain(a: argparse.Namespace) -> int:
+    from epfuzz.explain import explain, plot
+
+    case = load_any(Path(a.path), a.protocol, a.preset)
+    exp = explain(case.scenario)
+    print(exp.text())
+    if a.plot:
+        print(f"picture: {plot(exp, Path(a.plot))}")
+    return EXIT_FINDING
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
@@ -205,6 +241,19 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--max-states", type=int, default=500_000)
     common(ex, backend=False)
     ex.set_defaults(fn=cmd_explore)
+    mn = sub.add_parser("minimize", help="shrink a finding to a 1-minimal scenario; write it as a case")
+    mn.add_argument("path")
+    mn.add_argument("-o", "--output", help="case file to write (default <protocol>-min-<digest>.json)")
+    mn.add_argument("--repeats", type=int, default=5, help="runs per candidate on nondeterministic backends")
+    mn.add_argument("--threshold", type=float, default=0.5, help="minimum reproduction rate to keep a candidate")
+    common(mn)
+    mn.set_defaults(fn=cmd_minimize)
+
+    xp = sub.add_parser("explain", help="timeline, rule cells and knobs behind a finding (sim)")
+    xp.add_argument("path")
+    xp.add_argument("--plot", help="also draw the timeline to this PNG or SVG file (needs matplotlib)")
+    common(xp, backend=False)
+    xp.set_defaults(fn=cmd_explain)
     return p
 
 

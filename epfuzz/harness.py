@@ -11,6 +11,7 @@ case file and fuzzing continues, so one run can report several bugs.
 from __future__ import annotations
 
 import os
+import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -75,6 +76,12 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
 
     argv = list(sys.argv if argv is None else argv)
     ours, rest = split_args(argv)
+    # children that libFuzzer spawns (-minimize_crash, -fork, -merge) get only its own
+    # flags, so hand ours down through the environment
+    for key, env in (("backend", "EPFUZZ_BACKEND"), ("preset", "EPFUZZ_PRESET"),
+                     ("keep-going", "EPFUZZ_KEEP_GOING"), ("findings-dir", "EPFUZZ_FINDINGS_DIR")):
+        if key in ours:
+            os.environ[env] = ours[key]
     prefix = next((a.split("=", 1)[1] for a in rest if a.startswith("-artifact_prefix=")), "")
     default_dir = Path(os.path.dirname(prefix) or ".")
     try:
@@ -89,5 +96,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     except EpfuzzError as e:
         sys.stderr.write(f"epfuzz: {e}\n")
         raise SystemExit(2) from None
+    # libFuzzer re-executes argv[0] through the shell for -minimize_crash, -fork and
+    # -merge; a .py file is not executable on its own, so name the interpreter too.
+    rest[0] = shlex.join([sys.executable, os.path.abspath(rest[0])])
     atheris.Setup(rest, harness.test_one_input)
     atheris.Fuzz()

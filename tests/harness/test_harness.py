@@ -25,7 +25,7 @@ def run_harness(name: str, tmp: Path, runs: int, seed: int = 1, extra: tuple[str
 
 @pytest.mark.slow
 def test_bad_protocol_is_found_and_replays(tmp_path, capsys):
-    p = run_harness("deepep_v2_dispatch", tmp_path, runs=5000)
+    p = run_harness("deepep_v2_dispatch", tmp_path, runs=8000)
     assert p.returncode != 0, p.stderr[-2000:]
     crashes = list(tmp_path.glob("crash-*"))
     cases = list(tmp_path.glob("finding-*.json"))
@@ -41,7 +41,7 @@ def test_bad_protocol_is_found_and_replays(tmp_path, capsys):
 @pytest.mark.slow
 @pytest.mark.parametrize("name", ["deepep_v2_dispatch_fixed", "write_imm_signal"])
 def test_fixed_protocol_stays_clean_for_the_same_budget(tmp_path, name):
-    p = run_harness(name, tmp_path, runs=5000)
+    p = run_harness(name, tmp_path, runs=8000)
     assert p.returncode == 0, p.stderr[-3000:]
     assert not list(tmp_path.glob("crash-*")) and not list(tmp_path.glob("finding-*.json"))
 
@@ -53,7 +53,7 @@ def test_unavailable_backend_fails_at_once_with_the_reason(tmp_path):
 
 
 def test_keep_going_writes_one_case_per_signature(tmp_path):
-    p = run_harness("deepep_v2_dispatch", tmp_path, runs=3000,
+    p = run_harness("deepep_v2_dispatch", tmp_path, runs=8000, seed=2,
                     extra=("--keep-going", f"--findings-dir={tmp_path}"))
     assert p.returncode == 0, p.stderr[-2000:]
     cases = [load_case(c) for c in tmp_path.glob("finding-*.json")]

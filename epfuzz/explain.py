@@ -1,0 +1,192 @@
+"""Explain a finding in RDMA and PCIe terms: the timeline, the rule cell behind each
+overtake, the stale bytes, and which knobs make it disappear.
+
+The knob analysis flips one knob at a time and asks the exhaustive explorer
+whether *any* allowed order still accepts an unfinished buffer (falling back to
+the same schedule when the scenario is too large to enumerate), so "safe" means
+safe for every schedule of this scenario, not just the one that was found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epfuzz.errors import InputError
+from epfuzz.ordering import TlpType
+from epfuzz.scenario import Scenario
+from epfuzz.sim.engine import SimRun, simulate
+from epfuzz.sim.explore import explore
+from epfuzz.sim.nic import PK_ATOMIC, PK_IMM, PK_SEND, PK_VALUE, PK_WRITE, T_ADD, T_CQE, T_READ, Tlp
+
+#: (label, dotted path, the value that should make it safe)
+KNOB_FLIPS = (
+    ("RO MR (mr_relaxed)", "knobs.mr_relaxed", False),
+    ("NIC sets RO", "knobs.nic_relaxed_ordering", False),
+    ("PCI atomic mode 4", "knobs.atomic_mode", 0),
+    ("o9-20 not enforced", "knobs.hca_o920", True),
+    ("no fence on the signal", "signal.fence", True),
+    ("signal on another QP", "signal.other_qp", False),
+    ("adaptive routing", "knobs.adaptive_routing", False),
+    ("IDO", "knobs.ido", False),
+)
+
+PK_NAMES = {PK_WRITE: "RDMA WRITE", PK_VALUE: "RDMA WRITE (flag)", PK_ATOMIC: "FETCH_AND_ADD",
+            PK_IMM: "WRITE_WITH_IMM", PK_SEND: "SEND"}
+
+
+def tlp_name(t: Tlp) -> str:
+    a = t.attrs
+    if a.type == TlpType.NP_DATA:
+        base = "AtomicOp"
+    elif t.action == T_READ:
+        base = "MemRd"
+    elif t.action == T_CQE:
+        base = "MemWr(CQE)"
+    elif t.action == T_ADD:
+        base = "MemWr(RMW)"
+    else:
+        base = "MemWr"
+    flags = [f for f, on in (("RO", a.ro), ("IDO", a.ido)) if on]
+    return f"{base}({','.join(flags)})" if flags else base
+
+
+def describe(t: Tlp, run: SimRun) -> str:
+    what = f"{t.region} bytes {t.off}-{t.off + t.length - 1}"
+    if t.region == "data":
+        lay = run.layout
+        first, last = t.off // lay.token_bytes, (t.off + t.length - 1) // lay.token_bytes
+        toks = sorted({lay.token_of(s // lay.slots_per_channel, s % lay.slots_per_channel)
+                       for s in range(first, last + 1)})
+        what = f"token {toks[0]}" if len(toks) == 1 else f"tokens {toks}"
+        what += f", bytes {t.off}-{t.off + t.length - 1}"
+    return what
+
+
+@dataclass
+class Explanation:
+    run: SimRun
+    overtakes: list[str]
+    knobs_needed: list[str]
+    knobs_irrelevant: list[str]
+    method: str
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def rule_cells(self) -> set[str]:
+        return {r for _, _, r in self.run.tlp_inversions}
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def _finding_survives(scn: Scenario) -> tuple[bool, str]:
+    try:
+        return explore(scn, max_states=200_000).violation is not None, "exhaustive"
+    except InputError:
+        return simulate(scn).violation is not None, "same schedule"
+
+
+def explain(scn: Scenario) -> Explanation:
+    run = simulate(scn)
+    if run.violation is None:
+        raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
+    v = run.violation
+    L: list[str] = [f"finding: {v.summary()}", "", "timeline"]
+    for w in run.wrs:
+        op = type(w.op).__name__
+        L.append(f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {op} on QP {w.qp}"
+                 + (" [fence]" if getattr(w.op, "fence", False) else ""))
+    for p in run.packets:
+        L.append(f"  t={p.arrive:>6} ns  packet {p.seq}: QP {p.qp} PSN {p.psn} {PK_NAMES[p.kind]} "
+                 f"{p.region} bytes {p.off}-{p.off + max(p.length, 1) - 1} arrives (sent {p.depart} ns)")
+    L.append("  PCIe visibility order (position: TLP)")
+    pos = 0
+    overtakers = {id(a) for a, _, _ in run.tlp_inversions}
+    for t in run.order:
+        mark = "  <== overtook" if id(t) in overtakers else ""
+        n = f"{t.n} TLPs" if t.n > 1 else "TLP"
+        L.append(f"    {pos:>4}: {n} {t.seq}{'-' + str(t.seq + t.n - 1) if t.n > 1 else ''} "
+                 f"{tlp_name(t)} QP {t.qp}, {describe(t, run)}{mark}")
+        pos += t.n
+        if v.kind == "stale-accept" and pos == v.position:
+            L.append(f"    receiver polls here and accepts {v.what}")
+            break
+    overtakes = []
+    for a, b, r in run.tlp_inversions:
+        overtakes.append(f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}")
+    for a, b, r in run.packet_inversions:
+        overtakes.append(f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} "
+                         f"(QP {b.qp} PSN {b.psn})")
+    L.append("")
+    L.append("overtakes")
+    L += [f"  {o}" for o in overtakes] or ["  none: arrival order alone exposes it (timing across QPs)"]
+    if v.kind == "stale-accept":
+        L.append("")
+        L.append(f"stale bytes: {v.bad_bytes} in {len(v.bad_chunks)} chunk(s) of {v.what}:")
+        for off, cls in v.bad_chunks[:8]:
+            L.append(f"  {v.region}+{off}: {cls}")
+    needed, irrelevant = [], []
+    method = ""
+    for label, path, safe in KNOB_FLIPS:
+        if scn.get_path(path) == safe:
+            continue
+        flipped = scn.with_path(path, safe)
+        survives, method = _finding_survives(flipped)
+        (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
+    L.append("")
+    L.append(f"knobs without which the finding disappears ({method} check):")
+    L += [f"  {k}" for k in needed] or ["  none of the single flips makes it safe"]
+    if irrelevant:
+        L.append("knobs that do not matter here:")
+        L += [f"  {k}" for k in irrelevant]
+    return Explanation(run, overtakes, needed, irrelevant, method, L)
+
+
+def plot(exp: Explanation, path: Path) -> Path:
+    """Lanes for each QP (packets by arrival), PCIe (TLPs by visibility), memory and the receiver."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    run = exp.run
+    v = run.violation
+    qps = sorted({p.qp for p in run.packets})
+    lanes = [f"QP {q}" for q in qps] + ["PCIe", "memory", "receiver"]
+    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.6 * len(lanes)))
+    overtakers = {id(a) for a, _, _ in run.tlp_inversions}
+    # packets: x = arrival rank
+    for rank, p in enumerate(run.packets):
+        y = lanes.index(f"QP {p.qp}")
+        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PK_ATOMIC else "tab:blue")
+        ax.text(rank + 0.45, y, PK_NAMES[p.kind].split()[0][:5], ha="center", va="center", fontsize=7)
+    overtaken = {id(b) for _, b, _ in run.tlp_inversions}
+    accept = v.position if v is not None and v.kind == "stale-accept" else None
+    pos = 0
+    for t in run.order:
+        late = accept is not None and pos >= accept
+        color = ("tab:red" if id(t) in overtakers else "gold" if id(t) in overtaken
+                 else "tab:orange" if t.region != "data" else "tab:green")
+        ax.barh(lanes.index("PCIe"), t.n * 0.95, left=pos, color=color, alpha=0.35 if late else 1.0,
+                hatch="//" if id(t) in overtaken else None)
+        ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
+        if t.region == "data":
+            ax.barh(lanes.index("memory"), t.n * 0.95, left=pos, color="lightgray" if late else "tab:green")
+            ax.text(pos + t.n / 2, lanes.index("memory"), describe(t, run).split(",")[0], ha="center",
+                    va="center", fontsize=6)
+        pos += t.n
+    if accept is not None:
+        ax.axvline(accept, color="black", linestyle="--")
+        ax.text(accept, lanes.index("receiver"), f" accepts {v.what}: {v.bad_bytes} bytes not landed",
+                va="center", fontsize=8)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.invert_yaxis()
+    ax.set_xlabel("QP lanes: packet arrival rank; PCIe and memory: visibility position in TLPs\n"
+                  "red: overtaker, hatched: overtaken, pale: landed after the receiver accepted")
+    ax.set_title(f"{run.scenario.protocol}: " + "; ".join(exp.overtakes[:2])[:110], fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,174 @@
+"""Structure-aware minimization of a finding, to a 1-minimal scenario.
+
+Like Hypothesis' shrinker, it works on the IR, not the bytes: it removes
+schedule entries, spins and per-QP faults, lowers every integer towards its
+simplest value, moves every choice towards its first option, and repeats until
+no single removal or simplification keeps the finding (1-minimal, checked by
+`is_one_minimal`). Candidates are validated through the same JSON loader as any
+user input, so the result is always a valid scenario.
+
+On a nondeterministic backend each candidate is run `repeats` times and kept
+only if it still reproduces in at least `threshold` of them.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from epfuzz.backends import Backend, get_backend
+from epfuzz.errors import EpfuzzError
+from epfuzz.scenario import Scenario, fixed_fields, iter_leaf_fields
+
+Predicate = Callable[[Scenario], bool]
+
+
+@dataclass
+class Minimized:
+    original: Scenario
+    result: Scenario
+    runs: int
+    seconds: float
+    rate: float
+
+    def sizes(self) -> tuple[int, int]:
+        return len(self.original.to_bytes()), len(self.result.to_bytes())
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    head, _, rest = path.partition(".")
+    out = dict(doc)
+    if rest:
+        out[head] = dict(doc.get(head, {}))
+        out[head][rest] = value
+    else:
+        out[head] = value
+    return out
+
+
+def _smaller_ints(v: int, lo: int) -> list[int]:
+    """lo first, then halfway points, then v-1: big steps before small ones."""
+    out: list[int] = []
+    if v <= lo:
+        return out
+    out.append(lo)
+    # the next few small values: an overtake index is taken modulo the TLP count
+    out += [x for x in range(lo + 1, min(v, lo + 4))]
+    d = (v - lo) // 2
+    while d > 0:
+        if v - d not in out:
+            out.append(v - d)
+        d //= 2
+    if v - 1 not in out:
+        out.append(v - 1)
+    return out
+
+
+def _simplify_value(kind: str, meta: dict[str, Any], v: Any) -> list[Any]:
+    if kind == "int":
+        return _smaller_ints(v, meta["lo"])
+    if kind == "bool":
+        return [False] if v else []
+    if kind == "choice":
+        return list(meta["options"][: meta["options"].index(v)])
+    return []
+
+
+def candidates(scn: Scenario) -> Iterator[Scenario]:
+    """Every single removal or simplification of `scn` that is a valid scenario, simplest first."""
+    fixed = fixed_fields(scn.protocol, scn.preset)
+    doc = scn.to_dict()
+
+    def valid(d: dict[str, Any]) -> Scenario | None:
+        try:
+            return Scenario.from_dict(d)
+        except EpfuzzError:
+            return None
+
+    leaves = list(iter_leaf_fields())
+    # removals first: they shrink the most
+    for path, f in leaves:
+        kind = f.metadata["kind"]
+        if kind not in ("ints", "items") or path in fixed:
+            continue
+        seq = scn.get_path(path)
+        for i in range(len(seq)):
+            lst = list(_get(doc, path))
+            del lst[i]
+            c = valid(_set(doc, path, lst))
+            if c is not None:
+                yield c
+    for path, f in leaves:
+        kind = f.metadata["kind"]
+        if path in fixed:
+            continue
+        if kind in ("int", "bool", "choice"):
+            for nv in _simplify_value(kind, f.metadata, scn.get_path(path)):
+                c = valid(_set(doc, path, nv))
+                if c is not None:
+                    yield c
+        elif kind == "ints":
+            lst = list(scn.get_path(path))
+            for i, x in enumerate(lst):
+                for nv in _smaller_ints(x, f.metadata["lo"]):
+                    c = valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
+                    if c is not None:
+                        yield c
+        elif kind == "items":
+            items = list(_get(doc, path))
+            sub = f.metadata["cls"]
+            for i, item in enumerate(items):
+                for sp, sf in iter_leaf_fields(sub):
+                    for nv in _simplify_value(sf.metadata["kind"], sf.metadata, item[sp]):
+                        new = items[:i] + [{**item, sp: nv}] + items[i + 1:]
+                        c = valid(_set(doc, path, new))
+                        if c is not None:
+                            yield c
+
+
+def _get(doc: dict[str, Any], path: str) -> Any:
+    obj: Any = doc
+    for p in path.split("."):
+        obj = obj[p]
+    return obj
+
+
+def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | None) -> Predicate:
+    def pred(s: Scenario) -> bool:
+        out = backend.run(s, repeats=repeats)
+        if out.violation is None or (kind and out.violation.kind != kind):
+            return False
+        return out.rate >= threshold
+
+    return pred
+
+
+def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
+             predicate: Predicate | None = None, max_runs: int = 20000) -> Minimized:
+    b = get_backend(backend)
+    if b.deterministic:
+        repeats = 1
+    first = b.run(scn, repeats=repeats)
+    if first.violation is None:
+        raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
+    pred = predicate or reproduces(b, repeats, threshold, first.violation.kind)
+    t0 = time.perf_counter()
+    runs = 0
+    current = scn
+    improved = True
+    while improved and runs < max_runs:
+        improved = False
+        for cand in candidates(current):
+            runs += 1
+            if pred(cand):
+                current = cand
+                improved = True
+                break
+    rate = b.run(current, repeats=repeats).rate
+    return Minimized(scn, current, runs, time.perf_counter() - t0, rate)
+
+
+def is_one_minimal(scn: Scenario, predicate: Predicate) -> bool:
+    return predicate(scn) and not any(predicate(c) for c in candidates(scn))
