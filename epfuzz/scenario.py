@@ -193,7 +193,8 @@ class Scenario:
         fixed = fixed_fields(self.protocol, self.preset)
         writer = ChoiceWriter()
         _encode_fields(self, "", writer, fixed, {})
-        return writer.getvalue()
+        # missing bytes decode as zeros, so trailing zeros carry nothing: drop them
+        return writer.getvalue().rstrip(b"\0")
 
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
