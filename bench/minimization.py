@@ -21,6 +21,7 @@ from epfuzz.scenario import Scenario
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 from tests.quality.test_shrink_quality import BIG_661 as NOISY_661  # noqa: E402
+
 HARNESS = ROOT / "harnesses" / "deepep_v2_dispatch_fuzzer.py"
 PROTO = "deepep_v2_dispatch"
 
