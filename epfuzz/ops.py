@@ -20,13 +20,18 @@ REGIONS = (DATA, SIGNAL, CQ, RECV)
 
 @dataclass(frozen=True, slots=True)
 class Write:
-    """RDMA WRITE of this epoch's payload bytes for [offset, offset+length) of `region`."""
+    """RDMA WRITE of this epoch's payload bytes for [offset, offset+length) of `region`.
+
+    `shift` moves the source: the bytes sent are those the receiver expects at
+    offset+shift (a sender that computes a wrong slot, bug pattern 10).
+    """
 
     qp: int
     region: str
     offset: int
     length: int
     fence: bool = False
+    shift: int = 0
 
 
 @dataclass(frozen=True, slots=True)

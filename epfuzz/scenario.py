@@ -151,6 +151,7 @@ class Faults:
                                          len_from="topology.num_qps")
     port_delay_ns: int = _int(0, 65535, "added latency on the port", log=True)
     port_rate_div: int = _int(1, 16, "port throttle: link rate divided by this")
+    rx_lag: int = _int(0, 32, "TLPs that land while the receiver is still reading what it accepted")
 
 
 @dataclass(frozen=True, slots=True)

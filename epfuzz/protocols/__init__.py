@@ -33,6 +33,11 @@ REGISTRY.add(DispatchProtocol(
     "table: signal kind x placement x fence x MR ordering)",
     {}, "finding", ("research notes: ten bug patterns",)))
 
+from epfuzz.protocols.zoo import PROTOCOLS as _ZOO  # noqa: E402
+
+for _p in _ZOO:
+    REGISTRY.add(_p)
+
 
 def get_protocol(name: str) -> Protocol:
     if name in REGISTRY.items:

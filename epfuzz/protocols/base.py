@@ -65,6 +65,7 @@ class Consume:
 class MemoryView(TypingProtocol):
     def u64(self, region: str, offset: int) -> int: ...
     def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]: ...
+    def read(self, region: str, offset: int, length: int) -> bytes: ...
 
 
 class Receiver(abc.ABC):
@@ -103,6 +104,21 @@ class Protocol(abc.ABC):
     expect: Literal["finding", "clean"] = "clean"
     #: bug sources this protocol reproduces (issues, PRs)
     sources: tuple[str, ...] = ()
+    #: receiver zeroes its signal words and CQ before each epoch (behind the epoch barrier)
+    reset_signals: bool = True
+    #: the test harness poisons the data slots before each epoch (never while they may be in use)
+    poison: bool = True
+    #: the receiver returns a slot's credit when it accepts it, while it still reads it for
+    #: `faults.rx_lag` more TLPs (False: the credit follows the read, behind the epoch barrier)
+    release_at_accept: bool = False
+    #: after a signal, the receiver flushes (a read on the data's PCIe path) before reading the data
+    flush_on_accept: bool = False
+    #: PCIe completer of each region (0 = one path for all); different completers are unordered
+    targets: dict[str, int] = {}
+
+    def epoch_prologue(self, scn: Scenario, layout: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
+        """Receiver stores before epoch `epoch`'s traffic: (region, offset, u64 value, ordered)."""
+        return []
 
     def layout(self, scn: Scenario) -> Layout:
         p = scn.payload

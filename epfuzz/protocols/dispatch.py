@@ -49,13 +49,52 @@ def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, i
 
 
 class DispatchProtocol(Protocol):
+    """One sender and receiver; the variants differ by pinned fields and a few options.
+
+    Options (all default off): `flush_before_signal` (Flush the data QP before each
+    signal, as DeepEP's direct-mode gpu_barrier), `shared_word` (every channel adds
+    to signal word 0), `no_signal` (no signal at all: the receiver watches the
+    payload), `wrong_stride` (the sender computes slot = token // next_pow2(C)),
+    plus the `Protocol` attributes (reset_signals, poison, release_at_accept,
+    flush_on_accept, targets) and `receiver_cls`/`receiver_opts`.
+    """
+
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
-                 sources: tuple[str, ...] = ()) -> None:
+                 sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
+                 receiver_opts: dict[str, Any] | None = None, prologue_reset: bool | None = None,
+                 **options: Any) -> None:
         self.name = name
         self.doc = doc
         self.fixed = fixed
         self.expect = expect  # type: ignore[assignment]
         self.sources = sources
+        self.receiver_cls = receiver_cls or DispatchReceiver
+        self.receiver_opts = receiver_opts or {}
+        self.prologue_reset = prologue_reset
+        self.flush_before_signal = bool(options.pop("flush_before_signal", False))
+        self.shared_word = bool(options.pop("shared_word", False))
+        self.no_signal = bool(options.pop("no_signal", False))
+        self.wrong_stride = bool(options.pop("wrong_stride", False))
+        for attr in ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets"):
+            if attr in options:
+                setattr(self, attr, options.pop(attr))
+        if options:
+            raise TypeError(f"unknown DispatchProtocol options: {sorted(options)}")
+
+    def epoch_prologue(self, scn: Scenario, lay: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
+        """With `prologue_reset`, the receiver zeroes its tail words itself between epochs."""
+        if self.prologue_reset is None or epoch == 0:
+            return []
+        return [(ops.SIGNAL, c * 8, 0, self.prologue_reset) for c in range(lay.num_channels)]
+
+    def _shift(self, lay: Layout, c: int, first: int, cnt: int) -> tuple[int, int]:
+        """(destination offset, source shift) of a WR writing slots [first, first+cnt) of channel c."""
+        off = lay.slot_offset(c, first)
+        if not self.wrong_stride:
+            return off, 0
+        pow2 = 1 << (lay.num_channels - 1).bit_length()
+        wrong = lay.slot_offset(c, lay.token_of(c, first) // pow2)
+        return wrong, off - wrong
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
         sig = scn.signal
@@ -71,43 +110,50 @@ class DispatchProtocol(Protocol):
             k = 0
             wrs = data_wrs(scn, lay, c)
             for i, (first, cnt, off, length) in enumerate(wrs):
-                prog.append(ops.Write(qp, ops.DATA, off, length))
+                dst, shift = self._shift(lay, c, first, cnt)
+                prog.append(ops.Write(qp, ops.DATA, dst + off - lay.slot_offset(c, first), length, shift=shift))
                 done = first + cnt
                 last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
+                if self.no_signal:
+                    continue
                 if last_piece and (done - signaled >= interval or done == n):
+                    if self.flush_before_signal:
+                        prog.append(ops.Flush(qp))
                     prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
                     signaled = done
                     k += 1
-            if n == 0:  # an empty channel still tells the receiver it is finished
+            if n == 0 and not self.no_signal:  # an empty channel still tells the receiver it is finished
                 prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
             programs.append(prog)
         return programs
 
-    @staticmethod
-    def _signal(scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
+    def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
         sig = scn.signal
         finish = FINISH if tail == n else 0
         pack = sig.encoding == "pack2"
+        word = 0 if self.shared_word else c * 8
         if sig.kind == "faa":
             delta = pack2(finish, tail - old) if pack else tail - old
-            return ops.AtomicAdd(qp, ops.SIGNAL, c * 8, delta, fence=sig.fence)
+            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence=sig.fence)
         if sig.kind == "write":
             value = pack2(finish, tail) if pack else tail
-            return ops.WriteValue(qp, ops.SIGNAL, c * 8, value, fence=sig.fence)
+            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence=sig.fence)
         if sig.kind == "write_imm":
             return ops.WriteImm(qp, ops.DATA, 0, 0, imm=pack2(finish, tail), cq_slot=k, fence=sig.fence)
         return ops.Send(qp, value=((epoch + 1) << 48) | pack2(finish, tail) & ((1 << 48) - 1),
                         slot=k, fence=sig.fence)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
-        return DispatchReceiver(scn, lay)
+        return self.receiver_cls(scn, lay, **self.receiver_opts)
 
 
 class DispatchReceiver(Receiver):
     """DeepEP's forward warp: poll the channel's tail, consume [old_tail, tail)."""
 
-    def __init__(self, scn: Scenario, lay: Layout) -> None:
+    def __init__(self, scn: Scenario, lay: Layout, epoch_base: bool = False) -> None:
         self.lay = lay
+        self.epoch_base = epoch_base  # counters persist across epochs: subtract what earlier epochs added
+        self.epoch = 0
         self.kind = scn.signal.kind
         self.pack = scn.signal.encoding == "pack2"
         self.watch = frozenset({ops.SIGNAL}) if self.kind in ("faa", "write") else frozenset({ops.CQ})
@@ -117,6 +163,7 @@ class DispatchReceiver(Receiver):
         self.next_cqe = [0] * n
 
     def start_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
         n = self.lay.num_channels
         self.tail = [0] * n
         self.finished = [False] * n
@@ -126,9 +173,12 @@ class DispatchReceiver(Receiver):
         """New (finish, tail) observations for channel c since the last poll."""
         if self.kind in ("faa", "write"):
             word = mem.u64(ops.SIGNAL, c * 8)
+            n = self.lay.tokens_in_channel[c]
+            if self.epoch_base:
+                word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
             if self.pack:
-                return [unpack2(word)]
-            return [(int(word >= self.lay.tokens_in_channel[c]), word)]
+                return [unpack2(word & ((1 << 64) - 1))]
+            return [(int(word >= n), word)]
         seen = []
         while self.next_cqe[c] < self.lay.max_signals:
             k = self.next_cqe[c]

@@ -13,9 +13,9 @@ from dataclasses import dataclass, field
 from epfuzz import ops
 from epfuzz.oracle import Violation, check
 from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Layout, Protocol, apply_spins
+from epfuzz.protocols.base import Consume, Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
-from epfuzz.sim.memory import Memory
+from epfuzz.sim.memory import Memory, expected_data
 from epfuzz.sim.nic import Packet, Tlp, Wr, post_and_send, respond
 from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
 
@@ -76,10 +76,20 @@ def build(scn: Scenario, proto: Protocol | None = None) -> SimRun:
     arrivals, pinv = (pkts, [])
     if net and scn.knobs.adaptive_routing:
         arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
-    tlps = respond(scn, arrivals, lay.max_signals, 0)
+    prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
+    tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
     order, tinv = apply_overtakes(tlps, moves, tlp_pass_rule(), scn.knobs.reorder_window)
     return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
+
+
+@dataclass
+class _Reading:
+    """Bytes the receiver accepted and is still reading (faults.rx_lag)."""
+
+    consume: Consume
+    epoch: int
+    left: int
 
 
 def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
@@ -91,14 +101,34 @@ def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
     rx = proto.receiver(scn, lay)
     watch = rx.watch
     name = scn.protocol
+    lag = scn.faults.rx_lag
+    flush = proto.flush_on_accept
+    data_target = proto.targets.get(ops.DATA, 0)
     epoch = -1
     polls = run.polls
+    reading: list[_Reading] = []
+    deferred: list[tuple[Consume, int]] = []   # (consume, seq of the signal TLP) awaiting the flush
+    invisible_data = {t.seq for t in run.order if t.region == ops.DATA and t.target == data_target} if flush else set()
 
     def close(e: int, pos: int) -> Violation | None:
         if e >= 0 and not rx.done():
             return Violation("hang", name, e, -1, "not every channel saw its final signal", position=pos)
         return None
 
+    def verify(c: Consume, e: int, t: Tlp, pos: int) -> Violation | None:
+        expected = expected_data(lay, e) if c.region == ops.DATA else None
+        v = check(c, mem.regions[c.region], expected, lay, name, e)
+        if v is not None:
+            v.trigger, v.position = t.seq, pos
+        return v
+
+    # the receiver issues its own stores (resets) first and sees its own writes: it
+    # polls again only once all of this epoch's local stores have been applied
+    local_left: dict[int, int] = {}
+    for t in run.order:
+        if t.local:
+            local_left[t.epoch] = local_left.get(t.epoch, 0) + 1
+    pending_local = 0
     pos = 0
     for t in run.order:
         if t.epoch != epoch:
@@ -106,22 +136,54 @@ def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
             if v:
                 run.violation = v
                 return run
+            if not proto.release_at_accept:
+                reading.clear()  # the credit follows the read: the sender waits for it
             epoch = t.epoch
-            mem.start_epoch(epoch)
+            mem.start_epoch(epoch, poison=proto.poison, reset=proto.reset_signals)
             rx.start_epoch(epoch)
+            pending_local = local_left.get(epoch, 0)
         mem.apply(t)
         pos += t.n
-        if t.region in watch:
+        if t.local:
+            pending_local -= 1
+        if reading:
+            for r in reading:
+                c = r.consume
+                if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
+                    v = verify(c, r.epoch, t, pos)
+                    if v is not None:
+                        v.kind = "overwritten-while-read"
+                        run.violation = v
+                        return run
+                r.left -= t.n
+            reading = [r for r in reading if r.left > 0]
+        if flush:
+            invisible_data.discard(t.seq)
+        if t.region in watch and not pending_local:
             consumed = rx.poll(mem, epoch)
             if consumed:
                 polls.append(Poll(pos, t.seq, [c.what for c in consumed]))
                 for c in consumed:
-                    expected = mem.expected if c.region == ops.DATA else None
-                    v = check(c, mem.regions[c.region], expected, lay, name, epoch)
+                    if flush and c.region == ops.DATA:
+                        deferred.append((c, t.seq))
+                        continue
+                    v = verify(c, epoch, t, pos)
                     if v is not None:
-                        v.trigger, v.position = t.seq, pos
                         run.violation = v
                         return run
+                    if lag and c.region == ops.DATA:
+                        reading.append(_Reading(c, epoch, lag))
+        if deferred:  # the flush read completes once the data path's earlier TLPs are visible
+            still = []
+            for c, trig in deferred:
+                if any(s < trig for s in invisible_data):
+                    still.append((c, trig))
+                    continue
+                v = verify(c, epoch, t, pos)
+                if v is not None:
+                    run.violation = v
+                    return run
+            deferred = still
     run.violation = close(epoch, pos)
     return run
 

@@ -45,6 +45,9 @@ def _units(tlps: list[Tlp]) -> list[Tlp]:
 
 def explore(scn: Scenario, proto: Protocol | None = None, max_states: int = 500_000) -> Exploration:
     proto = proto or get_protocol(scn.protocol)
+    if proto.flush_on_accept or (proto.release_at_accept and scn.faults.rx_lag):
+        raise InputError(f"exhaustive exploration does not model {scn.protocol}'s flush or read lag yet; "
+                         "use epfuzz run or fuzz it")
     run = build(scn.replace(schedule=()), proto)
     mem = Memory(run.layout)
     rx = proto.receiver(scn, run.layout)

@@ -39,17 +39,22 @@ class Memory:
         self.expected = expected_data(layout, 0)
         self.epoch = 0
 
-    def start_epoch(self, epoch: int) -> None:
+    def start_epoch(self, epoch: int, poison: bool = True, reset: bool = True) -> None:
         """Poison the slots with this epoch's canary; reset signal words and CQ (receiver cleanup)."""
         self.epoch = epoch
         data = self.regions[ops.DATA]
-        data[:] = canary(epoch, data.size)
-        for name in (ops.SIGNAL, ops.CQ, ops.RECV):
-            self.regions[name][:] = 0
+        if poison or epoch == 0:
+            data[:] = canary(epoch, data.size)
+        if reset or epoch == 0:
+            for name in (ops.SIGNAL, ops.CQ, ops.RECV):
+                self.regions[name][:] = 0
         self.expected = expected_data(self.layout, epoch)
 
     def u64(self, region: str, offset: int) -> int:
         return int.from_bytes(self.regions[region][offset:offset + 8].tobytes(), "little")
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return self.regions[region][offset:offset + length].tobytes()
 
     def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
         w = self.regions[region][offset:offset + 16].view("<u4")
@@ -58,8 +63,9 @@ class Memory:
     def apply(self, t: Tlp) -> None:
         arr = self.regions[t.region]
         a = t.action
-        if a == T_COPY:
-            arr[t.off:t.off + t.length] = self.expected[t.off:t.off + t.length]
+        if a == T_COPY:  # value = source shift (0: the bytes the receiver expects there)
+            src = t.off + t.value
+            arr[t.off:t.off + t.length] = self.expected[src:src + t.length]
         elif a == T_VALUE:
             arr[t.off:t.off + 8] = np.frombuffer((t.value & MASK64).to_bytes(8, "little"), dtype=np.uint8)
         elif a == T_ADD:  # atomic: one TLP, or the RMW's write-back after its read

@@ -62,7 +62,7 @@ class Tlp:
     """
 
     __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
-                 "dep", "hold", "pkt", "wr")
+                 "dep", "hold", "pkt", "wr", "target", "local")
 
     def __repr__(self) -> str:  # pragma: no cover
         a = self.attrs
@@ -132,7 +132,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             n = max(1, -(-op.length // mtu))
             for i in range(n):
                 off = op.offset + i * mtu
-                pieces.append((PK_WRITE, op.region, off, min(mtu, op.offset + op.length - off), 0, i == n - 1))
+                pieces.append((PK_WRITE, op.region, off, min(mtu, op.offset + op.length - off), op.shift,
+                               i == n - 1))
         elif isinstance(op, ops.WriteImm):
             n = max(1, -(-op.length // mtu))
             for i in range(n):
@@ -175,8 +176,21 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     return wrs, pkts
 
 
-def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int) -> list[Tlp]:
-    """Responder NIC: packets in arrival order to TLPs in root-complex arrival order."""
+#: receiver-local stores (`Tlp.local`): none, ordered before the epoch (barrier), or unordered with it
+LOCAL_NONE, LOCAL_BARRIER, LOCAL_UNORDERED = 0, 1, 2
+
+
+def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,
+            targets: dict[str, int] | None = None,
+            prologue: dict[int, list[tuple[str, int, int, bool]]] | None = None) -> list[Tlp]:
+    """Responder NIC: packets in arrival order to TLPs in root-complex arrival order.
+
+    `targets` maps regions to PCIe completers (0 = the default path); `prologue`
+    gives, per epoch, the receiver's own stores (region, offset, value, ordered)
+    that precede the epoch's traffic: behind a barrier, or racing it.
+    """
+    targets = targets or {}
+    prologue = prologue or {}
     k = scn.knobs
     mps = scn.chunking.max_payload
     ro = k.mr_relaxed and k.nic_relaxed_ordering
@@ -208,22 +222,38 @@ def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_
         t.epoch, t.attrs, t.action, t.qp = p.epoch, at(tp, r, p.qp), action, p.qp
         t.region, t.off, t.length, t.value = region, off, length, value
         t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
+        t.target, t.local = targets.get(region, 0), LOCAL_NONE
         out.append(t)
         return t
 
-    def payload(p: Packet, action: int) -> None:
+    local_attrs = Attrs(TlpType.POSTED)
+
+    def local_stores(epoch: int) -> None:
+        for region, off, value, ordered in prologue.get(epoch, ()):
+            t = Tlp()
+            t.seq, t.n, t.mps = units[0], 1, mps
+            units[0] += 1
+            t.epoch, t.attrs, t.action, t.qp = epoch, local_attrs, T_VALUE, -1
+            t.region, t.off, t.length, t.value = region, off, 8, value
+            t.dep, t.hold, t.pkt, t.wr = -1, False, -1, -1
+            t.target, t.local = targets.get(region, 0), LOCAL_BARRIER if ordered else LOCAL_UNORDERED
+            out.append(t)
+
+    def payload(p: Packet, action: int, value: int | None = None) -> None:
         """MemWr TLPs split at max-payload-size address boundaries, as one run."""
         if not p.length:
             return
         n = (p.off + p.length - 1) // mps - p.off // mps + 1
         last = out[-1] if out else None
         if (action == T_COPY and last is not None and last.action == T_COPY and last.wr == p.wr
+                and last.value == (p.value if value is None else value)
+                and last.local == LOCAL_NONE
                 and last.off + last.length == p.off and p.off % mps == 0):
             last.n += n        # the next packet of the same WR, right behind: extend the run
             last.length += p.length
             units[0] += n
             return
-        emit(TlpType.POSTED, ro, action, p, p.region, p.off, p.length, p.value, n=n)
+        emit(TlpType.POSTED, ro, action, p, p.region, p.off, p.length, p.value if value is None else value, n=n)
 
     def complete(p: Packet) -> None:
         """The in-order completion point of packet p (CQE, or an o9-20 atomic)."""
@@ -240,7 +270,11 @@ def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_
             rd = emit(TlpType.READ, False, T_READ, p, p.region, p.off, 8, 0, hold=hold)
             emit(TlpType.POSTED, ro, T_ADD, p, p.region, p.off, 8, p.value, dep=rd.seq, hold=hold)
 
+    epoch = -1
     for p in arrivals:
+        if p.epoch != epoch:
+            epoch = p.epoch
+            local_stores(epoch)
         q = p.qp
         if p.kind == PK_WRITE or p.kind == PK_VALUE:
             payload(p, T_COPY if p.kind == PK_WRITE else T_VALUE)
@@ -248,7 +282,7 @@ def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_
             held.setdefault(q, []).append(p)
         elif p.kind == PK_IMM:
             if p.length:
-                payload(p, T_COPY)
+                payload(p, T_COPY, 0)  # the packet's value is the immediate, not a shift
             if p.last:
                 held.setdefault(q, []).append(p)
         elif p.kind == PK_SEND:
