@@ -46,9 +46,8 @@ class TagReceiver(Receiver):
                 w = mem.u32x4(ops.DATA, tail)
                 if w[0] != epoch or w[2] != lay.token_of(c, i):
                     continue
-                if self.checksum:
-                    if not token_checksum_ok(mem.read(ops.DATA, off, lay.token_bytes)):
-                        continue
+                if self.checksum and not token_checksum_ok(mem.read(ops.DATA, off, lay.token_bytes)):
+                    continue
                 row[i] = True
                 out.append(Consume(ops.DATA, off, lay.token_bytes, c, f"slot {i} of channel {c} (tag seen)"))
         return out
