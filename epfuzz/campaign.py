@@ -33,6 +33,9 @@ def harness_names() -> list[str]:
     return sorted(p.name[:-3] for p in (ROOT / "harnesses").glob("*_fuzzer.py"))
 
 
+PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
+
+
 def harness_path(name: str) -> Path:
     name = name.removesuffix(".py")
     if not name.endswith("_fuzzer"):
@@ -96,11 +99,20 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.lines.append(line.strip())
 
 
-def fuzz(harness: str, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
+def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
          extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
-         progress: bool = True) -> Summary:
-    script = harness_path(harness)
-    name = script.stem
+         progress: bool = True, protocol: str | None = None) -> Summary:
+    """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol."""
+    if protocol:
+        from epfuzz.protocols import get_protocol
+
+        get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
+        script, name = PLUGIN, protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
+    elif harness:
+        script = harness_path(harness)
+        name = script.stem
+    else:
+        raise InputError("name a harness or give --protocol module:Attr")
     log = get_logger(harness=name, backend=backend, preset=preset)
     run_dir = run_dir or ROOT / "runs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
     work = run_dir / "corpus"
@@ -120,6 +132,8 @@ def fuzz(harness: str, seconds: int, jobs: int = 1, backend: str = "sim", preset
     def launch(j: int) -> None:
         left = max(1, int(deadline - time.monotonic()))
         cmd = [sys.executable, str(script), str(work)]
+        if protocol:
+            cmd.append(f"--protocol={protocol}")
         if seeds.is_dir():
             cmd.append(str(seeds))
         cmd += [f"-max_total_time={left}", f"-artifact_prefix={art}/", "-print_final_stats=1",

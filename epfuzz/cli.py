@@ -142,7 +142,7 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     if a.preset not in PRESETS:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
-             run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed)
+             run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
     if s.harness_errors:
         return EXIT_HARNESS
@@ -199,6 +199,14 @@ def cmd_explain(a: argparse.Namespace) -> int:
     return EXIT_FINDING
 
 
+def cmd_safety(a: argparse.Namespace) -> int:
+    from epfuzz.safety import markdown, table
+
+    header, body = table()
+    print(markdown(header, body))
+    return EXIT_CLEAN
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
@@ -226,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
     ls.set_defaults(fn=cmd_list)
 
     fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time and summarise")
-    fz.add_argument("harness")
+    fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
+    fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
     fz.add_argument("--time", type=int, default=60, help="seconds (default 60)")
     fz.add_argument("--jobs", type=int, default=1)
     fz.add_argument("--backend", default="sim", choices=BACKENDS)
@@ -254,6 +263,9 @@ def build_parser() -> argparse.ArgumentParser:
     xp.add_argument("--plot", help="also draw the timeline to this PNG or SVG file (needs matplotlib)")
     common(xp, backend=False)
     xp.set_defaults(fn=cmd_explain)
+    st = sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
+                                             "unsafe under each preset (exhaustive, small litmus scenarios)")
+    st.set_defaults(fn=cmd_safety)
     return p
 
 

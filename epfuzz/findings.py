@@ -17,10 +17,13 @@ SIGNATURE_KNOBS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_r
 
 
 def signature(scn: Scenario, outcome: Outcome) -> str:
-    """Findings with the same protocol, preset, kind, rule cells and knob set are one bug."""
+    """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug."""
+    from epfuzz.protocols import get_protocol
+
     v = outcome.violation
     kind = v.kind if v else "clean"
-    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in SIGNATURE_KNOBS)
+    names = get_protocol(scn.protocol).signature_knobs or SIGNATURE_KNOBS
+    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names)
     rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
     return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
 
@@ -30,12 +33,18 @@ def replay_command(path: Path, backend: str = "sim") -> str:
     return f"epfuzz run {shlex.quote(str(path))}{extra}"
 
 
+def file_stem(protocol: str) -> str:
+    """A protocol name fit for a file name (plug-ins are module:Attr)."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "." for ch in protocol)
+
+
 def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
     """Write the finding as a regression case (JSON with scenario and input bytes)."""
     sig = signature(scn, outcome)
-    case = Case(f"{scn.protocol}-{scn.digest()}", scn, data, "finding", outcome.backend,
+    stem = file_stem(scn.protocol)
+    case = Case(f"{stem}-{scn.digest()}", scn, data, "finding", outcome.backend,
                 outcome.violation.summary() if outcome.violation else "", sig)
-    path = folder / f"finding-{scn.protocol}-{scn.digest()}.json"
+    path = folder / f"finding-{stem}-{scn.digest()}.json"
     write_atomic(path, case.to_json().encode())
     return path
 

@@ -17,7 +17,7 @@ class SimBackend(Backend):
     def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
         run = simulate(scn)
         v = run.violation
-        return Outcome("sim", v, runs=1, hits=int(v is not None), rules_fired=run.rules_fired,
+        return Outcome("sim", v, runs=1, hits=int(v is not None), rules_fired=run.culprit_rules(),
                        summary=summarize(run), detail=run)
 
 
@@ -30,4 +30,6 @@ def summarize(run: object) -> str:
              f"{len(run.polls)} receiver polls that accepted data"]
     if run.tlp_inversions or run.packet_inversions:
         lines.append("reorderings: " + ", ".join(sorted(run.rules_fired)))
+    if run.violation is not None:
+        lines.append("the finding depends on: " + (", ".join(sorted(run.culprit_rules())) or "arrival order alone"))
     return "\n".join(lines)

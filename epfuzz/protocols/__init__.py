@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 from epfuzz.errors import InputError
 from epfuzz.protocols.base import Consume, Layout, Protocol, Receiver, Registry
@@ -50,6 +52,8 @@ def get_protocol(name: str) -> Protocol:
 def load_plugin(spec: str) -> Protocol:
     """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`."""
     mod_name, _, attr = spec.partition(":")
+    if os.getcwd() not in sys.path:  # user modules live beside the user, not in site-packages
+        sys.path.insert(0, os.getcwd())
     try:
         mod = importlib.import_module(mod_name)
         obj = getattr(mod, attr)

@@ -115,6 +115,8 @@ class Protocol(abc.ABC):
     flush_on_accept: bool = False
     #: PCIe completer of each region (0 = one path for all); different completers are unordered
     targets: dict[str, int] = {}
+    #: scenario fields that tell one bug from another in crash dedup (None: epfuzz's default list)
+    signature_knobs: tuple[str, ...] | None = None
 
     def epoch_prologue(self, scn: Scenario, layout: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         """Receiver stores before epoch `epoch`'s traffic: (region, offset, u64 value, ordered)."""

@@ -8,6 +8,7 @@ catches is exactly what some receiver timing could catch (see README, limits).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from epfuzz import ops
@@ -47,6 +48,39 @@ class SimRun:
         return frozenset(r for _, _, r in self.tlp_inversions) | frozenset(
             r for _, _, r in self.packet_inversions)
 
+    def culprit_rules(self) -> frozenset[str]:
+        """The rule clauses of the reorderings the finding depends on.
+
+        For a stale accept: inversions where an earlier-arrived TLP overlapping the
+        accepted bytes was still invisible when the receiver accepted, and the TLP
+        that passed it was already visible (plus the packet-level overtakes of those
+        stale TLPs' packets). Other reorderings in the run are noise for dedup.
+        """
+        v = self.violation
+        if v is None:
+            return frozenset()
+        if v.kind != "stale-accept":
+            return self.rules_fired
+        rank: dict[int, int] = {}
+        pos = 0
+        for t in self.order:
+            rank[id(t)] = pos
+            pos += t.n
+        lo, hi = v.offset, v.offset + v.length
+        out = set()
+        stale_pkts = set()
+        for a, b, r in self.tlp_inversions:
+            if (b.region == v.region and b.off < hi and lo < b.off + b.length
+                    and rank[id(b)] >= v.position and rank[id(a)] < v.position):
+                out.add(r)
+        for t in self.order:
+            if rank[id(t)] >= v.position and t.region == v.region and t.off < hi and lo < t.off + t.length:
+                stale_pkts.add(t.pkt)
+        for _, b, r in self.packet_inversions:
+            if b.seq in stale_pkts:
+                out.add(r)
+        return frozenset(out)
+
     def signature(self) -> tuple[object, ...]:
         """A compact, comparable trace: same scenario -> same signature, always."""
         return (
@@ -58,8 +92,13 @@ class SimRun:
         )
 
 
-def build(scn: Scenario, proto: Protocol | None = None) -> SimRun:
-    """Everything up to (not including) memory replay: deterministic in the scenario."""
+def build(scn: Scenario, proto: Protocol | None = None,
+          arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
+    """Everything up to (not including) memory replay: deterministic in the scenario.
+
+    `arrival`, if given, chooses the packet arrival order instead of the schedule's
+    net overtakes (exhaustive exploration of adaptive routing uses it).
+    """
     proto = proto or get_protocol(scn.protocol)
     lay = proto.layout(scn)
     psn = [0] * scn.topology.num_qps
@@ -74,7 +113,9 @@ def build(scn: Scenario, proto: Protocol | None = None) -> SimRun:
         p.seq = i
     net = [(o.index, o.distance) for o in scn.schedule if o.stage == "net"]
     arrivals, pinv = (pkts, [])
-    if net and scn.knobs.adaptive_routing:
+    if arrival is not None:
+        arrivals = arrival(pkts)
+    elif net and scn.knobs.adaptive_routing:
         arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
     tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
