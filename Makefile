@@ -25,7 +25,7 @@ fuzz: install
 
 test: install
 	$(VENV)/bin/ruff check epfuzz harnesses tests bench
-	$(PY) -m pytest -q
+	$(PY) -m pytest -q -n auto
 
 replay: install
 	$(EPFUZZ) replay corpus/regressions corpus/*_fuzzer

@@ -1,62 +1,247 @@
 #!/usr/bin/env python3
-"""Benchmarks: emulator throughput on one core (writes bench/results.json and bench/results.md).
+"""`make bench`: throughput, time-to-bug against baselines, false alarms, minimization.
 
-Throughput is measured on scenarios decoded from random bytes (fixed seed), which
-is what a fuzzing run executes, and on the DeepEP #661 seed scenario. Numbers
-are figures to quote, never assertions: a noisy machine must not fail a build.
+Writes bench/results.json and bench/results.md (quoted in README). Figures, not
+assertions: nothing here fails on a slow machine. Budget: under 15 minutes on 2
+cores (libFuzzer runs go two at a time).
+
+- throughput: emulator exec/s in-process (random decoded scenarios, and the #661
+  seed), the instrumented harness under libFuzzer, and a trivial atheris target
+  on the same machine (the ceiling);
+- time-to-bug (FuzzBench/Magma style), per bad protocol, 5 seeds: (a) the
+  coverage-guided harness from an empty corpus, (b) random inputs through the
+  same decoder without coverage feedback, (c) exhaustive exploration of a grid of
+  small scenarios, simplest first, where the protocol can be explored;
+- false alarms of the fixed protocols in a fixed budget (must be 0);
+- minimization: time and size before/after for each (a) finding.
 """
 
 from __future__ import annotations
 
+import itertools
 import json
+import os
 import platform
 import random
+import re
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
+from concurrent.futures import ProcessPoolExecutor, ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
-from epfuzz.scenario import Scenario
-from epfuzz.seeds import SEED_661
-from epfuzz.sim.engine import simulate
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
 
-OUT = Path(__file__).resolve().parent
+from epfuzz.errors import EpfuzzError  # noqa: E402
+from epfuzz.minimize import minimize  # noqa: E402
+from epfuzz.protocols import get_protocol  # noqa: E402
+from epfuzz.protocols.zoo import ZOO  # noqa: E402
+from epfuzz.scenario import Scenario  # noqa: E402
+from epfuzz.seeds import SEED_661  # noqa: E402
+from epfuzz.sim.engine import simulate  # noqa: E402
+from epfuzz.sim.explore import explore  # noqa: E402
+
+SEEDS = (1, 2, 3, 4, 5)
+MAX_RUNS = 100_000          # per libFuzzer time-to-bug run
+RANDOM_CAP = 200_000        # per random-baseline run
+FIXED_RUNS = 20_000         # per fixed protocol (false alarms)
+STAT = re.compile(r"stat::(\w+):\s+(\S+)")
+TRIVIAL = '''
+import sys, atheris
+def t(b):
+    fdp = atheris.FuzzedDataProvider(b)
+    fdp.ConsumeIntInRange(0, 100)
+atheris.Setup(sys.argv, t)
+atheris.Fuzz()
+'''
 
 
-def throughput(inputs: list[bytes], protocol: str, seconds: float) -> dict[str, float]:
-    n = 0
+def libfuzzer(script: Path, args: list[str], timeout: int = 900) -> dict[str, Any]:
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp) / "work"
+        work.mkdir()
+        t0 = time.perf_counter()
+        p = subprocess.run([sys.executable, str(script), str(work), f"-artifact_prefix={tmp}/",
+                            "-print_final_stats=1", *args], capture_output=True, text=True, timeout=timeout)
+        wall = time.perf_counter() - t0
+        crash = next(Path(tmp).glob("crash-*"), None)
+        data = crash.read_bytes() if crash else None
+    stats = {k: float(v) for k, v in STAT.findall(p.stderr)}
+    return {"execs": int(stats.get("number_of_executed_units", 0)), "seconds": round(wall, 2),
+            "exec_per_s": stats.get("average_exec_per_sec", 0.0), "found": data is not None,
+            "input": data.hex() if data else None}
+
+
+def harness(name: str) -> Path:
+    return ROOT / "harnesses" / f"{name}_fuzzer.py"
+
+
+# ---------------------------------------------------------------- throughput
+def throughput(seconds: float = 8.0) -> dict[str, Any]:
+    rng = random.Random(1)
+    inputs = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(500)]
+
+    def loop(items: list[bytes], proto: str, preset: str = "spec") -> float:
+        n, t0 = 0, time.perf_counter()
+        while time.perf_counter() - t0 < seconds:
+            for d in items:
+                simulate(Scenario.from_bytes(d, proto, preset))
+                n += 1
+        return n / (time.perf_counter() - t0)
+
+    seed = Scenario.from_dict(SEED_661)
+    with tempfile.TemporaryDirectory() as tmp:
+        triv = Path(tmp) / "trivial_fuzzer.py"
+        triv.write_text(TRIVIAL)
+        trivial = libfuzzer(triv, ["-max_total_time=10"])
+    fuzzed = libfuzzer(harness("deepep_v2_dispatch_fixed"),
+                       [str(ROOT / "corpus" / "deepep_v2_dispatch_fixed_fuzzer"), "-max_total_time=20"])
+    return {
+        "emulator_random_exec_per_s": round(loop(inputs, "dispatch_any")),
+        "emulator_661_seed_exec_per_s": round(loop([seed.to_bytes()], seed.protocol, seed.preset)),
+        "harness_exec_per_s": fuzzed["exec_per_s"],
+        "trivial_atheris_exec_per_s": trivial["exec_per_s"],
+        "harness_over_trivial": round(fuzzed["exec_per_s"] / trivial["exec_per_s"], 3)
+        if trivial["exec_per_s"] else None,
+    }
+
+
+# ---------------------------------------------------------------- baselines
+def random_baseline(args: tuple[str, int]) -> dict[str, Any]:
+    name, seed = args
+    rng = random.Random(seed)
     t0 = time.perf_counter()
-    sizes = []
-    while time.perf_counter() - t0 < seconds:
-        for data in inputs:
-            run = simulate(Scenario.from_bytes(data, protocol))
-            sizes.append(len(run.packets))
+    for i in range(1, RANDOM_CAP + 1):
+        data = rng.randbytes(rng.randrange(0, 129))
+        if simulate(Scenario.from_bytes(data, name)).violation is not None:
+            return {"execs": i, "seconds": round(time.perf_counter() - t0, 2), "found": True}
+    return {"execs": RANDOM_CAP, "seconds": round(time.perf_counter() - t0, 2), "found": False}
+
+
+GRID = {"payload.num_tokens": (1, 2), "payload.epochs": (1, 2), "topology.num_channels": (1, 2, 3),
+        "topology.num_qps": (1, 2), "knobs.nic_relaxed_ordering": (False, True), "knobs.atomic_mode": (0, 4),
+        "knobs.adaptive_routing": (False, True), "knobs.hca_o920": (False, True),
+        "signal.interval": (1, 2), "knobs.reorder_window": (64,)}
+
+
+def exhaustive(name: str) -> dict[str, Any]:
+    """Explore a grid of small scenarios, simplest first, until one is unsafe."""
+    proto = get_protocol(name)
+    fixed = proto.fixed
+    keys = [k for k in GRID if k not in fixed]
+    t0 = time.perf_counter()
+    n = 0
+    for values in itertools.product(*(GRID[k] for k in keys)):
+        doc: dict[str, Any] = {"protocol": name, "payload": {"hidden_bytes": 16}}
+        for k, v in zip(keys, values):
+            sec, field = k.split(".")
+            doc.setdefault(sec, {})[field] = v
+        try:
+            scn = Scenario.from_dict(doc)
             n += 1
-    dt = time.perf_counter() - t0
-    return {"execs": n, "seconds": round(dt, 2), "exec_per_s": round(n / dt),
-            "median_packets": statistics.median(sizes)}
+            if explore(scn, max_states=50_000).violation is not None:
+                return {"scenarios": n, "seconds": round(time.perf_counter() - t0, 2), "found": True}
+        except EpfuzzError as e:
+            if "does not model" in str(e):
+                return {"scenarios": 0, "seconds": 0.0, "found": None, "why": str(e)}
+            continue
+    return {"scenarios": n, "seconds": round(time.perf_counter() - t0, 2), "found": False}
+
+
+def summarize(runs: list[dict[str, Any]], key: str) -> dict[str, Any]:
+    vals = [r[key] for r in runs if r["found"]]
+    return {"median": statistics.median(vals) if vals else None, "min": min(vals) if vals else None,
+            "max": max(vals) if vals else None, "found": f"{len(vals)}/{len(runs)}"}
 
 
 def main() -> int:
-    seconds = float(sys.argv[1]) if len(sys.argv) > 1 else 10.0
-    rng = random.Random(1)
-    inputs = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(500)]
-    seed = Scenario.from_dict(SEED_661)
-    results = {
-        "date": time.strftime("%Y-%m-%d"),
-        "machine": f"{platform.machine()} {platform.processor() or ''} python {platform.python_version()}".strip(),
-        "random_scenarios": throughput(inputs, "dispatch_any", seconds),
-        "deepep661_seed": throughput([seed.to_bytes()], seed.protocol, seconds / 2),
-    }
-    (OUT / "results.json").write_text(json.dumps(results, indent=2) + "\n")
-    r, s = results["random_scenarios"], results["deepep661_seed"]
-    md = (f"Measured {results['date']} on {results['machine']} (one core).\n\n"
-          "| workload | exec/s | median packets/run |\n| --- | --- | --- |\n"
-          f"| random fuzz-decoded scenarios (dispatch_any) | {r['exec_per_s']} | {r['median_packets']} |\n"
-          f"| DeepEP #661 seed scenario | {s['exec_per_s']} | {s['median_packets']} |\n")
-    (OUT / "results.md").write_text(md)
-    print(md)
+    t_start = time.perf_counter()
+    out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
+                           "machine": f"{platform.machine()} python {platform.python_version()}"}
+    out["throughput"] = throughput()
+    print("throughput", out["throughput"], flush=True)
+    bads = [z[2] for z in ZOO]
+    fixeds = [z[3] for z in ZOO]
+    with ThreadPoolExecutor(2) as pool:
+        guided = {(b, s): pool.submit(libfuzzer, harness(b), [f"-seed={s}", f"-runs={MAX_RUNS}"])
+                  for b in bads for s in SEEDS}
+        fixed_runs = {f: pool.submit(libfuzzer, harness(f), [str(ROOT / "corpus" / f"{f}_fuzzer"), "-seed=1",
+                                                             f"-runs={FIXED_RUNS}"]) for f in fixeds}
+        guided_r = {k: v.result() for k, v in guided.items()}
+        fixed_r = {k: v.result() for k, v in fixed_runs.items()}
+    print("guided done", round(time.perf_counter() - t_start), flush=True)
+    with ProcessPoolExecutor(2) as pp:
+        rnd = dict(zip([(b, s) for b in bads for s in SEEDS],
+                       pp.map(random_baseline, [(b, s) for b in bads for s in SEEDS])))
+        exh = dict(zip(bads, pp.map(exhaustive, bads)))
+    print("baselines done", round(time.perf_counter() - t_start), flush=True)
+    table = []
+    for num, title, bad, fixed in ZOO:
+        g = [guided_r[(bad, s)] for s in SEEDS]
+        r = [rnd[(bad, s)] for s in SEEDS]
+        ge, re_ = summarize(g, "execs"), summarize(r, "execs")
+        gs, rs = summarize(g, "seconds"), summarize(r, "seconds")
+        mins = []
+        for res in g:
+            if res["input"]:
+                scn = Scenario.from_bytes(bytes.fromhex(res["input"]), bad)
+                t0 = time.perf_counter()
+                m = minimize(scn)
+                mins.append({"seconds": round(time.perf_counter() - t0, 2), "bytes_before": len(scn.to_bytes()),
+                             "bytes_after": len(m.result.to_bytes()), "overtakes_before": len(scn.schedule),
+                             "overtakes_after": len(m.result.schedule)})
+                break
+        table.append({
+            "pattern": num, "title": title, "bad": bad, "fixed": fixed,
+            "guided_execs": ge, "guided_seconds": gs, "random_execs": re_, "random_seconds": rs,
+            "ratio_random_over_guided_execs": round(re_["median"] / ge["median"], 2)
+            if ge["median"] and re_["median"] else None,
+            "exhaustive": exh[bad],
+            "fixed_false_alarms": int(fixed_r[fixed]["found"]), "fixed_execs": fixed_r[fixed]["execs"],
+            "minimization": mins[0] if mins else None,
+        })
+    out["time_to_bug"] = table
+    out["total_seconds"] = round(time.perf_counter() - t_start)
+    (ROOT / "bench" / "results.json").write_text(json.dumps(out, indent=2) + "\n")
+    (ROOT / "bench" / "results.md").write_text(render(out))
+    print(render(out))
     return 0
+
+
+def render(out: dict[str, Any]) -> str:
+    t = out["throughput"]
+    lines = [f"Measured {out['date']} on {out['machine']}, {out['cores']} cores; `make bench` took "
+             f"{out['total_seconds']} s.", "",
+             "| throughput | exec/s |", "| --- | --- |",
+             f"| emulator, random decoded scenarios (in-process) | {t['emulator_random_exec_per_s']} |",
+             f"| emulator, DeepEP #661 seed (in-process) | {t['emulator_661_seed_exec_per_s']} |",
+             f"| instrumented harness under libFuzzer | {t['harness_exec_per_s']:.0f} |",
+             f"| trivial atheris target (ceiling) | {t['trivial_atheris_exec_per_s']:.0f} |",
+             f"| harness / trivial | {t['harness_over_trivial']} |", "",
+             "Time to bug, 5 seeds, median [min-max] executions (coverage-guided from an empty corpus vs random "
+             "inputs through the same decoder), exhaustive grid scenarios to the first unsafe one, false alarms "
+             f"of the fixed protocol in {FIXED_RUNS} executions, structural minimization of the seed-1 finding:",
+             "",
+             "| # | bad protocol | guided execs | guided s | random execs | random s | random/guided | exhaustive "
+             "| fixed: false alarms | minimize |",
+             "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for r in out["time_to_bug"]:
+        g, rr = r["guided_execs"], r["random_execs"]
+        ex = r["exhaustive"]
+        exs = ("n/a" if ex["found"] is None else f"{ex['scenarios']} ({ex['seconds']} s)" if ex["found"]
+               else f"none in {ex['scenarios']}")
+        mn = r["minimization"]
+        mns = (f"{mn['bytes_before']}->{mn['bytes_after']} B, {mn['overtakes_before']}->{mn['overtakes_after']} "
+               f"overtakes, {mn['seconds']} s") if mn else "-"
+        lines.append(f"| {r['pattern']} | `{r['bad']}` | {g['median']} [{g['min']}-{g['max']}] ({g['found']}) | "
+                     f"{r['guided_seconds']['median']} | {rr['median']} [{rr['min']}-{rr['max']}] ({rr['found']}) | "
+                     f"{r['random_seconds']['median']} | {r['ratio_random_over_guided_execs']} | {exs} | "
+                     f"{r['fixed_false_alarms']} | {mns} |")
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":

@@ -26,7 +26,8 @@ from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
 
 ROOT = Path(__file__).resolve().parent.parent
-STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)")
+STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
+PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
 
 
 def harness_names() -> list[str]:
@@ -48,6 +49,7 @@ def harness_path(name: str) -> Path:
 
 @dataclass
 class JobState:
+    rss: int = 0
     execs: int = 0
     cov: int = 0
     ft: int = 0
@@ -93,6 +95,8 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
             m = STATUS.search(line)
             if m:
                 st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
+                if m.group(7):
+                    st.rss = int(m.group(7))
             elif "harness error" in line or "HarnessError" in line:
                 st.harness_errors += 1
             elif "=== epfuzz finding" in line:
@@ -160,7 +164,11 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         for j in range(jobs):
             launch(j)
         last_note = 0.0
+        last_row = 0.0
         tty = progress and sys.stderr.isatty()
+        csv = (run_dir / "progress.csv").open("a")
+        if csv.tell() == 0:
+            csv.write(PROGRESS_HEADER)
         while True:
             alive = False
             for j, p in enumerate(procs):
@@ -186,6 +194,12 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
             now = time.monotonic()
             execs = sum(base) + sum(s.execs for s in states)
             n_find = len(list(run_dir.glob("finding-*.json")))
+            if now - last_row >= 1:  # the time series `epfuzz report` plots
+                el = now - start
+                csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{max(s.cov for s in states)},"
+                          f"{max(s.corp for s in states)},{n_find},{sum(s.rss for s in states)}\n")
+                csv.flush()
+                last_row = now
             if progress and (tty or now - last_note >= 10):
                 el = now - start
                 msg = (f"[{el:5.0f}s / {seconds}s, {max(0, deadline - now):4.0f}s left] execs {execs} "
@@ -199,6 +213,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
                              execs=execs, cov=max(s.cov for s in states), findings=n_find)
                 last_note = now
             time.sleep(0.5)
+        csv.close()
     finally:
         for s, h in old.items():
             signal.signal(s, h)

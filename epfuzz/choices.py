@@ -13,6 +13,8 @@ from __future__ import annotations
 
 def _width(span: int) -> int:
     """Bytes needed to hold values 0..span-1."""
+    if span <= 256:
+        return 1
     return max(1, ((span - 1).bit_length() + 7) // 8)
 
 
@@ -27,9 +29,13 @@ class ChoiceReader:
         span = hi - lo + 1
         if span <= 1:
             return lo
+        pos = self.pos
+        if span <= 256:  # the common case: one byte
+            self.pos = pos + 1
+            return lo + (self.data[pos] % span if pos < len(self.data) else 0)
         n = _width(span)
-        chunk = self.data[self.pos : self.pos + n]
-        self.pos += n
+        chunk = self.data[pos : pos + n]
+        self.pos = pos + n
         raw = int.from_bytes(chunk.ljust(n, b"\0"), "big")
         return lo + raw % span
 

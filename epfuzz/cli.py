@@ -169,7 +169,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.minimize import minimize
 
     case = load_any(Path(a.path), a.protocol, a.preset)
-    m = minimize(case.scenario, backend=a.backend, repeats=a.repeats, threshold=a.threshold)
+    m = minimize(case.scenario, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
+                 max_seconds=a.max_seconds)
     res = m.result
     out = get_backend(a.backend).run(res, repeats=a.repeats)
     before, after = m.sizes()
@@ -204,6 +205,38 @@ def cmd_safety(a: argparse.Namespace) -> int:
 
     header, body = table()
     print(markdown(header, body))
+    return EXIT_CLEAN
+
+
+def cmd_corpus(a: argparse.Namespace) -> int:
+    from epfuzz import maintain
+
+    if a.action == "merge":
+        n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
+        print(f"merged {n} input(s) that add coverage into {a.dest}")
+    else:
+        before, after = maintain.prune(a.harness, Path(a.dest))
+        print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
+    return EXIT_CLEAN
+
+
+def cmd_triage(a: argparse.Namespace) -> int:
+    from epfuzz import maintain
+
+    groups = maintain.triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset)
+    for sig, paths in groups.items():
+        print(f"{len(paths):4d}  {sig}")
+    print(f"{len(groups)} signature(s)" + (f"; new representatives written to {a.keep}" if a.keep else ""))
+    return EXIT_FINDING if groups else EXIT_CLEAN
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from epfuzz.report import report
+
+    text, png = report(Path(a.run_dir), png=not a.no_png)
+    print(text)
+    if png:
+        print(f"plot: {png}")
     return EXIT_CLEAN
 
 
@@ -255,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     mn.add_argument("-o", "--output", help="case file to write (default <protocol>-min-<digest>.json)")
     mn.add_argument("--repeats", type=int, default=5, help="runs per candidate on nondeterministic backends")
     mn.add_argument("--threshold", type=float, default=0.5, help="minimum reproduction rate to keep a candidate")
+    mn.add_argument("--max-seconds", type=float, help="stop early and keep the smallest reproducer so far")
     common(mn)
     mn.set_defaults(fn=cmd_minimize)
 
@@ -266,6 +300,25 @@ def build_parser() -> argparse.ArgumentParser:
     st = sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
                                              "unsafe under each preset (exhaustive, small litmus scenarios)")
     st.set_defaults(fn=cmd_safety)
+
+    co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1)")
+    co.add_argument("action", choices=("merge", "prune"))
+    co.add_argument("harness")
+    co.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
+    co.add_argument("sources", nargs="*", help="merge: folders whose coverage-adding inputs are added")
+    co.set_defaults(fn=cmd_corpus)
+
+    tr = sub.add_parser("triage", help="group a run's findings by signature; keep one minimized case per group")
+    tr.add_argument("run_dir")
+    tr.add_argument("--keep", help="folder to write new representatives to (e.g. corpus/regressions)")
+    tr.add_argument("--protocol", help="protocol of raw crash-* artifacts in the folder")
+    tr.add_argument("--preset", default="spec")
+    tr.set_defaults(fn=cmd_triage)
+
+    rp2 = sub.add_parser("report", help="exec/s and coverage over time, findings by signature (markdown + PNG)")
+    rp2.add_argument("run_dir")
+    rp2.add_argument("--no-png", action="store_true")
+    rp2.set_defaults(fn=cmd_report)
     return p
 
 

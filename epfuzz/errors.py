@@ -35,6 +35,10 @@ class BackendUnavailable(InputError):
     """The requested backend cannot run on this host; the message says why."""
 
 
+class Unsupported(InputError):
+    """This backend cannot express this scenario (e.g. host atomics the hardware lacks): skip it."""
+
+
 class HarnessError(EpfuzzError):
     """epfuzz broke one of its own invariants: a bug in the tool, not the protocol."""
 

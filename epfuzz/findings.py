@@ -11,6 +11,8 @@ from epfuzz.corpus import Case, write_atomic
 from epfuzz.scenario import Scenario
 
 #: the knobs that decide whether an ordering bug exists; part of the dedup signature
+#: on the GPU the RDMA knobs mean nothing; the GPU form's fields tell bugs apart
+GPU_SIGNATURE_KNOBS = ("signal.kind", "gpu.path", "gpu.fence", "gpu.store", "gpu.signal_thread", "gpu.no_sync")
 SIGNATURE_KNOBS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_relaxed",
                    "knobs.nic_relaxed_ordering", "knobs.atomic_mode", "knobs.hca_o920",
                    "knobs.adaptive_routing", "knobs.ido")
@@ -22,7 +24,8 @@ def signature(scn: Scenario, outcome: Outcome) -> str:
 
     v = outcome.violation
     kind = v.kind if v else "clean"
-    names = get_protocol(scn.protocol).signature_knobs or SIGNATURE_KNOBS
+    names = (GPU_SIGNATURE_KNOBS if outcome.backend == "cuda"
+             else get_protocol(scn.protocol).signature_knobs or SIGNATURE_KNOBS)
     knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names)
     rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
     return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"

@@ -19,7 +19,7 @@ from pathlib import Path
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
 from epfuzz.backends import get_backend
-from epfuzz.errors import EpfuzzError, Finding
+from epfuzz.errors import EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
@@ -39,7 +39,10 @@ class Harness:
 
     def test_one_input(self, data: bytes) -> None:
         scn = Scenario.from_bytes(data, self.protocol, self.preset)
-        outcome = self.backend.run(scn)
+        try:
+            outcome = self.backend.run(scn)
+        except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
+            return
         if outcome.violation is None:
             return
         sig = signature(scn, outcome)

@@ -146,7 +146,9 @@ def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | Non
 
 
 def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
-             predicate: Predicate | None = None, max_runs: int = 20000) -> Minimized:
+             predicate: Predicate | None = None, max_runs: int = 20000,
+             max_seconds: float | None = None) -> Minimized:
+    """Shrink until 1-minimal, or until `max_runs` candidates or `max_seconds` (then: the best so far)."""
     b = get_backend(backend)
     if b.deterministic:
         repeats = 1
@@ -161,6 +163,9 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
     while improved and runs < max_runs:
         improved = False
         for cand in candidates(current):
+            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+                improved = False
+                break
             runs += 1
             if pred(cand):
                 current = cand

@@ -67,15 +67,12 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
         v.bad_bytes = consume.length
         v.bad_chunks = [(consume.offset, "stale")]
         return v
-    diff = np.nonzero((a.reshape(-1, CHUNK) != e.reshape(-1, CHUNK)).any(axis=1))[0]
-    v.bad_bytes = int((a != e).sum())
-    tokens = set()
-    for i in diff[:MAX_REPORTED_CHUNKS]:
-        off = consume.offset + int(i) * CHUNK
-        v.bad_chunks.append((off, classify_chunk(a[int(i) * CHUNK:(int(i) + 1) * CHUNK].tobytes(), epoch)))
-    for i in diff:
-        off = consume.offset + int(i) * CHUNK
-        slot = off // layout.token_bytes
-        tokens.add(layout.token_of(slot // layout.slots_per_channel, slot % layout.slots_per_channel))
-    v.tokens = sorted(tokens)
+    ne = a != e
+    diff = np.nonzero(ne.reshape(-1, CHUNK).any(axis=1))[0]
+    v.bad_bytes = int(ne.sum())
+    for i in diff[:MAX_REPORTED_CHUNKS].tolist():
+        off = consume.offset + i * CHUNK
+        v.bad_chunks.append((off, classify_chunk(a[i * CHUNK:(i + 1) * CHUNK].tobytes(), epoch)))
+    slots = np.unique((consume.offset + diff * CHUNK) // layout.token_bytes).tolist()
+    v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
     return v

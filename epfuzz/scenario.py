@@ -155,6 +155,22 @@ class Faults:
 
 
 @dataclass(frozen=True, slots=True)
+class Gpu:
+    """The GPU form of the protocol (cuda backend); the sim ignores it.
+
+    Decoded last, so adding it changed no existing encoding.
+    """
+
+    path: str = _choice(("p2p", "same", "host"), "producer GPU0 -> peer GPU1 over NVLink, same GPU, or host-mapped")
+    fence: str = _choice(("none", "threadfence", "threadfence_system"), "fence before the signal")
+    store: str = _choice(("plain", "volatile", "release_sys"), "how a flag store is made (faa: atomicAdd_system)")
+    signal_thread: str = _choice(("first", "last"), "which thread of the CTA raises the signal")
+    no_sync: bool = _bool("skip __syncthreads between the CTA's data stores and the signal")
+    spin_cycles: int = _int(0, 65535, "clock spin between the data and the signal", log=True)
+    incantations: int = _int(0, 8, "extra CTAs making memory traffic while the producers run")
+
+
+@dataclass(frozen=True, slots=True)
 class Overtake:
     """One deviation from arrival order, chosen by the adversary.
 
@@ -180,15 +196,14 @@ class Scenario:
     chunking: Chunking = _section(Chunking)
     payload: Payload = _section(Payload)
     faults: Faults = _section(Faults)
+    gpu: Gpu = _section(Gpu)
 
     # -------------------------------------------------------------- codecs
     @classmethod
     def from_bytes(cls, data: bytes, protocol: str, preset: str = "spec") -> Scenario:
-        fixed = fixed_fields(protocol, preset)
+        plan = _plan_for(protocol, preset)
         reader = ChoiceReader(data)
-        values: dict[str, Any] = {}
-        body = _decode_fields(cls, "", reader, fixed, values, skip_names=True)
-        return cls(protocol=protocol, preset=preset, **body)
+        return cls(protocol=protocol, preset=preset, **_run_plan(plan, reader, {}))
 
     def to_bytes(self) -> bytes:
         fixed = fixed_fields(self.protocol, self.preset)
@@ -318,6 +333,64 @@ def _resolve(meta: Mapping[str, Any], values: Mapping[str, Any], key: str, defau
         return default
     n = int(values[ref])
     return min(default, n - 1) if key == "hi" else min(default, n)
+
+
+# A decode plan is the schema walk done once per (protocol, preset): a list of
+# (name, path, kind, meta, fixed value or _FREE, sub-plan, class). It is what makes
+# decoding cheap enough to sit in the fuzzer's hot loop; `_decode_fields` below is
+# the reference it must agree with (tests check both on random inputs).
+_FREE = object()
+_plans: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
+
+
+def _plan_for(protocol: str, preset: str) -> list[tuple[Any, ...]]:
+    key = (protocol, preset)
+    plan = _plans.get(key)
+    if plan is None:
+        plan = _plans[key] = _make_plan(Scenario, "", fixed_fields(protocol, preset), skip_names=True)
+    return plan
+
+
+def _make_plan(cls: type, prefix: str, fixed: Mapping[str, Any], skip_names: bool = False) -> list[tuple[Any, ...]]:
+    plan = []
+    for f in dataclasses.fields(cls):
+        m = f.metadata
+        kind = m.get("kind")
+        path = f"{prefix}{f.name}"
+        if kind == "name" and skip_names:
+            continue
+        sub = None
+        if kind == "section" or kind == "items":
+            sub = _make_plan(m["cls"], path + ".", fixed)
+        plan.append((f.name, path, kind, m, fixed.get(path, _FREE), sub, m.get("cls")))
+    return plan
+
+
+def _run_plan(plan: list[tuple[Any, ...]], r: ChoiceReader, values: dict[str, Any]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for name, path, kind, m, fixed, sub, cls in plan:
+        if kind == "section":
+            out[name] = cls(**_run_plan(sub, r, values))
+            continue
+        if fixed is not _FREE:
+            v = fixed
+        elif kind == "bool":
+            v = bool(r.draw(0, 1))
+        elif kind == "int":
+            v = _draw_int(r, m["lo"], _resolve(m, values, "hi", m["hi"]), m["log"])
+        elif kind == "choice":
+            opts = m["options"]
+            v = opts[r.draw(0, len(opts) - 1)]
+        elif kind == "ints":
+            n = r.draw(0, _resolve(m, values, "len", m["max_len"]))
+            hi = _resolve(m, values, "hi", m["hi"])
+            v = tuple(_draw_int(r, m["lo"], hi, m["log"]) for _ in range(n))
+        else:  # items
+            n = r.draw(0, m["max_len"])
+            v = tuple(cls(**_run_plan(sub, r, values)) for _ in range(n))
+        values[path] = v
+        out[name] = v
+    return out
 
 
 def _decode_fields(cls: type, prefix: str, r: ChoiceReader, fixed: Mapping[str, Any],

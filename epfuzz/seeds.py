@@ -87,6 +87,9 @@ def seed_scenarios(protocol: str) -> list[Scenario]:
         elif other:
             continue
         out.append(Scenario.from_dict(d))
+    if protocol == "dispatch_any":  # the GPU message-passing litmus, for the cuda backend (64K words)
+        out.append(Scenario.from_dict({"protocol": protocol, "signal": {"kind": "write", "at_end_only": True},
+                                       "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
     pinned = {k.split(".")[1]: v for k, v in REGISTRY.items[protocol].fixed.items() if k.startswith("knobs.")}
     out.append(Scenario.from_dict(_with(SEED_661, protocol=protocol, preset="spec",
                                         knobs={"reorder_window": 16, **pinned})))

@@ -38,7 +38,7 @@ def test_zoo_has_ten_patterns_each_with_harnesses():
 
 
 def test_every_protocol_has_a_harness_and_seed_corpus():
-    for name in REGISTRY.items:
+    for name in (n for n in REGISTRY.items if ":" not in n):  # plug-ins loaded by other tests have none
         assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
         assert any((ROOT / "corpus" / f"{name}_fuzzer").iterdir()), name
 

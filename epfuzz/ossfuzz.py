@@ -1,0 +1,128 @@
+"""OSS-Fuzz / ClusterFuzzLite packaging, and a Docker-free stand-in for their build.
+
+`package(OUT)` writes, per harness, `<name>_seed_corpus.zip` (corpus files named
+by sha1), `<name>.dict` and `<name>.options` next to the fuzzers, as OSS-Fuzz
+expects. `local_build(OUT)` runs the project's build.sh with a shell function
+`compile_python_fuzzer` that does what OSS-Fuzz's does (PyInstaller --onefile of
+the harness plus a launcher script), then runs every produced fuzzer briefly.
+
+    python -m epfuzz.ossfuzz package OUT
+    python -m epfuzz.ossfuzz local-build OUT [HARNESS ...]
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from epfuzz.corpus import sha1
+
+ROOT = Path(__file__).resolve().parent.parent
+MAX_LEN = 256
+
+#: OSS-Fuzz's compile_python_fuzzer, minus the sanitizer preload that only exists in its images
+COMPILE_PYTHON_FUZZER = r'''
+compile_python_fuzzer() {
+  fuzzer_path=$1; shift
+  fuzzer_basename=$(basename -s .py "$fuzzer_path")
+  fuzzer_package=${fuzzer_basename}.pkg
+  pyinstaller --distpath "$OUT" --workpath "$WORK/pyinstaller" --specpath "$WORK/pyinstaller" \
+    --onefile --noconfirm --log-level WARN --name "$fuzzer_package" \
+    --collect-submodules epfuzz "$@" "$fuzzer_path"
+  cat > "$OUT/$fuzzer_basename" <<EOS
+#!/bin/sh
+# LLVMFuzzerTestOneInput for fuzzer detection.
+this_dir=\$(dirname "\$0")
+exec "\$this_dir/$fuzzer_package" "\$@"
+EOS
+  chmod +x "$OUT/$fuzzer_basename"
+}
+'''
+
+
+def harnesses() -> list[Path]:
+    return sorted((ROOT / "harnesses").glob("*_fuzzer.py"))
+
+
+def dictionary(name: str) -> str:
+    """libFuzzer dictionary: the encoded knob prefixes of the seeds (knobs decode first)."""
+    folder = ROOT / "corpus" / name
+    entries = set()
+    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+        data = f.read_bytes()
+        if len(data) >= 4:
+            entries.add(data[:8])
+    lines = [f"# {name}: knob vectors of the seed scenarios (first bytes of the encoding)"]
+    for i, e in enumerate(sorted(entries)):
+        lines.append(f'seed_{i}="' + "".join(f"\\x{b:02x}" for b in e) + '"')
+    return "\n".join(lines) + "\n"
+
+
+def options(name: str) -> str:
+    return f"[libfuzzer]\nmax_len = {MAX_LEN}\ndict = {name}.dict\n"
+
+
+def package(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for h in harnesses():
+        name = h.stem
+        z = out / f"{name}_seed_corpus.zip"
+        with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+            folder = ROOT / "corpus" / name
+            for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+                data = f.read_bytes()
+                zf.writestr(sha1(data), data)
+        (out / f"{name}.dict").write_text(dictionary(name))
+        (out / f"{name}.options").write_text(options(name))
+        written += [z, out / f"{name}.dict", out / f"{name}.options"]
+    return written
+
+
+def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) -> dict[str, str]:
+    """Run build.sh as OSS-Fuzz would, without Docker; then run each fuzzer briefly."""
+    out.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".{out.name}-work"
+    work.mkdir(exist_ok=True)
+    # the builder image's Python: a fresh virtualenv, so `pip3 install .` never touches the caller's
+    venv = work / "venv"
+    if not (venv / "bin" / "pip3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    build = (ROOT / ".clusterfuzzlite" / "build.sh").read_text()
+    env = {**os.environ, "OUT": str(out), "SRC": str(ROOT.parent), "WORK": str(work),
+           "EPFUZZ_SRC": str(ROOT), "EPFUZZ_ONLY": " ".join(only or []),
+           "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
+    script = COMPILE_PYTHON_FUZZER + "\n" + build
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, check=True)
+    results = {}
+    for f in sorted(out.iterdir()):
+        if f.suffix or not f.name.endswith("_fuzzer") or not f.stat().st_mode & stat.S_IXUSR:
+            continue
+        p = subprocess.run([str(f), f"-max_total_time={run_seconds}", "-print_final_stats=1"],
+                           capture_output=True, text=True, timeout=300, cwd=work)
+        ok = "stat::number_of_executed_units" in p.stderr
+        results[f.name] = "ran" if ok else f"failed (exit {p.returncode}): {p.stderr[-300:]}"
+    return results
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "package":
+        for p in package(Path(argv[1])):
+            print(p)
+        return 0
+    if len(argv) >= 2 and argv[0] == "local-build":
+        res = local_build(Path(argv[1]), argv[2:] or None)
+        for k, v in res.items():
+            print(f"{k}: {v}")
+        return 0 if res and all(v == "ran" for v in res.values()) else 1
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
+

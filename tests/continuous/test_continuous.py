@@ -1,0 +1,95 @@
+"""Continuous-fuzzing support: OSS-Fuzz packaging and a Docker-free build, corpus merge/prune,
+crash triage and the run report."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from epfuzz import maintain
+from epfuzz.cli import main as cli
+from epfuzz.corpus import load_case, sha1
+from epfuzz.ossfuzz import package
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_package_writes_zip_dict_options_per_harness(tmp_path):
+    package(tmp_path)
+    for h in (ROOT / "harnesses").glob("*_fuzzer.py"):
+        z = tmp_path / f"{h.stem}_seed_corpus.zip"
+        with zipfile.ZipFile(z) as zf:
+            names = zf.namelist()
+            assert names and all(sha1(zf.read(n)) == n for n in names)
+        assert "max_len" in (tmp_path / f"{h.stem}.options").read_text()
+        assert re.search(r'^seed_0="(\\x[0-9a-f]{2})+"$', (tmp_path / f"{h.stem}.dict").read_text(), re.M)
+
+
+def test_build_sh_and_workflows_exist():
+    for p in (".clusterfuzzlite/build.sh", ".clusterfuzzlite/Dockerfile", ".clusterfuzzlite/project.yaml",
+              "oss-fuzz/build.sh", "oss-fuzz/Dockerfile", "oss-fuzz/project.yaml",
+              ".github/workflows/cflite_pr.yml", ".github/workflows/cflite_batch.yml"):
+        assert (ROOT / p).exists(), p
+    pr = (ROOT / ".github/workflows/cflite_pr.yml").read_text()
+    assert "mode: code-change" in pr and "fuzz-seconds: 600" in pr
+    batch = (ROOT / ".github/workflows/cflite_batch.yml").read_text()
+    assert "mode: batch" in batch and "mode: prune" in batch
+
+
+@pytest.mark.slow
+def test_local_build_compiles_and_runs_a_fuzzer(tmp_path):
+    out = tmp_path / "out"
+    p = subprocess.run([sys.executable, "-m", "epfuzz.ossfuzz", "local-build", str(out),
+                        "deepep_v2_dispatch_fixed_fuzzer"], capture_output=True, text=True, timeout=1200, cwd=ROOT)
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
+    assert "deepep_v2_dispatch_fixed_fuzzer: ran" in p.stdout
+    assert (out / "deepep_v2_dispatch_fixed_fuzzer.pkg").exists()
+
+
+def _coverage(harness: str, corpus: Path) -> int:
+    p = subprocess.run([sys.executable, str(ROOT / "harnesses" / f"{harness}.py"), str(corpus), "-runs=0"],
+                       capture_output=True, text=True, timeout=300)
+    m = re.search(r"INITED cov: (\d+) ft: (\d+)", p.stderr)
+    assert m, p.stderr[-1000:]
+    return int(m.group(2))
+
+
+@pytest.mark.slow
+def test_prune_keeps_coverage_and_merge_adds_only_new(tmp_path):
+    h = "deepep_v2_dispatch_fixed_fuzzer"
+    corpus = tmp_path / "c"
+    shutil.copytree(ROOT / "corpus" / h, corpus)
+    for f in list(corpus.iterdir())[:5]:  # duplicates under other names add no coverage
+        (corpus / (f.name + "dup")).write_bytes(f.read_bytes())
+    ft_before = _coverage(h, corpus)
+    before, after = maintain.prune(h, corpus)
+    assert after < before
+    assert _coverage(h, corpus) == ft_before
+    assert maintain.merge(h, corpus, [ROOT / "corpus" / h]) == 0  # nothing new to add
+
+
+@pytest.mark.slow
+def test_fuzz_run_then_triage_and_report(tmp_path):
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "25", "--jobs", "2",
+                        "--seed", "2", "--run-dir", str(run_dir)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=300)
+    assert p.returncode == 1, p.stderr[-2000:]
+    keep = tmp_path / "regressions"
+    keep.mkdir()
+    assert cli(["triage", str(run_dir), "--keep", str(keep)]) == 1
+    kept = [load_case(c) for c in keep.glob("*.json")]
+    assert kept and len({c.signature for c in kept}) == len(kept)
+    assert all(len(c.scenario.schedule) <= 2 for c in kept)  # minimized representatives
+    assert cli(["triage", str(run_dir), "--keep", str(keep)]) == 1  # a second pass adds nothing
+    assert len(list(keep.glob("*.json"))) == len(kept)
+    assert cli(["report", str(run_dir)]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert "Findings by signature" in text and "exec/s" in text
+    assert (run_dir / "report.png").stat().st_size > 1000
