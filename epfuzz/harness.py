@@ -102,5 +102,17 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     # libFuzzer re-executes argv[0] through the shell for -minimize_crash, -fork and
     # -merge; a .py file is not executable on its own, so name the interpreter too.
     rest[0] = shlex.join([sys.executable, os.path.abspath(rest[0])])
-    atheris.Setup(rest, harness.test_one_input)
+    # full-length inputs from the start: a short input decodes to the simplest scenario
+    if not any(a.startswith("-max_len=") for a in rest):
+        rest.append("-max_len=256")
+    if not any(a.startswith("-len_control=") for a in rest):
+        rest.append("-len_control=0")
+    kwargs = {}
+    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
+        from epfuzz.mutator import make_mutator
+        from epfuzz.scenario import _plan_for, _run_plan
+
+        plan = _plan_for(harness.protocol, harness.preset)
+        kwargs["custom_mutator"] = make_mutator(lambda r: _run_plan(plan, r, {}))
+    atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
