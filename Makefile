@@ -7,8 +7,9 @@ FUZZ_TIME ?= 60
 JOBS      ?= 1
 HARNESS   ?= deepep_v2_dispatch
 PRESET    ?= spec
+SOAK_TIME ?= 1800
 
-.PHONY: install fuzz test replay lint seeds bench clean
+.PHONY: install fuzz test replay lint seeds bench soak rxe-vm vm-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -23,7 +24,17 @@ fuzz: install
 	$(EPFUZZ) fuzz $(HARNESS) --time $(FUZZ_TIME) --jobs $(JOBS) --preset $(PRESET); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
-test: install
+# the verbs backend's soft-RoCE guest needs QEMU, mmdebstrap and cpio (Debian packages); root installs them
+vm-deps:
+	@command -v qemu-system-x86_64 >/dev/null && command -v mmdebstrap >/dev/null && command -v cpio >/dev/null || \
+	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	      apt-get update -q && apt-get install -y -q qemu-system-x86 mmdebstrap cpio; \
+	    else echo "vm-deps: not root or no apt-get: the verbs guest tests will be skipped"; fi; }
+
+rxe-vm: install vm-deps
+	$(EPFUZZ) vm build
+
+test: install vm-deps
 	$(VENV)/bin/ruff check epfuzz harnesses tests bench
 	$(PY) -m pytest -q -n auto
 
@@ -35,6 +46,9 @@ seeds: install
 
 bench: install
 	$(PY) bench/run.py
+
+soak: install
+	$(PY) bench/soak.py $(SOAK_TIME)
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache

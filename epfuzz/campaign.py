@@ -87,6 +87,33 @@ class Summary:
         return "\n".join(out)
 
 
+def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, preset: str,
+                   extra: list[str] | None, run_dir: Path | None, seed: int | None) -> Summary:
+    import shlex
+
+    from epfuzz import vm
+
+    name = (harness_path(harness).stem if harness else (protocol or "").replace(":", ".") + "_fuzzer")
+    run_dir = run_dir or ROOT / "runs" / f"{name}-verbs-{time.strftime('%Y%m%d-%H%M%S')}"
+    args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", "verbs",
+            "--time", str(seconds), "--preset", preset, "--run-dir", "/mnt/out"]
+    if protocol:
+        args += ["--protocol", protocol]
+    if seed is not None:
+        args += ["--seed", str(seed)]
+    if extra:
+        args += ["--", *extra]
+    start = time.monotonic()
+    vm.run(shlex.join(args), timeout=seconds + 600, out_dir=run_dir)
+    rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
+    last = rows[-1].split(",") if rows else ["0"] * 7
+    findings = []
+    for path in sorted(run_dir.glob("finding-*.json")):
+        c = load_case(path)
+        findings.append((c.signature, path, c.note))
+    return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]), 0, findings)
+
+
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
     assert proc.stderr is not None
     with log_file.open("a") as lf:
@@ -106,7 +133,16 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
 def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
          extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
          progress: bool = True, protocol: str | None = None) -> Summary:
-    """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol."""
+    """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol.
+
+    With the verbs backend on a host without RDMA, the whole campaign runs in the
+    soft-RoCE guest, writing into the same run folder (shared read-write).
+    """
+    if backend == "verbs" and os.environ.get("EPFUZZ_IN_GUEST") != "1":
+        from epfuzz.backends.verbs import VerbsBackend
+
+        if not VerbsBackend()._local():
+            return _fuzz_in_guest(harness, protocol, seconds, preset, extra, run_dir, seed)
     if protocol:
         from epfuzz.protocols import get_protocol
 

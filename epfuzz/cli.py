@@ -240,6 +240,12 @@ def cmd_report(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def cmd_vm(a: argparse.Namespace) -> int:
+    from epfuzz import vm
+
+    return vm.main([a.action, *a.rest])
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
@@ -319,6 +325,11 @@ def build_parser() -> argparse.ArgumentParser:
     rp2.add_argument("run_dir")
     rp2.add_argument("--no-png", action="store_true")
     rp2.set_defaults(fn=cmd_report)
+
+    vmp = sub.add_parser("vm", help="the soft-RoCE QEMU guest: build, run -- CMD, shell")
+    vmp.add_argument("action", choices=("build", "run", "shell"))
+    vmp.add_argument("rest", nargs=argparse.REMAINDER)
+    vmp.set_defaults(fn=cmd_vm)
     return p
 
 

@@ -19,7 +19,7 @@ from pathlib import Path
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
 from epfuzz.backends import get_backend
-from epfuzz.errors import EpfuzzError, Finding, Unsupported
+from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
@@ -32,6 +32,9 @@ class Harness:
         self.protocol = protocol
         self.preset = preset
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
+        if backend == "verbs" and not self.backend._local():  # type: ignore[attr-defined]
+            raise BackendUnavailable("backend verbs: no RDMA device in this kernel; `epfuzz fuzz HARNESS "
+                                     "--backend verbs` runs this harness inside the soft-RoCE guest")
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()

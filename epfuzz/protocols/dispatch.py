@@ -139,7 +139,8 @@ class DispatchProtocol(Protocol):
             value = pack2(finish, tail) if pack else tail
             return ops.WriteValue(qp, ops.SIGNAL, word, value, fence=sig.fence)
         if sig.kind == "write_imm":
-            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=pack2(finish, tail), cq_slot=k, fence=sig.fence)
+            # IB immediate data is 32 bits: tail << 1 | finish
+            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(tail << 1) | finish, cq_slot=k, fence=sig.fence)
         return ops.Send(qp, value=((epoch + 1) << 48) | pack2(finish, tail) & ((1 << 48) - 1),
                         slot=k, fence=sig.fence)
 
@@ -186,7 +187,7 @@ class DispatchReceiver(Receiver):
             if valid != epoch + 1:
                 break
             if self.kind == "write_imm":
-                seen.append(unpack2(lo | (hi << 32)))
+                seen.append((lo & 1, lo >> 1))
             else:  # SEND: the tail is in the message, which must carry this epoch
                 msg = mem.u64(ops.RECV, (c * self.lay.max_signals + k) * 16)
                 if msg >> 48 != epoch + 1:

@@ -1,0 +1,278 @@
+"""A small QEMU guest with Debian's kernel (which has rdma_rxe), rdma-core and python3-pyverbs.
+
+This machine's kernel has no RDMA; the verbs backend runs inside this guest. It is
+built from Debian packages only (research notes: shared/research/rxe-vm.md):
+the kernel with `apt-get download` + `dpkg -x`, the root file system with
+mmdebstrap, kernel modules pruned to what soft-RoCE, tc and 9p need, everything
+packed into one uncompressed initramfs. The project is not baked in: the work
+tree is shared read-only over 9p, so the image is keyed by package versions only
+and rebuilt when they change. QEMU runs under TCG (KVM is PVM here and aborts);
+every step has a timeout and QEMU is killed by its own PID on every exit path.
+
+    epfuzz vm build            # or make rxe-vm
+    epfuzz vm run -- CMD...    # run CMD in the guest (cwd: the project), exit code comes back
+    epfuzz vm shell            # interactive console
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from collections import deque
+from pathlib import Path
+
+from epfuzz.errors import EpfuzzError
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = Path(os.environ.get("EPFUZZ_VM_CACHE", Path.home() / ".cache" / "epfuzz" / "vm"))
+SUITE = "bookworm"
+PACKAGES = ("mount", "kmod", "iproute2", "procps", "rdma-core", "ibverbs-providers", "ibverbs-utils", "python3",
+            "python3-pyverbs", "python3-numpy", "python3-structlog", "python3-pytest")
+#: wheels Debian does not package, fetched on the host from PyPI for the guest's Python 3.11
+GUEST_WHEELS = ("atheris==3.0.0",)
+#: module subtrees copied into the guest (depmod resolves the rest inside it)
+MODULE_TREES = ("drivers/infiniband/core", "drivers/infiniband/sw/rxe", "net/sched", "net/9p", "fs/9p", "fs/netfs",
+                "fs/fscache", "crypto", "lib",
+                "drivers/net/veth.ko", "drivers/net/dummy.ko", "drivers/net/virtio_net.ko",
+                "drivers/net/net_failover.ko", "net/core/failover.ko", "drivers/virtio", "net/ipv6",
+                "net/ipv4/udp_tunnel.ko")
+EXIT_MARK = "EPFUZZ-GUEST-EXIT"
+ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|[c()][0-9A-Za-z]?)")
+BOOT_TIMEOUT = 120
+
+
+class VmError(EpfuzzError):
+    """The guest could not be built or booted; the message carries the last console lines."""
+
+
+INIT = r"""#!/bin/sh
+export PATH=/usr/sbin:/usr/bin:/sbin:/bin
+mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev 2>/dev/null
+mkdir -p /dev/pts /tmp /mnt/epfuzz; mount -t devpts devpts /dev/pts; mount -t tmpfs tmp /tmp
+echo 1 > /proc/sys/kernel/sysrq
+for m in virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs sch_netem sch_tbf sch_prio cls_u32 veth; do
+  modprobe $m 2>/dev/null
+done
+mount -t 9p -o trans=virtio,version=9p2000.L,ro epfuzz /mnt/epfuzz || echo "epfuzz-guest: 9p mount failed"
+mkdir -p /mnt/out; mount -t 9p -o trans=virtio,version=9p2000.L out /mnt/out 2>/dev/null
+ip link set lo up
+cmd=$(sed -n 's/.*epfuzz.cmd=\([^ ]*\).*/\1/p' /proc/cmdline | base64 -d)
+cd /mnt/epfuzz
+export PYTHONPATH=/mnt/epfuzz PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp EPFUZZ_IN_GUEST=1
+if [ "$cmd" = "shell" ]; then setsid sh -c 'exec sh </dev/ttyS0 >/dev/ttyS0 2>&1'; rc=0
+else sh -c "$cmd"; rc=$?; fi
+echo "EPFUZZ-GUEST-EXIT $rc"
+sync; echo o > /proc/sysrq-trigger; sleep 5
+"""
+
+
+def _run(cmd: list[str], timeout: int, **kw: object) -> subprocess.CompletedProcess[str]:
+    try:
+        p = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, **kw)  # type: ignore[call-overload]
+    except FileNotFoundError:
+        raise VmError(f"{cmd[0]} is not installed (apt-get install qemu-system-x86 mmdebstrap cpio)") from None
+    except subprocess.TimeoutExpired:
+        raise VmError(f"{' '.join(cmd[:3])}... timed out after {timeout} s") from None
+    if p.returncode != 0:
+        tail = (p.stderr or p.stdout).strip().splitlines()[-3:]
+        raise VmError(f"{' '.join(cmd[:3])}... failed: {' | '.join(tail)}")
+    return p
+
+
+def _candidate(pkg: str) -> str:
+    out = _run(["apt-cache", "policy", pkg], 60).stdout
+    m = re.search(r"Candidate:\s*(\S+)", out)
+    if not m or m.group(1) == "(none)":
+        raise VmError(f"Debian package {pkg} is not available (run apt-get update)")
+    return m.group(1)
+
+
+def _kernel_package() -> str:
+    out = _run(["apt-cache", "depends", "linux-image-amd64"], 60).stdout
+    m = re.search(r"Depends:\s*(linux-image-\S+-amd64)", out)
+    if not m:
+        raise VmError("cannot resolve linux-image-amd64 to a kernel package")
+    return m.group(1)
+
+
+def _mirror() -> str:
+    """The machine's own Debian mirror (never a host name written into the project)."""
+    for f in sorted(Path("/etc/apt/sources.list.d").glob("*.sources")):
+        m = re.search(r"^URIs:\s*(\S+)", f.read_text(), re.M)
+        if m and "security" not in m.group(1):
+            return m.group(1)
+    lst = Path("/etc/apt/sources.list")
+    if lst.exists():
+        m = re.search(r"^deb\s+(\S+)\s+", lst.read_text(), re.M)
+        if m:
+            return m.group(1)
+    raise VmError("no Debian mirror in this machine's apt configuration")
+
+
+def image_key() -> tuple[str, str]:
+    kpkg = _kernel_package()
+    versions = [f"{kpkg}={_candidate(kpkg)}"] + [f"{p}={_candidate(p)}" for p in PACKAGES]
+    return hashlib.sha1("\n".join([SUITE, INIT, *versions, *MODULE_TREES]).encode()).hexdigest()[:16], kpkg
+
+
+def build(force: bool = False, log: bool = True) -> Path:
+    """Build (or reuse) the guest image; returns its folder (vmlinuz, rootfs.cpio)."""
+    key, kpkg = image_key()
+    out = CACHE / key
+    if not force and (out / "vmlinuz").exists() and (out / "rootfs.cpio").exists():
+        return out
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="epfuzz-vm-") as tmp:
+        t = Path(tmp)
+        _run(["apt-get", "download", kpkg], 600, cwd=t)
+        deb = next(t.glob("linux-image-*.deb"))
+        kroot = t / "kernel"
+        _run(["dpkg", "-x", str(deb), str(kroot)], 600)
+        vmlinuz = next((kroot / "boot").glob("vmlinuz-*"))
+        kver = vmlinuz.name.removeprefix("vmlinuz-")
+        rootfs = t / "rootfs"
+        _run(["mmdebstrap", "--variant=essential", "--include=" + ",".join(PACKAGES), SUITE, str(rootfs),
+              f"deb {_mirror()} {SUITE} main"], 1200)
+        src, dst = kroot / "lib/modules" / kver, rootfs / "lib/modules" / kver
+        dst.mkdir(parents=True, exist_ok=True)
+        for name in ("modules.order", "modules.builtin", "modules.builtin.modinfo"):
+            if (src / name).exists():
+                shutil.copy2(src / name, dst / name)
+        for tree in MODULE_TREES:
+            s = src / "kernel" / tree
+            d = dst / "kernel" / tree
+            if s.is_dir():
+                shutil.copytree(s, d, dirs_exist_ok=True)
+            elif s.exists():
+                d.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(s, d)
+        _run(["chroot", str(rootfs), "depmod", kver], 300)
+        wheels = t / "wheels"
+        _run([sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--only-binary=:all:", "--python-version",
+              "3.11", "--implementation", "cp", "--platform", "manylinux2014_x86_64", "--platform",
+              "manylinux_2_17_x86_64", "-d", str(wheels), *GUEST_WHEELS], 600)
+        site = rootfs / "usr/lib/python3/dist-packages"
+        for whl in wheels.glob("*.whl"):
+            shutil.unpack_archive(str(whl), str(site), "zip")
+        for junk in ("usr/share/doc", "usr/share/man", "usr/share/locale", "usr/share/info", "var/cache/apt",
+                     "var/lib/apt/lists"):
+            shutil.rmtree(rootfs / junk, ignore_errors=True)
+        (rootfs / "init.sh").write_text(INIT)
+        (rootfs / "init.sh").chmod(0o755)
+        out.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(vmlinuz, out / "vmlinuz.tmp")
+        with open(out / "rootfs.cpio.tmp", "wb") as f:
+            files = subprocess.run(["find", "."], cwd=rootfs, capture_output=True, check=True).stdout
+            subprocess.run(["cpio", "-o", "-H", "newc", "--quiet"], cwd=rootfs, input=files, stdout=f, check=True)
+        os.replace(out / "vmlinuz.tmp", out / "vmlinuz")
+        os.replace(out / "rootfs.cpio.tmp", out / "rootfs.cpio")
+    for old in CACHE.iterdir():  # images of older package versions are never used again
+        if old.is_dir() and old.name != key:
+            shutil.rmtree(old, ignore_errors=True)
+    if log:
+        print(f"epfuzz vm: built {out} in {time.monotonic() - t0:.0f} s", file=sys.stderr)
+    return out
+
+
+def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 1536,
+        out_dir: Path | None = None) -> tuple[int, list[str]]:
+    """Boot the guest, run `command` (sh) in the project folder, power off; (exit code, console lines).
+
+    The project is shared read-only at /mnt/epfuzz; `out_dir`, if given, read-write at /mnt/out.
+    """
+    img = build(log=stream)
+    cmd = ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp", "2", "-m", str(memory_mb),
+           "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "rootfs.cpio"),
+           "-append", f"console=ttyS0 rdinit=/init.sh panic=-1 quiet epfuzz.cmd="
+                      f"{base64.b64encode(command.encode()).decode()}",
+           "-nographic", "-no-reboot", "-nic", "user,model=virtio-net-pci,restrict=on",
+           "-fsdev", f"local,id=epfuzz,path={ROOT},security_model=none,readonly=on",
+           "-device", "virtio-9p-pci,fsdev=epfuzz,mount_tag=epfuzz"]
+    if out_dir is not None:
+        out_dir.mkdir(parents=True, exist_ok=True)
+        cmd += ["-fsdev", f"local,id=out,path={out_dir.resolve()},security_model=none",
+                "-device", "virtio-9p-pci,fsdev=out,mount_tag=out"]
+    if shutil.which(cmd[0]) is None:
+        raise VmError("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
+    lines: deque[str] = deque(maxlen=4000)
+    rc: int | None = None
+    booted = False
+    start = time.monotonic()
+    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                            start_new_session=True)
+    try:
+        assert proc.stdout is not None
+        fd = proc.stdout.fileno()
+        os.set_blocking(fd, False)
+        buf = ""
+        while True:
+            try:
+                chunk = os.read(fd, 65536).decode(errors="replace")
+            except BlockingIOError:
+                chunk = ""
+            if chunk:
+                buf += chunk
+                *done, buf = buf.split("\n")
+                for line in done:
+                    line = ANSI.sub("", line).rstrip("\r")
+                    lines.append(line)
+                    if line.startswith(EXIT_MARK):
+                        rc = int(line.split()[1])
+                    elif stream and booted:
+                        print(line, flush=True)
+                    if "epfuzz-guest" in line or line.startswith("+") or not booted and "Run /init.sh" in line:
+                        booted = True
+            elif proc.poll() is not None and not chunk:
+                break
+            else:
+                time.sleep(0.05)
+            if rc is not None:
+                break
+            now = time.monotonic() - start
+            if not booted and now > BOOT_TIMEOUT and not lines:
+                raise VmError(f"guest did not boot in {BOOT_TIMEOUT} s")
+            if now > timeout:
+                raise VmError(f"guest command timed out after {timeout} s; last console lines: "
+                              + " | ".join(list(lines)[-5:]))
+        if rc is None:
+            raise VmError("guest stopped without an exit code; last console lines: " + " | ".join(list(lines)[-8:]))
+        return rc, list(lines)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=30)
+
+
+def main(argv: list[str]) -> int:
+    if not argv or argv[0] not in ("build", "run", "shell"):
+        print("usage: epfuzz vm build [--force] | run -- CMD... | shell", file=sys.stderr)
+        return 2
+    if argv[0] == "build":
+        print(build(force="--force" in argv))
+        return 0
+    for tool in ("qemu-system-x86_64",):
+        if shutil.which(tool) is None:
+            raise VmError(f"{tool} is not installed (apt-get install qemu-system-x86 mmdebstrap cpio)")
+    if argv[0] == "shell":
+        img = build()
+        os.execvp("qemu-system-x86_64", ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp",
+                                         "2", "-m", "1024", "-kernel", str(img / "vmlinuz"), "-initrd",
+                                         str(img / "rootfs.cpio"), "-append",
+                                         "console=ttyS0 rdinit=/init.sh panic=-1 epfuzz.cmd="
+                                         + base64.b64encode(b"shell").decode(), "-nographic", "-no-reboot",
+                                         "-fsdev", f"local,id=epfuzz,path={ROOT},security_model=none,readonly=on",
+                                         "-device", "virtio-9p-pci,fsdev=epfuzz,mount_tag=epfuzz"])
+    rest = argv[1:]
+    if rest and rest[0] == "--":
+        rest = rest[1:]
+    rc, _ = run(shlex.join(rest) if rest else "true")
+    return rc

@@ -1,0 +1,70 @@
+"""Run inside the epfuzz soft-RoCE guest (tests/verbs/test_verbs_vm.py boots it and runs these)."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from epfuzz.backends.verbs import VerbsBackend
+from epfuzz.cli import main as cli
+from epfuzz.minimize import minimize
+from epfuzz.scenario import Scenario
+
+pytestmark = pytest.mark.skipif(os.environ.get("EPFUZZ_IN_GUEST") != "1",
+                                reason="runs inside the epfuzz soft-RoCE guest (tests/verbs/ boots it)")
+
+CROSS = {"protocol": "dispatch_any", "payload": {"num_tokens": 2, "hidden_bytes": 4096},
+         "topology": {"num_qps": 2}, "signal": {"kind": "faa", "other_qp": True},
+         "faults": {"qp_delay_ns": [20000]}}
+SAME = {**CROSS, "signal": {"kind": "faa", "other_qp": False}}
+OUT = Path("/mnt/out")
+
+
+def test_cross_qp_signal_with_the_data_qp_delayed_is_found_in_most_runs():
+    out = VerbsBackend().run(Scenario.from_dict(CROSS), repeats=5)
+    assert out.hits >= 3, out.summary
+
+
+def test_same_qp_write_then_fetch_and_add_is_clean_under_the_same_faults():
+    out = VerbsBackend().run(Scenario.from_dict(SAME), repeats=5)
+    assert out.hits == 0, out.summary
+
+
+def test_write_with_imm_completion_is_clean():
+    scn = Scenario.from_dict({"protocol": "write_imm_signal", "payload": {"num_tokens": 2, "hidden_bytes": 4096},
+                              "knobs": {"mr_relaxed": True}})
+    assert VerbsBackend().run(scn, repeats=3).hits == 0
+
+
+def test_verbs_finding_minimizes():
+    big = Scenario.from_dict({**CROSS, "payload": {"num_tokens": 6, "hidden_bytes": 7168, "epochs": 2},
+                              "topology": {"num_qps": 2, "num_channels": 2, "channel_qp": [0, 0]}})
+    m = minimize(big, backend="verbs", repeats=3, threshold=1.0, max_seconds=150)
+    r = m.result
+    assert m.rate >= 0.6, m.result.to_json(indent=None)
+    assert r.payload.num_tokens <= 6 and r.payload.epochs == 1 and r.topology.num_channels == 1
+    assert r.signal.other_qp and r.faults.qp_delay_ns and r.faults.qp_delay_ns[0] > 0
+
+
+def test_replay_reports_the_reproduction_rate(tmp_path, capsys):
+    case = tmp_path / "c.json"
+    case.write_text(json.dumps(CROSS))
+    assert cli(["run", str(case), "--backend", "verbs", "--repeats", "4"]) == 1
+    assert "reproduced in" in capsys.readouterr().out
+
+
+def test_scenarios_per_second_benchmark_line():
+    scn = Scenario.from_dict({**SAME, "faults": {}})
+    b = VerbsBackend()
+    t0 = time.perf_counter()
+    out = b.run(scn, repeats=20)
+    rate = out.runs / (time.perf_counter() - t0)
+    line = {"verbs_scenarios_per_second_in_guest": round(rate, 1), "scenario": "2 tokens x 4 KiB, faa, same QP"}
+    print(json.dumps(line))
+    if OUT.is_dir():
+        (OUT / "verbs_bench.json").write_text(json.dumps(line) + "\n")
+    assert rate > 0
