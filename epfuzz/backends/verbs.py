@@ -344,12 +344,24 @@ def _channel_of(qpn: int, pairs: list[tuple[Any, Any]], scn: Scenario, lay: Layo
     return 0
 
 
+def local_runner() -> VerbsRunner:
+    """Real HCA: EPFUZZ_VERBS_DEVICES=send,recv (one name for loopback), EPFUZZ_VERBS_GID, and
+    EPFUZZ_VERBS_NETDEV for tc delays; otherwise the rxe pair of the guest."""
+    devs = os.environ.get("EPFUZZ_VERBS_DEVICES")
+    if devs:
+        send, _, recv = devs.partition(",")
+        r = VerbsRunner(send, recv or send, int(os.environ.get("EPFUZZ_VERBS_GID", "1")))
+        r.netdev = os.environ.get("EPFUZZ_VERBS_NETDEV") or None
+        return r
+    send, recv = setup_rxe_pair()
+    return VerbsRunner(send, recv)
+
+
 def guest_main(argv: list[str]) -> int:
     """Inside the guest: run one scenario R times and print a JSON result line."""
     scn = Scenario.from_json(base64.b64decode(argv[0]))
     repeats = int(argv[1])
-    send, recv = setup_rxe_pair()
-    res = VerbsRunner(send, recv).run(scn, repeats)
+    res = local_runner().run(scn, repeats)
     print("EPFUZZ-VERBS-RESULT " + json.dumps(res), flush=True)
     return 0
 
@@ -377,8 +389,7 @@ class VerbsBackend(Backend):
             raise BackendUnavailable(f"backend verbs cannot run here: {why}")
         repeats = max(1, repeats)
         if self._local():
-            send, recv = setup_rxe_pair()
-            res = VerbsRunner(send, recv).run(scn, repeats)
+            res = local_runner().run(scn, repeats)
         else:
             from epfuzz import vm
 
