@@ -337,8 +337,8 @@ def _resolve(meta: Mapping[str, Any], values: Mapping[str, Any], key: str, defau
 
 # A decode plan is the schema walk done once per (protocol, preset): a list of
 # (name, path, kind, meta, fixed value or _FREE, sub-plan, class). It is what makes
-# decoding cheap enough to sit in the fuzzer's hot loop; `_decode_fields` below is
-# the reference it must agree with (tests check both on random inputs).
+# decoding cheap enough to sit in the fuzzer's hot loop; `_encode_fields` walks the
+# same schema the other way (the round-trip property test keeps them in step).
 _FREE = object()
 _plans: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
 
@@ -390,41 +390,6 @@ def _run_plan(plan: list[tuple[Any, ...]], r: ChoiceReader, values: dict[str, An
             v = tuple(cls(**_run_plan(sub, r, values)) for _ in range(n))
         values[path] = v
         out[name] = v
-    return out
-
-
-def _decode_fields(cls: type, prefix: str, r: ChoiceReader, fixed: Mapping[str, Any],
-                   values: dict[str, Any], skip_names: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        m = f.metadata
-        kind = m.get("kind")
-        path = f"{prefix}{f.name}"
-        if kind == "name" and skip_names:
-            continue
-        if kind == "section":
-            out[f.name] = m["cls"](**_decode_fields(m["cls"], path + ".", r, fixed, values))
-            continue
-        if path in fixed:
-            v = fixed[path]
-        elif kind == "int":
-            v = _draw_int(r, m["lo"], _resolve(m, values, "hi", m["hi"]), m["log"])
-        elif kind == "bool":
-            v = bool(r.draw(0, 1))
-        elif kind == "choice":
-            v = m["options"][r.draw(0, len(m["options"]) - 1)]
-        elif kind == "ints":
-            n = r.draw(0, _resolve(m, values, "len", m["max_len"]))
-            hi = _resolve(m, values, "hi", m["hi"])
-            v = tuple(_draw_int(r, m["lo"], hi, m["log"]) for _ in range(n))
-        elif kind == "items":
-            n = r.draw(0, m["max_len"])
-            sub = m["cls"]
-            v = tuple(sub(**_decode_fields(sub, path + ".", r, fixed, values)) for _ in range(n))
-        else:  # pragma: no cover - schema typo
-            raise AssertionError(f"unknown schema kind {kind} at {path}")
-        values[path] = v
-        out[f.name] = v
     return out
 
 

@@ -93,14 +93,3 @@ def test_token_budget_bounds_num_tokens():
                                                                            "num_tokens": 64}}
     with pytest.raises(ScenarioError, match="payload.num_tokens"):
         Scenario.from_dict(s)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=160), protocols, presets)
-def test_fast_decoder_agrees_with_the_reference_walk(data, protocol, preset):
-    from epfuzz.choices import ChoiceReader
-    from epfuzz.scenario import _decode_fields, fixed_fields
-
-    ref = Scenario(protocol=protocol, preset=preset, **_decode_fields(
-        Scenario, "", ChoiceReader(data), fixed_fields(protocol, preset), {}, skip_names=True))
-    assert Scenario.from_bytes(data, protocol, preset) == ref
