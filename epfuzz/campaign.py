@@ -104,14 +104,16 @@ def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, pres
     if extra:
         args += ["--", *extra]
     start = time.monotonic()
-    vm.run(shlex.join(args), timeout=seconds + 600, out_dir=run_dir)
+    _, lines = vm.run(shlex.join(args), timeout=seconds + 600, out_dir=run_dir)
+    errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
     rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
     last = rows[-1].split(",") if rows else ["0"] * 7
     findings = []
     for path in sorted(run_dir.glob("finding-*.json")):
         c = load_case(path)
         findings.append((c.signature, path, c.note))
-    return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]), 0, findings)
+    return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
+                   errors[-1] if errors else 1, findings)
 
 
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:

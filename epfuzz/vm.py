@@ -26,6 +26,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections import deque
 from pathlib import Path
@@ -36,7 +37,7 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = Path(os.environ.get("EPFUZZ_VM_CACHE", Path.home() / ".cache" / "epfuzz" / "vm"))
 SUITE = "bookworm"
 PACKAGES = ("mount", "kmod", "iproute2", "procps", "rdma-core", "ibverbs-providers", "ibverbs-utils", "python3",
-            "python3-pyverbs", "python3-numpy", "python3-structlog", "python3-pytest")
+            "python3-pyverbs", "python3-numpy", "python3-structlog", "python3-pytest", "libstdc++6")
 #: wheels Debian does not package, fetched on the host from PyPI for the guest's Python 3.11
 GUEST_WHEELS = ("atheris==3.0.0",)
 #: module subtrees copied into the guest (depmod resolves the rest inside it)
@@ -209,6 +210,11 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
     start = time.monotonic()
     proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
+
+    def _term(signum: int, frame: object) -> None:  # SIGTERM must not orphan QEMU: unwind to finally
+        raise KeyboardInterrupt
+
+    old_term = signal.signal(signal.SIGTERM, _term) if threading.current_thread() is threading.main_thread() else None
     try:
         assert proc.stdout is not None
         fd = proc.stdout.fileno()
@@ -250,6 +256,8 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
         if proc.poll() is None:
             os.killpg(proc.pid, signal.SIGKILL)
         proc.wait(timeout=30)
+        if old_term is not None:
+            signal.signal(signal.SIGTERM, old_term)
 
 
 def main(argv: list[str]) -> int:

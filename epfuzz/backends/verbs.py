@@ -164,6 +164,9 @@ class VerbsRunner:
         for name in ops.REGIONS:
             base[name] = off
             off += (sizes[name] + 63) // 64 * 64
+        staging = off                       # SEND landing slots (16 B each), one ring per QP
+        recvs = lay.max_signals * lay.num_channels
+        off += scn.topology.num_qps * recvs * 16
         total = max(off, 64)
         access = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
                   | e.IBV_ACCESS_REMOTE_ATOMIC)
@@ -181,7 +184,8 @@ class VerbsRunner:
         first: Violation | None = None
         try:
             for _ in range(repeats):
-                v = self._once(scn, proto, lay, rmr, smr, cqs, pairs, mem, base, e, SGE, SendWR, RecvWR)
+                v = self._once(scn, proto, lay, rmr, smr, cqs, pairs, mem, base, e, SGE, SendWR, RecvWR,
+                               staging, recvs)
                 if v is not None:
                     found += 1
                     first = first or v
@@ -191,7 +195,8 @@ class VerbsRunner:
         return {"runs": repeats, "hits": found, "violation": first.to_dict() if first else None,
                 "summary": first.summary() if first else "", "ro_accepted": bool(scn.knobs.mr_relaxed and ro_flag)}
 
-    def _once(self, scn, proto, lay, rmr, smr, cqs, pairs, mem, base, e, SGE, SendWR, RecvWR):  # noqa: ANN001
+    def _once(self, scn, proto, lay, rmr, smr, cqs, pairs, mem, base, e, SGE, SendWR, RecvWR,  # noqa: ANN001
+              staging, recvs):
         for epoch in range(scn.payload.epochs):
             exp = expected_data(lay, epoch)
             smr.write(exp.tobytes(), exp.size, base[ops.DATA])
@@ -205,15 +210,19 @@ class VerbsRunner:
                         rmr.write(bytes(n), n, base[region])
             rx = proto.receiver(scn, lay)
             rx.start_epoch(epoch)
-            for q in range(len(pairs)):  # receives for SEND / WRITE_WITH_IMM
-                for _ in range(lay.max_signals * lay.num_channels):
-                    pairs[q][1].post_recv(RecvWR(num_sge=1, sg=[SGE(smr.buf + total_scratch(lay), 16, smr.lkey)]))
+            if rx.watch & {ops.CQ}:  # receives for SEND / WRITE_WITH_IMM, landing in the receiver's MR
+                for q in range(len(pairs)):
+                    for i in range(recvs):
+                        wr_id = q * recvs + i
+                        pairs[q][1].post_recv(RecvWR(wr_id=wr_id, num_sge=1,
+                                                     sg=[SGE(rmr.buf + staging + wr_id * 16, 16, rmr.lkey)]))
             result: list[Violation | None] = [None]
             stop = threading.Event()
             cq_lock = threading.Lock()
 
             t = threading.Thread(target=self._receive, daemon=True,
-                                 args=(scn, lay, rx, epoch, exp, mem, rmr, base, cqs, pairs, cq_lock, stop, result, e))
+                                 args=(scn, lay, rx, epoch, exp, mem, rmr, base, cqs, pairs, cq_lock, stop, result, e,
+                                       staging))
             t.start()
             self._post_epoch(scn, proto, lay, smr, rmr, pairs, cqs, base, epoch, e, SGE, SendWR, cq_lock)
             t.join(EPOCH_TIMEOUT_S + 5)
@@ -225,7 +234,8 @@ class VerbsRunner:
         return None
 
     @staticmethod
-    def _receive(scn, lay, rx, epoch, exp, mem, rmr, base, cqs, pairs, cq_lock, stop, result, e):  # noqa: ANN001
+    def _receive(scn, lay, rx, epoch, exp, mem, rmr, base, cqs, pairs, cq_lock, stop, result, e,  # noqa: ANN001
+                 staging):
         """The protocol's receiver, polling the MR while the sender posts (a thread)."""
         name = scn.protocol
         deadline = time.monotonic() + EPOCH_TIMEOUT_S
@@ -235,12 +245,19 @@ class VerbsRunner:
                 with cq_lock:
                     nc, wcs = cqs[1].poll(16)
                 for wc in wcs[:nc]:
-                    if wc.opcode in (e.IBV_WC_RECV_RDMA_WITH_IMM, e.IBV_WC_RECV):
-                        c = _channel_of(wc.qp_num, pairs, scn, lay)
-                        imm = wc.imm_data if wc.opcode == e.IBV_WC_RECV_RDMA_WITH_IMM else 0
-                        entry = np.array([epoch + 1, imm & 0xFFFFFFFF, 0, wc.qp_num], dtype="<u4")
-                        rmr.write(entry.tobytes(), 16, base[ops.CQ] + (c * lay.max_signals + k[c]) * 16)
-                        k[c] += 1
+                    if wc.opcode == e.IBV_WC_RECV_RDMA_WITH_IMM:
+                        imm = wc.imm_data & 0xFFFFFFFF
+                        c = imm >> 24
+                    elif wc.opcode == e.IBV_WC_RECV:  # the message: copy it where the protocol reads it
+                        msg = rmr.read(16, staging + wc.wr_id * 16)
+                        c = (int.from_bytes(msg[:8], "little") >> 8) & 0xFF
+                        imm = 0
+                        rmr.write(msg, 16, base[ops.RECV] + (c * lay.max_signals + k[c]) * 16)
+                    else:
+                        continue
+                    entry = np.array([epoch + 1, imm, 0, wc.qp_num], dtype="<u4")
+                    rmr.write(entry.tobytes(), 16, base[ops.CQ] + (c * lay.max_signals + k[c]) * 16)
+                    k[c] += 1
             for consume in rx.poll(mem, epoch):
                 region = np.frombuffer(mem.read(consume.region, 0, lay.sizes[consume.region]), dtype=np.uint8)
                 v = check(consume, region, exp if consume.region == ops.DATA else None, lay, name, epoch)
@@ -272,7 +289,10 @@ class VerbsRunner:
                     continue
                 if isinstance(op, ops.Flush):
                     q = op.qp % len(pairs)
+                    deadline = time.monotonic() + EPOCH_TIMEOUT_S
                     while done[q] < posted[q]:
+                        if time.monotonic() > deadline:
+                            raise HarnessError("verbs: a flush never saw its completions (QP in error?)")
                         with cq_lock:
                             nc, wcs = cqs[0].poll(16)
                         for wc in wcs[:nc]:
@@ -331,16 +351,6 @@ def _qp_index(qpn: int, pairs: list[tuple[Any, Any]]) -> int:
     for i, (a, b) in enumerate(pairs):
         if qpn in (a.qp_num, b.qp_num):
             return i
-    return 0
-
-
-def _channel_of(qpn: int, pairs: list[tuple[Any, Any]], scn: Scenario, lay: Layout) -> int:
-    q = _qp_index(qpn, pairs)
-    for c in range(lay.num_channels):
-        qp = scn.qp_of_channel(c)
-        sqp = (qp + 1) % scn.topology.num_qps if scn.signal.other_qp else qp
-        if sqp == q:
-            return c
     return 0
 
 

@@ -139,9 +139,10 @@ class DispatchProtocol(Protocol):
             value = pack2(finish, tail) if pack else tail
             return ops.WriteValue(qp, ops.SIGNAL, word, value, fence=sig.fence)
         if sig.kind == "write_imm":
-            # IB immediate data is 32 bits: tail << 1 | finish
-            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(tail << 1) | finish, cq_slot=k, fence=sig.fence)
-        return ops.Send(qp, value=((epoch + 1) << 48) | pack2(finish, tail) & ((1 << 48) - 1),
+            # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
+            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(c << 24) | (tail << 1) | finish, cq_slot=k, fence=sig.fence)
+        # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
+        return ops.Send(qp, value=((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish,
                         slot=k, fence=sig.fence)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
@@ -187,13 +188,13 @@ class DispatchReceiver(Receiver):
             if valid != epoch + 1:
                 break
             if self.kind == "write_imm":
-                seen.append((lo & 1, lo >> 1))
+                seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
                 msg = mem.u64(ops.RECV, (c * self.lay.max_signals + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:
-                    seen.append(unpack2(msg & ((1 << 48) - 1)))
+                    seen.append((msg & 1, (msg >> 32) & 0xFFFF))
             self.next_cqe[c] += 1
         return seen
 

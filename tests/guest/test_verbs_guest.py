@@ -34,10 +34,13 @@ def test_same_qp_write_then_fetch_and_add_is_clean_under_the_same_faults():
     assert out.hits == 0, out.summary
 
 
-def test_write_with_imm_completion_is_clean():
-    scn = Scenario.from_dict({"protocol": "write_imm_signal", "payload": {"num_tokens": 2, "hidden_bytes": 4096},
+@pytest.mark.parametrize("kind", ["write_imm", "send"])
+def test_completion_signals_on_the_data_qp_are_clean_with_channels_sharing_it(kind):
+    scn = Scenario.from_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 4, "hidden_bytes": 4096},
+                              "topology": {"num_channels": 2, "num_qps": 1}, "signal": {"kind": kind},
                               "knobs": {"mr_relaxed": True}})
-    assert VerbsBackend().run(scn, repeats=3).hits == 0
+    out = VerbsBackend().run(scn, repeats=3)
+    assert out.hits == 0, out.summary
 
 
 def test_verbs_finding_minimizes():
