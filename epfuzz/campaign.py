@@ -143,7 +143,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     if backend == "verbs" and os.environ.get("EPFUZZ_IN_GUEST") != "1":
         from epfuzz.backends.verbs import VerbsBackend
 
-        if not VerbsBackend()._local():
+        if not VerbsBackend().runs_locally():
             return _fuzz_in_guest(harness, protocol, seconds, preset, extra, run_dir, seed)
     if protocol:
         from epfuzz.protocols import get_protocol

@@ -32,7 +32,7 @@ class Harness:
         self.protocol = protocol
         self.preset = preset
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
-        if backend == "verbs" and not self.backend._local():  # type: ignore[attr-defined]
+        if backend == "verbs" and not self.backend.runs_locally():
             raise BackendUnavailable("backend verbs: no RDMA device in this kernel; `epfuzz fuzz HARNESS "
                                      "--backend verbs` runs this harness inside the soft-RoCE guest")
         self.keep_going = keep_going

@@ -6,8 +6,9 @@ receiver), RC QP pairs as the scenario asks, the receiver's regions in one MR
 registered with or without IBV_ACCESS_RELAXED_ORDERING, the protocol's ops posted
 as RDMA WRITE / WRITE_WITH_IMM / ATOMIC FETCH_AND_ADD / SEND with fences, and the
 protocol's own receiver polling the MR while the sender posts. The oracle and the
-payload are the sim's. Per-QP delay (faults.qp_delay_ns) is real: a prio qdisc
-with a u32 filter on the BTH destination QPN puts that QP's packets behind netem.
+payload are the sim's. Per-QP delay and throttling (faults.qp_delay_ns,
+qp_rate_div) and the port throttle (port_rate_div) are real: a prio qdisc with a
+u32 filter on the BTH destination QPN puts each shaped QP's packets behind netem.
 
 Elsewhere (this machine: no RDMA in the kernel) `run` boots the epfuzz QEMU guest
 (epfuzz/vm.py) and runs the scenario there. A scenario repeats R times; the
@@ -79,17 +80,28 @@ def setup_rxe_pair() -> tuple[str, str]:
     return "rxe_v0", "rxe_v1"
 
 
-def set_qp_delays(dev: str, delays: dict[int, int]) -> None:
-    """netem delay on the packets of chosen destination QPNs only (prio + u32 on the BTH)."""
+#: the rate a throttle divisor of 1 stands for on the guest's veth
+LINK_MBIT = 1000
+
+
+def shape(dev: str, per_qp: dict[int, tuple[int, int]], port_div: int) -> None:
+    """tc on the sender's netdev: one prio band per shaped QP (netem delay and rate on the packets
+    whose BTH destination QPN matches, u32 at offset 32 of the IP packet), everything else through
+    the last band (netem rate when the port is throttled). A shaped QP's band is not also under the
+    port's rate (a simplification)."""
     subprocess.run(f"tc qdisc del dev {dev} root", shell=True, capture_output=True)
-    if not delays:
+    shaped = sorted(per_qp.items())[:15]
+    if not shaped and port_div <= 1:
         return
-    _sh(f"tc qdisc add dev {dev} root handle 1: prio bands 3 priomap " + " ".join(["1"] * 16))
-    _sh(f"tc qdisc add dev {dev} parent 1:2 handle 20: pfifo")
-    for band, (qpn, ns) in enumerate(sorted(delays.items())[:1]):
-        del band
-        _sh(f"tc qdisc add dev {dev} parent 1:1 handle 10: netem delay {max(1, ns // 1000)}us")
-        _sh(f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 flowid 1:1")
+    n = len(shaped) + 1
+    _sh(f"tc qdisc add dev {dev} root handle 1: prio bands {max(n, 2)} priomap " + " ".join([str(n - 1)] * 16))
+    default = f"netem rate {LINK_MBIT // port_div}mbit" if port_div > 1 else "pfifo"
+    _sh(f"tc qdisc add dev {dev} parent 1:{n} handle {n}0: {default}")
+    for band, (qpn, (delay_ns, div)) in enumerate(shaped, start=1):
+        rate = f" rate {LINK_MBIT // div}mbit" if div > 1 else ""
+        _sh(f"tc qdisc add dev {dev} parent 1:{band} handle {band}0: netem delay {max(1, delay_ns // 1000)}us{rate}")
+        _sh(f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 "
+            f"flowid 1:{band}")
 
 
 class _Mem:
@@ -176,9 +188,15 @@ class VerbsRunner:
         cqs = (CQ(self.ctx[0], 1024), CQ(self.ctx[1], 1024))
         nq = scn.topology.num_qps
         pairs = [self._qp_pair(cqs, access) for _ in range(nq)]
-        delays = {pairs[q][1].qp_num: ns * DELAY_SCALE for q, ns in enumerate(scn.faults.qp_delay_ns) if ns}
+        f = scn.faults
+        per_qp = {}
+        for q in range(nq):
+            delay = f.qp_delay_ns[q] * DELAY_SCALE if q < len(f.qp_delay_ns) else 0
+            div = f.qp_rate_div[q] if q < len(f.qp_rate_div) else 1
+            if delay or div > 1:
+                per_qp[pairs[q][1].qp_num] = (delay, div)
         if self.netdev:
-            set_qp_delays(self.netdev, delays)
+            shape(self.netdev, per_qp, f.port_rate_div)
         mem = _Mem(rmr, base)
         found = 0
         first: Violation | None = None
@@ -191,7 +209,7 @@ class VerbsRunner:
                     first = first or v
         finally:
             if self.netdev:
-                set_qp_delays(self.netdev, {})
+                shape(self.netdev, {}, 1)
         return {"runs": repeats, "hits": found, "violation": first.to_dict() if first else None,
                 "summary": first.summary() if first else "", "ro_accepted": bool(scn.knobs.mr_relaxed and ro_flag)}
 
@@ -380,12 +398,12 @@ class VerbsBackend(Backend):
     name = "verbs"
     deterministic = False
 
-    def _local(self) -> bool:
+    def runs_locally(self) -> bool:
         return importlib.util.find_spec("pyverbs") is not None and (
             bool(rdma_devices()) or os.environ.get("EPFUZZ_IN_GUEST") == "1")
 
     def availability(self) -> tuple[bool, str]:
-        if self._local():
+        if self.runs_locally():
             return True, f"pyverbs with RDMA devices {rdma_devices() or '(rxe created on demand)'}"
         missing = [t for t in ("qemu-system-x86_64", "mmdebstrap", "cpio") if shutil.which(t) is None]
         if missing:
@@ -398,7 +416,7 @@ class VerbsBackend(Backend):
         if not ok:
             raise BackendUnavailable(f"backend verbs cannot run here: {why}")
         repeats = max(1, repeats)
-        if self._local():
+        if self.runs_locally():
             res = local_runner().run(scn, repeats)
         else:
             from epfuzz import vm

@@ -52,7 +52,7 @@ def test_unavailable_backend_fails_at_once_with_the_reason(tmp_path, backend, me
     from epfuzz.backends import get_backend
 
     b = get_backend(backend, require=False)
-    if backend == "cuda" and b.availability()[0] or backend == "verbs" and b._local():
+    if backend == "cuda" and b.availability()[0] or backend == "verbs" and b.runs_locally():
         pytest.skip(f"{backend} can run here")
     p = run_harness("deepep_v2_dispatch", tmp_path, runs=10, extra=(f"--backend={backend}",))
     assert p.returncode == 2
