@@ -37,15 +37,26 @@ def one(name: str, runs: int) -> tuple[str, int, float, bool]:
 
 def main() -> int:
     runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
+    rows = []
+    out = ROOT / "bench" / "fixed_budget.md"
+
+    def record(n: str) -> None:
+        rows.append(one(n, runs))
+        print(rows[-1], flush=True)
+        write(rows, runs, out)
+
     with ThreadPoolExecutor(2) as pool:
-        rows = list(pool.map(lambda n: one(n, runs), FIXED))
+        list(pool.map(record, FIXED))
+    return 1 if any(c for *_, c in rows) else 0
+
+
+def write(rows: list[tuple[str, int, float, bool]], runs: int, out: Path) -> None:
+    """Rewritten after every protocol, so a cut-off run still leaves its rows."""
     md = [f"Fixed protocols, {runs} executions each through the harness (seed corpus, -seed=11), "
           f"{time.strftime('%Y-%m-%d')}:", "", "| fixed protocol | executions | seconds | finding |",
           "| --- | --- | --- | --- |"]
     md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} |" for n, e, s, c in rows]
-    (ROOT / "bench" / "fixed_budget.md").write_text("\n".join(md) + "\n")
-    print("\n".join(md))
-    return 1 if any(c for *_, c in rows) else 0
+    out.write_text("\n".join(md) + "\n")
 
 
 if __name__ == "__main__":
