@@ -1,11 +1,15 @@
 #!/usr/bin/env python3
 """Every fixed protocol through its harness for N executions (default 100,000), two at a time: no finding.
 
-    python bench/fixed_budget.py [RUNS]     # writes bench/fixed_budget.md
+    python bench/fixed_budget.py [--runs N] [--jobs J] [NAME ...]    # writes bench/fixed_budget.md
+
+Naming protocols runs only those and keeps the other rows already in the table, so
+a long measurement can be finished in parts.
 """
 
 from __future__ import annotations
 
+import argparse
 import re
 import subprocess
 import sys
@@ -36,18 +40,33 @@ def one(name: str, runs: int) -> tuple[str, int, float, bool]:
 
 
 def main() -> int:
-    runs = int(sys.argv[1]) if len(sys.argv) > 1 else 100_000
-    rows = []
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--runs", type=int, default=100_000)
+    ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("names", nargs="*", metavar="NAME", help="fixed protocols (default: all)")
+    a = ap.parse_args()
+    if unknown := sorted(set(a.names) - set(FIXED)):
+        ap.error(f"not a fixed protocol: {', '.join(unknown)} (choose from {', '.join(FIXED)})")
+    runs, names = a.runs, a.names or FIXED
     out = ROOT / "bench" / "fixed_budget.md"
+    rows = [r for r in read(out, runs) if r[0] not in names] if a.names else []
 
     def record(n: str) -> None:
         rows.append(one(n, runs))
         print(rows[-1], flush=True)
         write(rows, runs, out)
 
-    with ThreadPoolExecutor(2) as pool:
-        list(pool.map(record, FIXED))
+    with ThreadPoolExecutor(a.jobs) as pool:
+        list(pool.map(record, names))
     return 1 if any(c for *_, c in rows) else 0
+
+
+def read(out: Path, runs: int) -> list[tuple[str, int, float, bool]]:
+    """The rows of an earlier table made with the same number of executions."""
+    if not out.exists() or f"{runs} executions each" not in out.read_text():
+        return []
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \| (\w+) \|$", out.read_text(), re.M)
+    return [(n, int(e), float(s), c == "YES") for n, e, s, c in rows]
 
 
 def write(rows: list[tuple[str, int, float, bool]], runs: int, out: Path) -> None:
@@ -55,7 +74,9 @@ def write(rows: list[tuple[str, int, float, bool]], runs: int, out: Path) -> Non
     md = [f"Fixed protocols, {runs} executions each through the harness (seed corpus, -seed=11), "
           f"{time.strftime('%Y-%m-%d')}:", "", "| fixed protocol | executions | seconds | finding |",
           "| --- | --- | --- | --- |"]
-    md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} |" for n, e, s, c in rows]
+    order = {n: i for i, n in enumerate(FIXED)}
+    md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} |"
+           for n, e, s, c in sorted(rows, key=lambda r: order.get(r[0], len(order)))]
     out.write_text("\n".join(md) + "\n")
 
 
