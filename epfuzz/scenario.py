@@ -168,6 +168,13 @@ class Gpu:
     no_sync: bool = _bool("skip __syncthreads between the CTA's data stores and the signal")
     spin_cycles: int = _int(0, 65535, "clock spin between the data and the signal", log=True)
     incantations: int = _int(0, 8, "extra CTAs making memory traffic while the producers run")
+    # appended last: an input that ended before them decodes as before (one launch, no skew);
+    # a raw fuzzer input with bytes to spare now spends them here (load_case catches such a case)
+    launch_rounds: int = _choice((0, 1, 10, 100, 1000), "rounds per kernel launch pair (0: all in one)")
+    launch_skew: int = _int(0, 1 << 20, "cycles of torch.cuda._sleep on one side's stream before each launch",
+                            log=True)
+    skew_consumer: bool = _bool("the launch skew delays the consumer instead of the producer")
+    fresh_buffers: bool = _bool("map new buffers for the run, so its first rounds write TLB-cold pages")
 
 
 @dataclass(frozen=True, slots=True)

@@ -7,7 +7,10 @@ round writes into reused slots, the signal comes every `signal.interval` tokens
 (`at_end_only`: once), `signal.kind` faa is atomicAdd_system and the other kinds
 a flag store made as `gpu.store` says, after `gpu.fence` and `gpu.spin_cycles`;
 `gpu.incantations` adds traffic CTAs. A run is `repeats` rounds (at least
-MIN_ROUNDS); the verdict is found-in-k-of-R, litmus style. Without torch, CUDA,
+MIN_ROUNDS), cut into launch pairs of `gpu.launch_rounds` rounds; before each
+launch, torch's sleep kernel (at::cuda::sleep, what torch.cuda._sleep runs) holds
+the producer's stream, or the consumer's, for `gpu.launch_skew` cycles; `gpu.fresh_buffers` maps new buffers for
+the run (a TLB-cold start). The verdict is found-in-k-of-R, litmus style. Without torch, CUDA,
 or (for p2p) two GPUs with peer access, the backend says why and does not run.
 """
 
@@ -29,6 +32,7 @@ from epfuzz.scenario import Scenario
 HERE = Path(__file__).resolve().parent
 MIN_ROUNDS = 2000
 THREADS = 256
+BIG_CHUNK_WORDS = 8192
 TIMEOUT_S = 2.0
 SIG_KIND = {"plain": 0, "volatile": 1, "release_sys": 3}
 FENCE = {"none": 0, "threadfence": 1, "threadfence_system": 2}
@@ -44,6 +48,7 @@ def _extension() -> Any:
         name="epfuzz_cuda_mp",
         cpp_sources=[(HERE / "cuda_mp.cpp").read_text()],
         cuda_sources=[(HERE / "cuda_mp.cu").read_text()],
+        extra_cflags=["-O3"],  # the JIT build has no optimisation by default: the CPU consumer needs it
         extra_cuda_cflags=["-O3", "-std=c++17"],
         build_directory=str(cache),
         verbose=False,
@@ -51,7 +56,7 @@ def _extension() -> Any:
 
 
 def params(scn: Scenario, rounds: int) -> dict[str, int]:
-    """The kernel parameters a scenario means; pure, so it is tested without a GPU."""
+    """The kernel parameters a scenario means, in MpParams order; pure, so it is tested without a GPU."""
     proto = get_protocol(scn.protocol)
     lay = proto.layout(scn)
     g = scn.gpu
@@ -59,12 +64,25 @@ def params(scn: Scenario, rounds: int) -> dict[str, int]:
     k = n if scn.signal.at_end_only else max(1, min(scn.signal.interval, n))
     sig = 2 if scn.signal.kind == "faa" else SIG_KIND[g.store]
     clock_hz = 1_980_000_000
+    C = lay.num_channels
     return {
-        "C": lay.num_channels, "n": n, "W": lay.token_bytes // 4, "k": k, "nchunks": -(-n // k),
+        "C": C, "n": n, "W": lay.token_bytes // 4, "k": k, "nchunks": -(-n // k),
         "sig_kind": sig, "fence": FENCE[g.fence], "sig_last": int(g.signal_thread == "last"),
-        "sync": int(not g.no_sync), "spin": g.spin_cycles, "rounds": rounds, "incant": g.incantations,
-        "timeout": int(TIMEOUT_S * clock_hz),
+        "sync": int(not g.no_sync), "spin": g.spin_cycles, "r0": 1, "r1": rounds, "incant": g.incantations,
+        "done_target": C, "timeout": int(TIMEOUT_S * clock_hz),
     }
+
+
+def threads(p: dict[str, int]) -> int:
+    """Threads per CTA: 256, or 1024 when a chunk is big enough to keep them busy (64K-word messages
+    move four times faster that way); the signalling thread is still the CTA's first or last."""
+    return 1024 if p["k"] * p["W"] >= BIG_CHUNK_WORDS else THREADS
+
+
+def launches(scn: Scenario, rounds: int) -> list[tuple[int, int]]:
+    """The rounds [r0, r1] of each kernel launch pair (mirrors `Launches` in cuda_mp.cpp)."""
+    per = scn.gpu.launch_rounds or rounds
+    return [(r0, min(rounds, r0 + per - 1)) for r0 in range(1, rounds + 1, per)]
 
 
 def litmus_name(scn: Scenario) -> str:
@@ -115,6 +133,15 @@ class CudaBackend(Backend):
                              "which this GPU/host does not report")
         words = p["C"] * p["n"] * p["W"]
         i32 = torch.int32
+        g = scn.gpu
+        if g.fresh_buffers:
+            # Without traffic CTAs the rare weak rounds on the H200 pair came in a run's first rounds;
+            # cold mappings were the suspect. Hand torch's cached blocks back, so this run's buffers
+            # are new mappings whose first peer writes miss in the TLBs, as a freshly registered
+            # window's do. (Measured there: no effect, bench/cuda/cold.jsonl; kept for other machines.)
+            torch.cuda.empty_cache()
+            getattr(torch._C, "_host_emptyCache", lambda: None)()
+        launch = (g.launch_rounds, g.launch_skew, g.skew_consumer)
         t0 = time.perf_counter()
         if path == "host":
             dst = torch.zeros(words, dtype=i32, pin_memory=True)
@@ -125,8 +152,10 @@ class CudaBackend(Backend):
             perr = torch.zeros(1, dtype=i32, device=f"cuda:{prod}")
             torch.cuda.synchronize(prod)
             stale_rounds, stale_words, timed_out = ext.run_host(dst, flags, ack, scratch, done, perr, prod,
-                                                                list(p.values()), THREADS, TIMEOUT_S * 4)
+                                                                list(p.values()), threads(p), TIMEOUT_S * 4,
+                                                                *launch)
             err = int(perr.item()) or (3 if timed_out else 0)
+            first_weak = []  # the CPU consumer counts, it does not keep round numbers
         else:
             cdev, pdev = f"cuda:{cons}", f"cuda:{prod}"
             dst = torch.zeros(words, dtype=i32, device=cdev)
@@ -142,8 +171,11 @@ class CudaBackend(Backend):
             # wait for the fills, or a late fill would look like stale data
             for d in {prod, cons}:
                 torch.cuda.synchronize(d)
-            ext.run_gpu(dst, flags, ack, scratch, done, perr, cerr, stale, sw, prod, cons, list(p.values()), THREADS)
-            stale_rounds = int((stale > 0).sum().item())
+            ext.run_gpu(dst, flags, ack, scratch, done, perr, cerr, stale, sw, prod, cons, list(p.values()),
+                        threads(p), *launch)
+            weak_at = torch.nonzero(stale).flatten()
+            stale_rounds = int(weak_at.numel())
+            first_weak = [int(i) + 1 for i in weak_at[:16].tolist()]
             stale_words = int(sw.item())
             err = int(perr.item()) or int(cerr.item())
         seconds = time.perf_counter() - t0
@@ -153,13 +185,16 @@ class CudaBackend(Backend):
             v = Violation("hang", scn.protocol, -1, -1, f"{who} > {TIMEOUT_S} s ({name})")
             return Outcome("cuda", v, runs=1, hits=1, summary=f"hang: {who}", extra={"litmus": name})
         verdict = "Sometimes" if stale_rounds else "Never"
+        n_launch = len(launches(scn, rounds))
+        at = f" (weak at rounds {', '.join(map(str, first_weak))})" if first_weak else ""
         summary = (f"Observation {name} {verdict} {stale_rounds} {rounds - stale_rounds}\n"
-                   f"{rounds} rounds in {seconds:.3f} s ({rounds / seconds * 60:,.0f} rounds/min), "
-                   f"{stale_words} stale words")
+                   f"{rounds} rounds in {n_launch} launch(es), {seconds:.3f} s "
+                   f"({rounds / seconds * 60:,.0f} rounds/min), {stale_words} stale words{at}")
         v = None
         if stale_rounds:
             v = Violation("stale-accept", scn.protocol, -1, -1,
                           f"{stale_rounds} of {rounds} rounds ({name})", bad_bytes=4 * stale_words,
                           extra={"rounds": rounds, "stale_rounds": stale_rounds, "stale_words": stale_words})
         return Outcome("cuda", v, runs=rounds, hits=stale_rounds, summary=summary,
-                       extra={"litmus": name, "seconds": seconds, "stale_words": stale_words})
+                       extra={"litmus": name, "seconds": seconds, "stale_words": stale_words,
+                              "first_weak_rounds": first_weak})

@@ -6,12 +6,13 @@
 // atomicAdd_system), after an optional fence and spin. The consumer (a CTA on the peer GPU, or a
 // CPU thread for host memory) acquires the flag, checks every word of the chunk against the
 // round's pattern, counts stale words, and acks the round; the producer waits for that ack
-// before reusing the slots. Every spin has a clock-based timeout so a lost signal cannot hang the
-// GPU: it sets `err` and returns.
+// before reusing the slots. One launch runs rounds [r0, r1]; flags, acks and the pattern use the
+// global round number, so a run split into several launches is the same protocol. Every spin has
+// a clock-based timeout so a lost signal cannot hang the GPU: it sets `err` and returns.
 #include <cstdint>
 
 struct MpParams {
-  int C, n, W, k, nchunks, sig_kind, fence, sig_last, sync, spin, rounds, incant;
+  int C, n, W, k, nchunks, sig_kind, fence, sig_last, sync, spin, r0, r1, incant, done_target;
   long long timeout;  // cycles
 };
 
@@ -27,13 +28,55 @@ __device__ __forceinline__ uint32_t ld_acquire_sys(const uint32_t* p) {
   return v;
 }
 
+__device__ __forceinline__ uint4 ld_volatile_v4(const uint32_t* p) {
+  uint4 v;
+  asm volatile("ld.volatile.global.v4.u32 {%0, %1, %2, %3}, [%4];"
+               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+  return v;
+}
+
+// The words of tokens [t0, t1) of one channel are one contiguous run. Its 16-byte-aligned middle
+// moves as uint4 (DeepEP moves tokens with int4 accesses too), the few words before and after it
+// one by one. Word g of the channel is word g % W of token g / W.
+struct Span {
+  int g0, head, nvec, total;
+};
+
+__device__ __forceinline__ Span span_of(const uint32_t* base, int t0, int t1, int W) {
+  Span s;
+  s.g0 = t0 * W;
+  s.total = (t1 - t0) * W;
+  const int mis = (int)((reinterpret_cast<uintptr_t>(base + s.g0) >> 2) & 3u);
+  s.head = min(s.total, (4 - mis) & 3);
+  s.nvec = (s.total - s.head) >> 2;
+  return s;
+}
+
+// The pattern of the four words from channel word g on (tokens may change inside the four).
+__device__ __forceinline__ uint4 pattern4(uint32_t r, int c, int C, int W, int g) {
+  int t = g / W, w = g - t * W;
+  uint32_t v[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) {
+    v[e] = mp_pattern(r, c, t * C + c, w);
+    if (++w == W) { w = 0; ++t; }
+  }
+  return make_uint4(v[0], v[1], v[2], v[3]);
+}
+
+__device__ __forceinline__ uint32_t pattern1(uint32_t r, int c, int C, int W, int g) {
+  const int t = g / W;
+  return mp_pattern(r, c, t * C + c, g - t * W);
+}
+
 __global__ void mp_producer(uint32_t* dst, uint32_t* flags, const uint32_t* ack, uint32_t* scratch,
                             uint32_t* done, uint32_t* err, MpParams p) {
+  if (*(volatile uint32_t*)err) return;  // an earlier launch timed out: do not wait again
   const int c = blockIdx.x;
-  if (c >= p.C) {  // incantation CTA: memory traffic until the producers are done
+  if (c >= p.C) {  // incantation CTA: memory traffic until this launch's producers are done
     uint32_t i = threadIdx.x, x = c;
     long long start = clock64();
-    while (*(volatile uint32_t*)done < (uint32_t)p.C && clock64() - start < p.timeout) {
+    while (*(volatile uint32_t*)done < (uint32_t)p.done_target && clock64() - start < p.timeout) {
       scratch[(i * 16u + x) & ((1u << 20) - 1u)] = x;
       i += blockDim.x * 7u;
       ++x;
@@ -46,7 +89,7 @@ __global__ void mp_producer(uint32_t* dst, uint32_t* flags, const uint32_t* ack,
   __shared__ int abort_;
   if (threadIdx.x == 0) abort_ = 0;
   __syncthreads();
-  for (int r = 1; r <= p.rounds; ++r) {
+  for (int r = p.r0; r <= p.r1; ++r) {
     if (threadIdx.x == 0) {
       long long start = clock64();
       while (*(volatile const uint32_t*)&ack[c] < (uint32_t)(r - 1)) {
@@ -56,14 +99,17 @@ __global__ void mp_producer(uint32_t* dst, uint32_t* flags, const uint32_t* ack,
     __syncthreads();
     if (abort_) return;
     for (int j = 0; j < p.nchunks; ++j) {
-      const int t0 = j * p.k, t1 = min(p.n, t0 + p.k);
-      for (int idx = threadIdx.x; idx < (t1 - t0) * p.W; idx += blockDim.x) {
-        const int i = t0 + idx / p.W, w = idx % p.W;
-        base[(size_t)i * p.W + w] = mp_pattern(r, c, i * p.C + c, w);
+      const Span s = span_of(base, j * p.k, min(p.n, (j + 1) * p.k), p.W);
+      for (int o = threadIdx.x; o < s.head; o += blockDim.x) base[s.g0 + o] = pattern1(r, c, p.C, p.W, s.g0 + o);
+      for (int q = threadIdx.x; q < s.nvec; q += blockDim.x) {
+        const int g = s.g0 + s.head + 4 * q;
+        *reinterpret_cast<uint4*>(base + g) = pattern4(r, c, p.C, p.W, g);
       }
+      for (int o = s.head + 4 * s.nvec + threadIdx.x; o < s.total; o += blockDim.x)
+        base[s.g0 + o] = pattern1(r, c, p.C, p.W, s.g0 + o);
       if (p.sync) __syncthreads();
       if (threadIdx.x == sig_tid) {
-        if (p.spin) { long long s = clock64(); while (clock64() - s < p.spin) {} }
+        if (p.spin) { long long t = clock64(); while (clock64() - t < p.spin) {} }
         if (p.fence == 1) __threadfence();
         else if (p.fence == 2) __threadfence_system();
         const uint32_t v = (uint32_t)(r - 1) * p.nchunks + j + 1;
@@ -82,13 +128,14 @@ __global__ void mp_producer(uint32_t* dst, uint32_t* flags, const uint32_t* ack,
 
 __global__ void mp_consumer(const uint32_t* dst, const uint32_t* flags, uint32_t* ack, uint32_t* stale,
                             unsigned long long* stale_words, uint32_t* err, MpParams p) {
+  if (*(volatile uint32_t*)err) return;
   const int c = blockIdx.x;
   const uint32_t* base = dst + (size_t)c * p.n * p.W;
   const uint32_t* flag = flags + c * 32;
   __shared__ uint32_t bad;
   __shared__ int abort_;
   if (threadIdx.x == 0) abort_ = 0;
-  for (int r = 1; r <= p.rounds; ++r) {
+  for (int r = p.r0; r <= p.r1; ++r) {
     if (threadIdx.x == 0) bad = 0;
     for (int j = 0; j < p.nchunks; ++j) {
       const uint32_t want = (uint32_t)(r - 1) * p.nchunks + j + 1;
@@ -100,13 +147,17 @@ __global__ void mp_consumer(const uint32_t* dst, const uint32_t* flags, uint32_t
       }
       __syncthreads();
       if (abort_) return;
-      const int t0 = j * p.k, t1 = min(p.n, t0 + p.k);
+      const Span s = span_of(base, j * p.k, min(p.n, (j + 1) * p.k), p.W);
       uint32_t local = 0;
-      for (int idx = threadIdx.x; idx < (t1 - t0) * p.W; idx += blockDim.x) {
-        const int i = t0 + idx / p.W, w = idx % p.W;
-        const uint32_t x = *(volatile const uint32_t*)&base[(size_t)i * p.W + w];
-        local += x != mp_pattern(r, c, i * p.C + c, w);
+      for (int o = threadIdx.x; o < s.head; o += blockDim.x)
+        local += *(volatile const uint32_t*)&base[s.g0 + o] != pattern1(r, c, p.C, p.W, s.g0 + o);
+      for (int q = threadIdx.x; q < s.nvec; q += blockDim.x) {
+        const int g = s.g0 + s.head + 4 * q;
+        const uint4 x = ld_volatile_v4(base + g), want4 = pattern4(r, c, p.C, p.W, g);
+        local += (x.x != want4.x) + (x.y != want4.y) + (x.z != want4.z) + (x.w != want4.w);
       }
+      for (int o = s.head + 4 * s.nvec + threadIdx.x; o < s.total; o += blockDim.x)
+        local += *(volatile const uint32_t*)&base[s.g0 + o] != pattern1(r, c, p.C, p.W, s.g0 + o);
       if (local) atomicAdd(&bad, local);
       __syncthreads();
     }

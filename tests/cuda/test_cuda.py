@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from epfuzz.backends import get_backend
-from epfuzz.backends.cuda import CudaBackend, litmus_name, params
+from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, threads
 from epfuzz.errors import BackendUnavailable
 from epfuzz.scenario import Scenario
 
@@ -22,11 +22,20 @@ def mp(tokens=16, **gpu):
 def test_params_follow_the_scenario():
     p = params(mp(4, fence="threadfence_system", store="release_sys", signal_thread="last", spin_cycles=100), 500)
     assert (p["C"], p["n"], p["W"], p["k"], p["nchunks"]) == (1, 4, (16384 + 16) // 4, 4, 1)
-    assert (p["sig_kind"], p["fence"], p["sig_last"], p["spin"], p["rounds"]) == (3, 2, 1, 100, 500)
+    assert (p["sig_kind"], p["fence"], p["sig_last"], p["spin"], p["r0"], p["r1"]) == (3, 2, 1, 100, 1, 500)
+    assert list(p)[-1] == "timeout" and len(p) == 15  # MpParams order, read by index in cuda_mp.cpp
+    assert threads(p) == 1024  # a 16K-byte chunk keeps 1024 threads busy
     faa = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
                               "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
     q = params(faa, 10)
     assert q["sig_kind"] == 2 and q["C"] == 3 and q["n"] == 3 and q["k"] == 2 and q["nchunks"] == 2
+    assert threads(q) == 256
+
+
+def test_rounds_are_cut_into_launches():
+    assert launches(mp(), 2500) == [(1, 2500)]
+    assert launches(mp(launch_rounds=1000), 2500) == [(1, 1000), (1001, 2000), (2001, 2500)]
+    assert launches(mp(launch_rounds=1), 3) == [(1, 1), (2, 2), (3, 3)]
 
 
 def test_litmus_names():
@@ -76,3 +85,61 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
         get_backend("cuda").run(scn, repeats=2000)  # runs to completion (no hang, no error)
         fenced = scn.with_path("gpu.fence", "threadfence_system")
         assert get_backend("cuda").run(fenced, repeats=50_000).hits == 0, path.name
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["same", "host"])
+def test_unaligned_chunked_channels_are_checked_word_for_word(path):
+    """Three channels, chunks of three 1,296-byte tokens: every word of every chunk must be written
+    and checked through the head/vector/tail split; a word the split missed reads as stale in
+    every round."""
+    scn = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
+                              "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
+                                                                           "meta_bytes": 129},
+                              "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
+    if path == "host":
+        scn = scn.with_path("signal.kind", "write")
+    p = params(scn, 2000)
+    assert p["nchunks"] > 1 and p["C"] == 3
+    out = get_backend("cuda").run(scn, repeats=2000)
+    assert out.runs == 2000 and out.hits == 0, out.summary
+
+
+@needs_gpu
+@pytest.mark.cuda
+@pytest.mark.parametrize("path", ["p2p", "same", "host"])
+@pytest.mark.parametrize("skew_consumer", [False, True])
+def test_launch_skew_sleeps_one_side_before_every_launch(path, skew_consumer):
+    """20 launches, each behind 2^20 cycles of sleep on one side (>= 0.5 ms at the H200's top clock):
+    the run cannot be shorter than 10 ms, and the split run is still a correct protocol."""
+    import torch
+
+    if path == "p2p" and torch.cuda.device_count() < 2:
+        pytest.skip("needs two GPUs")
+    scn = mp(path=path, fence="threadfence_system", launch_rounds=100, launch_skew=1 << 20,
+             skew_consumer=skew_consumer)
+    out = get_backend("cuda").run(scn, repeats=2000)
+    assert out.violation is None and out.runs == 2000, out.summary
+    assert "20 launch(es)" in out.summary
+    assert out.extra["seconds"] >= 0.01, out.summary
+
+
+@needs_gpu
+@pytest.mark.cuda
+def test_fresh_buffers_map_new_memory_for_every_run():
+    """Reused: the second run takes torch's cached blocks (no new segment); fresh: it maps new ones."""
+    import torch
+
+    def segments():
+        return sum(torch.cuda.memory_stats(d).get("segment.all.allocated", 0)
+                   for d in range(torch.cuda.device_count()))
+
+    b = get_backend("cuda")
+    for fresh, grows in ((False, False), (True, True)):
+        scn = mp(path="same", fence="threadfence_system", fresh_buffers=fresh)
+        b.run(scn, repeats=2000)
+        before = segments()
+        out = b.run(scn, repeats=2000)
+        assert out.hits == 0, out.summary
+        assert (segments() > before) == grows, fresh
