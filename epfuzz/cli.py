@@ -29,6 +29,11 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INPUT)
 
 
+
+def percent(rate: float) -> str:
+    """Hardware reproduces some findings in a few rounds per thousand: "0%" would read as "never"."""
+    return f"{rate:.0%}" if rate == 0 or rate >= 0.01 else f"{rate:.2%}" if rate >= 0.0001 else f"{rate:.4%}"
+
 def _protocol_from_path(path: Path) -> str | None:
     for part in reversed(path.resolve().parts[:-1]):
         name = part.removesuffix("_fuzzer")
@@ -62,7 +67,7 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
     print(f"{case.name}: {out.verdict} (protocol {scn.protocol}, preset {scn.preset}, backend {out.backend}, "
           f"scenario {scn.digest()})")
     if out.runs > 1:
-        print(f"  reproduced in {out.hits} of {out.runs} runs ({out.rate:.0%})")
+        print(f"  reproduced in {out.hits} of {out.runs} runs ({percent(out.rate)})")
     if out.violation is not None:
         print(f"  {out.violation.summary()}")
         if out.violation.bad_chunks:
@@ -180,7 +185,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
                out.violation.summary() if out.violation else "", signature(res, out))
     write_atomic(path, new.to_json().encode())
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
-          f"{m.seconds:.2f} s, reproduction rate {m.rate:.0%}")
+          f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
     print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
     print(f"  replay: epfuzz run {path}")

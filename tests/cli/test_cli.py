@@ -24,6 +24,17 @@ def test_replay_all_regressions_and_seeds():
     assert before == after
 
 
+def test_every_case_file_in_the_corpus_loads():
+    """Including corpus/cuda, which only a GPU replays: a field appended to the IR can make a raw
+    fuzzer input decode differently, and that must fail here, on every machine."""
+    from epfuzz.corpus import load_case
+
+    cases = sorted((ROOT / "corpus").rglob("*.json"))
+    assert any(p.parent.name == "cuda" for p in cases)
+    for p in cases:
+        load_case(p)
+
+
 def test_replay_reports_a_changed_verdict(tmp_path):
     case = json.loads((ROOT / "corpus/regressions/deepep674-fixed.json").read_text())
     case["expect"] = "finding"
