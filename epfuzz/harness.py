@@ -88,7 +88,10 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
                      ("keep-going", "EPFUZZ_KEEP_GOING"), ("findings-dir", "EPFUZZ_FINDINGS_DIR")):
         if key in ours:
             os.environ[env] = ours[key]
-    prefix = next((a.split("=", 1)[1] for a in rest if a.startswith("-artifact_prefix=")), "")
+    # finding cases go where libFuzzer puts its artifacts (-artifact_prefix, or the folder of
+    # -exact_artifact_path as -minimize_crash uses), else the working directory
+    prefix = next((a.split("=", 1)[1] for a in rest
+                   if a.startswith(("-artifact_prefix=", "-exact_artifact_path="))), "")
     default_dir = Path(os.path.dirname(prefix) or ".")
     try:
         harness = Harness(
@@ -102,6 +105,9 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     except EpfuzzError as e:
         sys.stderr.write(f"epfuzz: {e}\n")
         raise SystemExit(2) from None
+    # the children libFuzzer spawns name their own artifact paths (relative ones, for
+    # -minimize_crash): they write their cases where this process does
+    os.environ["EPFUZZ_FINDINGS_DIR"] = str(harness.findings_dir.resolve())
     # libFuzzer re-executes argv[0] through the shell for -minimize_crash, -fork and
     # -merge; a .py file is not executable on its own, so name the interpreter too.
     rest[0] = shlex.join([sys.executable, os.path.abspath(rest[0])])

@@ -58,6 +58,8 @@ def test_libfuzzer_minimize_crash_still_works(tmp_path):
     harness = ROOT / "harnesses" / "deepep_v2_dispatch_fuzzer.py"
     p = subprocess.run([sys.executable, str(harness), "-minimize_crash=1", "-runs=300", "--preset=mlx5-pci-atomic",
                         f"-exact_artifact_path={tmp_path / 'min'}", str(crash)],
-                       capture_output=True, text=True, timeout=600)
+                       capture_output=True, text=True, timeout=600, cwd=ROOT)
     assert (tmp_path / "min").exists(), p.stderr[-2000:]
+    # the finding cases of the runs land beside the artifact, not in the working directory
+    assert list(tmp_path.glob("finding-*.json")) and not list(ROOT.glob("finding-*.json"))
     assert len((tmp_path / "min").read_bytes()) < len(crash.read_bytes())
