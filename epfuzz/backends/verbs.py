@@ -242,7 +242,8 @@ class VerbsRunner:
                                  args=(scn, lay, rx, epoch, exp, mem, rmr, base, cqs, pairs, cq_lock, stop, result, e,
                                        staging))
             t.start()
-            self._post_epoch(scn, proto, lay, smr, rmr, pairs, cqs, base, epoch, e, SGE, SendWR, cq_lock)
+            self._post_epoch(scn, proto, lay, smr, rmr, pairs, cqs, base, epoch, e, SGE, SendWR, cq_lock,
+                             staging)
             t.join(EPOCH_TIMEOUT_S + 5)
             stop.set()
             if result[0] is not None:
@@ -288,12 +289,14 @@ class VerbsRunner:
                 result[0] = Violation("hang", name, epoch, -1, "receiver never saw every final signal")
                 return
 
-    def _post_epoch(self, scn, proto, lay, smr, rmr, pairs, cqs, base, epoch, e, SGE, SendWR, cq_lock):  # noqa: ANN001
+    def _post_epoch(self, scn, proto, lay, smr, rmr, pairs, cqs, base, epoch, e, SGE, SendWR, cq_lock,  # noqa: ANN001
+                    scratch):
+        """`scratch`: the sender MR's bytes past the regions (where the receiver MR keeps its SEND
+        rings), free for the sources of signal writes, atomics' results and SEND payloads."""
         programs = apply_spins(proto.sender(scn, lay, epoch), scn)
         pc = [0] * len(programs)
         posted = [0] * len(pairs)
         done = [0] * len(pairs)
-        scratch = total_scratch(lay)
         while any(pc[c] < len(p) for c, p in enumerate(programs)):
             for c, prog in enumerate(programs):
                 if pc[c] >= len(prog):
@@ -359,10 +362,6 @@ class VerbsRunner:
                     m0, _ = cqs[0].poll(64)
                 if not m0:
                     return
-
-
-def total_scratch(lay: Layout) -> int:
-    return sum((s + 63) // 64 * 64 for s in lay.sizes.values())
 
 
 def _qp_index(qpn: int, pairs: list[tuple[Any, Any]]) -> int:
