@@ -143,3 +143,22 @@ def test_fresh_buffers_map_new_memory_for_every_run():
         out = b.run(scn, repeats=2000)
         assert out.hits == 0, out.summary
         assert (segments() > before) == grows, fresh
+
+
+def test_kernels_compile_where_nvcc_is():
+    """The device code builds before any GPU time is spent on it (nvcc is on GPU machines; here
+    `pip install nvidia-cuda-nvcc nvidia-cuda-runtime` provides one)."""
+    import shutil
+    import subprocess
+    import tempfile
+    from pathlib import Path
+
+    nvcc = shutil.which("nvcc")
+    if nvcc is None:
+        pytest.skip("nvcc is not on PATH")
+    src = Path(__file__).resolve().parents[2] / "epfuzz" / "backends" / "cuda_mp.cu"
+    inc = [f"-I{p}" for p in {Path(nvcc).resolve().parent.parent / "include"} if p.exists()]
+    with tempfile.TemporaryDirectory() as tmp:
+        p = subprocess.run([nvcc, "-c", "-O3", "-std=c++17", "-arch=sm_90", *inc, str(src), "-o", f"{tmp}/mp.o"],
+                           capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-3000:]
