@@ -191,6 +191,8 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
     The project is shared read-only at /mnt/epfuzz; `out_dir`, if given, read-write at /mnt/out.
     """
     img = build(log=stream)
+    # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does
+    command = f"echo 'epfuzz-guest: running'; {command}"
     cmd = ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp", "2", "-m", str(memory_mb),
            "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "rootfs.cpio"),
            "-append", f"console=ttyS0 rdinit=/init.sh panic=-1 quiet epfuzz.cmd="

@@ -37,3 +37,14 @@ def test_a_failed_boot_is_one_clear_error(monkeypatch, tmp_path):
     with pytest.raises(vm.VmError) as e:
         vm.run("true", timeout=20, stream=False)
     assert "\n" not in str(e.value)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(bool(missing), reason=f"the soft-RoCE guest needs {', '.join(missing)} (make vm-deps)")
+def test_vm_run_streams_the_commands_output(capsys):
+    """`epfuzz vm run -- CMD` shows CMD's output: the kernel boots quiet, so only the command's
+    own marker tells where it starts (without it nothing was printed at all)."""
+    from epfuzz.cli import main as cli
+
+    assert cli(["vm", "run", "--", "sh", "-c", "echo out-of-the-guest; exit 3"]) == 3
+    assert "out-of-the-guest" in capsys.readouterr().out
