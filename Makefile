@@ -36,7 +36,8 @@ rxe-vm: install vm-deps
 
 test: install vm-deps
 	$(VENV)/bin/ruff check epfuzz harnesses tests bench
-	$(PY) -m pytest -q -n auto
+	$(PY) -m pytest -q -n auto -m "not guest"
+	$(PY) -m pytest -q -m guest
 
 replay: install
 	$(EPFUZZ) replay corpus/regressions corpus/*_fuzzer

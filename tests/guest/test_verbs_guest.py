@@ -57,7 +57,7 @@ def test_throttling_the_data_qp_and_the_port_shapes_real_traffic():
     """A throttled data QP (rate / 16) delays the data behind the signal on the other QP; a throttled
     port alone (both QPs alike) runs cleanly to completion."""
     slow_data = {**CROSS, "faults": {"qp_rate_div": [16]}, "payload": {"num_tokens": 16, "hidden_bytes": 16384}}
-    assert VerbsBackend().run(Scenario.from_dict(slow_data), repeats=4).hits >= 1
+    assert VerbsBackend().run(Scenario.from_dict(slow_data), repeats=6).hits >= 1
     port = {**SAME, "faults": {"port_rate_div": 8}}
     out = VerbsBackend().run(Scenario.from_dict(port), repeats=2)
     assert out.hits == 0, out.summary

@@ -1,4 +1,8 @@
-"""Boot the soft-RoCE guest once and run tests/guest inside it (the verbs backend on real rxe)."""
+"""Boot the soft-RoCE guest once and run tests/guest inside it (the verbs backend on real rxe).
+
+Marked `guest`: `make test` runs them after the parallel suite, alone, because the guest's
+timing tests (a throttled QP must delay data past the receiver's next look) fail when the
+emulated CPUs are starved by other tests."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ missing = [t for t in TOOLS if shutil.which(t) is None]
 
 
 @pytest.mark.slow
+@pytest.mark.guest
 @pytest.mark.skipif(bool(missing), reason=f"the soft-RoCE guest needs {', '.join(missing)} (make vm-deps)")
 def test_verbs_suite_in_the_guest(tmp_path):
     rc, lines = vm.run("python3 -m pytest -q -p no:cacheprovider -s tests/guest", timeout=1200, stream=False,
@@ -40,6 +45,7 @@ def test_a_failed_boot_is_one_clear_error(monkeypatch, tmp_path):
 
 
 @pytest.mark.slow
+@pytest.mark.guest
 @pytest.mark.skipif(bool(missing), reason=f"the soft-RoCE guest needs {', '.join(missing)} (make vm-deps)")
 def test_vm_run_streams_the_commands_output(capsys):
     """`epfuzz vm run -- CMD` shows CMD's output: the kernel boots quiet, so only the command's
