@@ -63,9 +63,10 @@ def main() -> int:
 
 def read(out: Path, runs: int) -> list[tuple[str, int, float, bool]]:
     """The rows of an earlier table made with the same number of executions."""
-    if not out.exists() or f"{runs} executions each" not in out.read_text():
+    text = out.read_text() if out.exists() else ""
+    if f"{runs} executions each" not in text:
         return []
-    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \| (\w+) \|$", out.read_text(), re.M)
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \| (\w+) \|$", text, re.M)
     return [(n, int(e), float(s), c == "YES") for n, e, s, c in rows]
 
 

@@ -37,6 +37,11 @@ def harness_names() -> list[str]:
 PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
 
 
+def plugin_name(protocol: str) -> str:
+    """The harness name a plug-in protocol (module:Attr) runs under."""
+    return protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
+
+
 def harness_path(name: str) -> Path:
     name = name.removesuffix(".py")
     if not name.endswith("_fuzzer"):
@@ -93,7 +98,7 @@ def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, pres
 
     from epfuzz import vm
 
-    name = (harness_path(harness).stem if harness else (protocol or "").replace(":", ".") + "_fuzzer")
+    name = harness_path(harness).stem if harness else plugin_name(protocol or "")
     run_dir = run_dir or ROOT / "runs" / f"{name}-verbs-{time.strftime('%Y%m%d-%H%M%S')}"
     args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", "verbs",
             "--time", str(seconds), "--preset", preset, "--run-dir", "/mnt/out"]
@@ -149,7 +154,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         from epfuzz.protocols import get_protocol
 
         get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
-        script, name = PLUGIN, protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
+        script, name = PLUGIN, plugin_name(protocol)
     elif harness:
         script = harness_path(harness)
         name = script.stem

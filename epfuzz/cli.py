@@ -29,10 +29,10 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INPUT)
 
 
-
 def percent(rate: float) -> str:
     """Hardware reproduces some findings in a few rounds per thousand: "0%" would read as "never"."""
     return f"{rate:.0%}" if rate == 0 or rate >= 0.01 else f"{rate:.2%}" if rate >= 0.0001 else f"{rate:.4%}"
+
 
 def _protocol_from_path(path: Path) -> str | None:
     for part in reversed(path.resolve().parts[:-1]):
@@ -176,8 +176,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     case = load_any(Path(a.path), a.protocol, a.preset)
     m = minimize(case.scenario, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
                  max_seconds=a.max_seconds)
-    res = m.result
-    out = get_backend(a.backend).run(res, repeats=a.repeats)
+    res, out = m.result, m.outcome
     before, after = m.sizes()
     name = f"{res.protocol}-min-{res.digest()}"
     path = Path(a.output) if a.output else Path(f"{name}.json")

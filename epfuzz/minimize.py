@@ -18,7 +18,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from epfuzz.backends import Backend, get_backend
+from epfuzz.backends import Backend, Outcome, get_backend
 from epfuzz.errors import EpfuzzError
 from epfuzz.scenario import Scenario, fixed_fields, iter_leaf_fields
 
@@ -31,7 +31,12 @@ class Minimized:
     result: Scenario
     runs: int
     seconds: float
-    rate: float
+    #: the run that verified `result`; on hardware a second run could disagree with it
+    outcome: Outcome
+
+    @property
+    def rate(self) -> float:
+        return self.outcome.rate
 
     def sizes(self) -> tuple[int, int]:
         return len(self.original.to_bytes()), len(self.result.to_bytes())
@@ -173,14 +178,14 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
                 accepted.append(cand)
                 improved = True
                 break
-    rate = b.run(current, repeats=repeats).rate
+    out = b.run(current, repeats=repeats)
     # a flaky reproduction can slip through once: on a nondeterministic backend, step back
     # through the accepted candidates until one reproduces again at the threshold
-    while not b.deterministic and rate < threshold and len(accepted) > 1:
+    while not b.deterministic and out.rate < threshold and len(accepted) > 1:
         accepted.pop()
         current = accepted[-1]
-        rate = b.run(current, repeats=repeats).rate
-    return Minimized(scn, current, runs, time.perf_counter() - t0, rate)
+        out = b.run(current, repeats=repeats)
+    return Minimized(scn, current, runs, time.perf_counter() - t0, out)
 
 
 def is_one_minimal(scn: Scenario, predicate: Predicate) -> bool:

@@ -158,7 +158,8 @@ class Faults:
 class Gpu:
     """The GPU form of the protocol (cuda backend); the sim ignores it.
 
-    Decoded last, so adding it changed no existing encoding.
+    Decoded last, so adding it changed no canonical encoding (`to_bytes` ends before
+    defaults); only raw inputs with bytes to spare decode differently.
     """
 
     path: str = _choice(("p2p", "same", "host"), "producer GPU0 -> peer GPU1 over NVLink, same GPU, or host-mapped")

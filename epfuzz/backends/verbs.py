@@ -246,10 +246,9 @@ class VerbsRunner:
                              staging)
             t.join(EPOCH_TIMEOUT_S + 5)
             stop.set()
-            if result[0] is not None:
-                self._drain(cqs, cq_lock)
-                return result[0]
             self._drain(cqs, cq_lock)
+            if result[0] is not None:
+                return result[0]
         return None
 
     @staticmethod
