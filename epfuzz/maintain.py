@@ -96,8 +96,8 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
             except InputError:
                 continue
         for sig, scn in scenarios.items():
-            m = minimize(scn, backend=backend).result
-            out = b.run(m)
+            mz = minimize(scn, backend=backend)
+            m, out = mz.result, mz.outcome
             msig = signature(m, out)
             if msig in known or sig in known:
                 continue
