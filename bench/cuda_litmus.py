@@ -20,6 +20,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from epfuzz import codec  # noqa: E402
 from epfuzz.backends.cuda import CudaBackend  # noqa: E402
 from epfuzz.errors import Unsupported  # noqa: E402
 from epfuzz.scenario import Scenario  # noqa: E402
@@ -51,7 +52,7 @@ def scenario(shape: str, path: str, fence: str, spin: int = 0, skew: int = 0, sk
     gpu = {"path": path, "fence": fence, "store": store, "spin_cycles": spin, "incantations": incant}
     if skew:
         gpu |= {"launch_rounds": 10, "launch_skew": skew, "skew_consumer": skew_consumer}
-    return Scenario.from_dict({"protocol": "dispatch_any", "signal": signal, "payload": payload, "gpu": gpu})
+    return codec.load_dict({"protocol": "dispatch_any", "signal": signal, "payload": payload, "gpu": gpu})
 
 
 GROUPS = ("base", "fenced", "delay", "stress", "store")

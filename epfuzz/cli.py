@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
@@ -18,7 +19,6 @@ from epfuzz.corpus import Case, case_paths, load_case, read_input
 from epfuzz.errors import EpfuzzError, HarnessError, InputError
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.scenario import Scenario
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -59,7 +59,7 @@ def load_any(path: Path, protocol: str | None, preset: str) -> Case:
     if proto is None:
         raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
     data = read_input(path)
-    return Case(path.name, Scenario.from_bytes(data, proto, preset), data, "")
+    return Case(path.name, codec.decode(data, proto, preset), data, "")
 
 
 def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
@@ -180,7 +180,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     before, after = m.sizes()
     name = f"{res.protocol}-min-{res.digest()}"
     path = Path(a.output) if a.output else Path(f"{name}.json")
-    new = Case(name, res, res.to_bytes(), "finding", a.backend,
+    new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out))
     write_atomic(path, new.to_json().encode())
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "

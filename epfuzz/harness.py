@@ -18,11 +18,11 @@ from pathlib import Path
 
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 
 
 class Harness:
@@ -38,10 +38,10 @@ class Harness:
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()
-        Scenario.from_bytes(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
+        codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
-        scn = Scenario.from_bytes(data, self.protocol, self.preset)
+        scn = codec.decode(data, self.protocol, self.preset)
         try:
             outcome = self.backend.run(scn)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
@@ -119,9 +119,6 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     kwargs = {}
     if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
         from epfuzz.mutator import make_mutator
-        from epfuzz.scenario import _plan_for, _run_plan
-
-        plan = _plan_for(harness.protocol, harness.preset)
-        kwargs["custom_mutator"] = make_mutator(lambda r: _run_plan(plan, r, {}))
+        kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset))
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()

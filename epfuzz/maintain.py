@@ -14,6 +14,7 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz.campaign import harness_path
 from epfuzz.corpus import Case, case_paths, load_case, read_input, write_atomic
 from epfuzz.errors import HarnessError, InputError
@@ -76,7 +77,7 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
             if path.suffix == ".json":
                 scn = load_case(path).scenario
             elif path.name.startswith("crash-") and protocol:
-                scn = Scenario.from_bytes(read_input(path), protocol, preset)
+                scn = codec.decode(read_input(path), protocol, preset)
             else:
                 continue
         except InputError as e:
@@ -102,7 +103,7 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
             if msig in known or sig in known:
                 continue
             name = f"{file_stem(m.protocol)}-{hashlib.sha1(msig.encode()).hexdigest()[:10]}"
-            case = Case(name, m, m.to_bytes(), "finding", backend,
+            case = Case(name, m, codec.encode(m), "finding", backend,
                         out.violation.summary() if out.violation else "", msig)
             write_atomic(dest / f"{name}.json", case.to_json().encode())
             known.add(msig)

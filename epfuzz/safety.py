@@ -15,6 +15,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.presets import PRESETS
 from epfuzz.scenario import Scenario
 from epfuzz.sim.explore import explore
@@ -64,7 +65,7 @@ def litmus(row: Row, preset: str, platform: dict[str, Any]) -> Scenario | None:
                 doc[section][name] = value  # irrelevant without a fetch-and-add
                 continue
             return None
-    return Scenario.from_dict(doc)
+    return codec.load_dict(doc)
 
 
 def cell(row: Row, preset: str) -> str:

@@ -30,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from epfuzz import ops
+from epfuzz import codec, ops
 from epfuzz.backends.base import Backend, Outcome
 from epfuzz.errors import BackendUnavailable, EpfuzzError, HarnessError
 from epfuzz.oracle import Violation, check
@@ -385,7 +385,7 @@ def local_runner() -> VerbsRunner:
 
 def guest_main(argv: list[str]) -> int:
     """Inside the guest: run one scenario R times and print a JSON result line."""
-    scn = Scenario.from_json(base64.b64decode(argv[0]))
+    scn = codec.load_json(base64.b64decode(argv[0]))
     repeats = int(argv[1])
     res = local_runner().run(scn, repeats)
     print("EPFUZZ-VERBS-RESULT " + json.dumps(res), flush=True)

@@ -4,17 +4,17 @@ from __future__ import annotations
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, threads
 from epfuzz.errors import BackendUnavailable
-from epfuzz.scenario import Scenario
 
 OK, WHY = CudaBackend().availability()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {WHY}")
 
 
 def mp(tokens=16, **gpu):
-    return Scenario.from_dict({"protocol": "dispatch_any", "signal": {"kind": "write", "at_end_only": True},
+    return codec.load_dict({"protocol": "dispatch_any", "signal": {"kind": "write", "at_end_only": True},
                                "payload": {"num_tokens": tokens, "hidden_bytes": 16384, "meta_bytes": 16},
                                "gpu": gpu})
 
@@ -25,7 +25,7 @@ def test_params_follow_the_scenario():
     assert (p["sig_kind"], p["fence"], p["sig_last"], p["spin"], p["r0"], p["r1"]) == (3, 2, 1, 100, 1, 500)
     assert list(p)[-1] == "timeout" and len(p) == 15  # MpParams order, read by index in cuda_mp.cpp
     assert threads(p) == 1024  # a 16K-byte chunk keeps 1024 threads busy
-    faa = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
+    faa = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
                               "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
     q = params(faa, 10)
     assert q["sig_kind"] == 2 and q["C"] == 3 and q["n"] == 3 and q["k"] == 2 and q["nchunks"] == 2
@@ -94,7 +94,7 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
     """Three channels, chunks of three 1,296-byte tokens: every word of every chunk must be written
     and checked through the head/vector/tail split; a word the split missed reads as stale in
     every round."""
-    scn = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
+    scn = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
                               "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
                                                                            "meta_bytes": 129},
                               "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.cli import main as cli
 from epfuzz.corpus import load_case
@@ -25,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
                                                                  HealthCheck.too_slow])
 @given(st.binary(min_size=8, max_size=64))
 def test_minimized_findings_are_one_minimal(data):
-    scn = Scenario.from_bytes(data, "dispatch_any")
+    scn = codec.decode(data, "dispatch_any")
     run = simulate(scn)
     assume(run.violation is not None)
     m = minimize(scn)
@@ -45,7 +46,7 @@ def test_minimize_cli_writes_a_replayable_case(tmp_path, capsys):
     rc = cli(["minimize", str(ROOT / "corpus/regressions/cross-qp-spec.json"), "-o", str(out)])
     assert rc == 1
     case = load_case(out)
-    assert case.expect == "finding" and case.input == case.scenario.to_bytes()
+    assert case.expect == "finding" and case.input == codec.encode(case.scenario)
     assert cli(["replay", str(out)]) == 0
     assert "replay: epfuzz run" in capsys.readouterr().out
 

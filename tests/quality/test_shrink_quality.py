@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.explain import explain
 from epfuzz.minimize import minimize
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 
 #: a noisy DeepEP #661 finding, as a fuzzer would hand it over
@@ -27,7 +27,7 @@ BIG_661 = {
 
 @pytest.fixture(scope="module")
 def minimized():
-    scn = Scenario.from_dict(BIG_661)
+    scn = codec.load_dict(BIG_661)
     assert simulate(scn).violation is not None
     return minimize(scn)
 

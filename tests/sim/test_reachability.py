@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.presets import PRESETS
-from epfuzz.scenario import Overtake, Scenario
+from epfuzz.scenario import Overtake
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 
@@ -17,7 +18,7 @@ def small(protocol="dispatch_any", preset="spec", **sections):
            "knobs": {"reorder_window": 64}}
     for k, v in sections.items():
         doc.setdefault(k, {}).update(v)
-    return Scenario.from_dict(doc)
+    return codec.load_dict(doc)
 
 
 RO_FAA = {"knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "atomic_mode": 4},
