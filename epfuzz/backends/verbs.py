@@ -62,7 +62,7 @@ def _sh(cmd: str) -> None:
 
 def setup_rxe_pair() -> tuple[str, str]:
     """Two rxe devices on a veth pair, routed so RoCE traffic really crosses the netdevs
-    (recipe from shared/research/rxe-vm.md); idempotent."""
+    (README, "The verbs backend and its guest"); idempotent."""
     if {"rxe_v0", "rxe_v1"} <= set(rdma_devices()):
         return "rxe_v0", "rxe_v1"
     _sh("ip link add veth0 type veth peer name veth1")

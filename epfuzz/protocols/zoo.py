@@ -1,6 +1,7 @@
 """The bug zoo: ten real ordering-bug patterns, each as the bug as shipped and the fix as shipped.
 
-Sources are in the research notes (shared/research/deepep-protocol.md). Every
+Sources (issues, commits) are each protocol's `sources`, tabled in README's "The bug
+zoo". Every
 pattern is the dispatch sender/receiver with pinned fields and options; the two
 that need a different receiver (in-band tag, shared counter) define it here.
 `ZOO` lists (number, title, bad, fixed, sources) for the docs, tests and benchmarks.
