@@ -1,8 +1,7 @@
 """The bug zoo: ten real ordering-bug patterns, each as the bug as shipped and the fix as shipped.
 
 Sources (issues, commits) are each protocol's `sources`, tabled in README's "The bug
-zoo". Every
-pattern is the dispatch sender/receiver with pinned fields and options; the two
+zoo". Every pattern is the dispatch sender/receiver with pinned fields and options; the two
 that need a different receiver (in-band tag, shared counter) define it here.
 `ZOO` lists (number, title, bad, fixed, sources) for the docs, tests and benchmarks.
 """
