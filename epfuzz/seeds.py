@@ -90,10 +90,10 @@ def seed_scenarios(protocol: str) -> list[Scenario]:
         out.append(codec.load_dict(d))
     if protocol == "dispatch_any":  # the GPU message-passing litmus, for the cuda backend (64K words)
         out.append(codec.load_dict({"protocol": protocol, "signal": {"kind": "write", "at_end_only": True},
-                                       "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
+                                    "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
     pinned = {k.split(".")[1]: v for k, v in REGISTRY.items[protocol].fixed.items() if k.startswith("knobs.")}
     out.append(codec.load_dict(_with(SEED_661, protocol=protocol, preset="spec",
-                                        knobs={"reorder_window": 16, **pinned})))
+                                     knobs={"reorder_window": 16, **pinned})))
     return out
 
 

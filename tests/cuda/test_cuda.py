@@ -15,8 +15,8 @@ needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {
 
 def mp(tokens=16, **gpu):
     return codec.load_dict({"protocol": "dispatch_any", "signal": {"kind": "write", "at_end_only": True},
-                               "payload": {"num_tokens": tokens, "hidden_bytes": 16384, "meta_bytes": 16},
-                               "gpu": gpu})
+                            "payload": {"num_tokens": tokens, "hidden_bytes": 16384, "meta_bytes": 16},
+                            "gpu": gpu})
 
 
 def test_params_follow_the_scenario():
@@ -26,7 +26,7 @@ def test_params_follow_the_scenario():
     assert list(p)[-1] == "timeout" and len(p) == 15  # MpParams order, read by index in cuda_mp.cpp
     assert threads(p) == 1024  # a 16K-byte chunk keeps 1024 threads busy
     faa = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
-                              "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
+                           "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
     q = params(faa, 10)
     assert q["sig_kind"] == 2 and q["C"] == 3 and q["n"] == 3 and q["k"] == 2 and q["nchunks"] == 2
     assert threads(q) == 256
@@ -95,9 +95,9 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
     and checked through the head/vector/tail split; a word the split missed reads as stale in
     every round."""
     scn = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
-                              "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
-                                                                           "meta_bytes": 129},
-                              "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
+                           "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
+                                                                        "meta_bytes": 129},
+                           "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
     if path == "host":
         scn = scn.with_path("signal.kind", "write")
     p = params(scn, 2000)

@@ -37,15 +37,15 @@ def test_same_qp_write_then_fetch_and_add_is_clean_under_the_same_faults():
 @pytest.mark.parametrize("kind", ["write_imm", "send"])
 def test_completion_signals_on_the_data_qp_are_clean_with_channels_sharing_it(kind):
     scn = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 4, "hidden_bytes": 4096},
-                              "topology": {"num_channels": 2, "num_qps": 1}, "signal": {"kind": kind},
-                              "knobs": {"mr_relaxed": True}})
+                           "topology": {"num_channels": 2, "num_qps": 1}, "signal": {"kind": kind},
+                           "knobs": {"mr_relaxed": True}})
     out = VerbsBackend().run(scn, repeats=3)
     assert out.hits == 0, out.summary
 
 
 def test_verbs_finding_minimizes():
     big = codec.load_dict({**CROSS, "payload": {"num_tokens": 6, "hidden_bytes": 7168, "epochs": 2},
-                              "topology": {"num_qps": 2, "num_channels": 2, "channel_qp": [0, 0]}})
+                           "topology": {"num_qps": 2, "num_channels": 2, "channel_qp": [0, 0]}})
     m = minimize(big, backend="verbs", repeats=3, threshold=1.0, max_seconds=150)
     r = m.result
     assert m.rate >= 0.6, m.result.to_json(indent=None)

@@ -42,9 +42,9 @@ def test_random_schedules_respect_the_table():
 
 def test_units_cover_every_byte_once():
     s = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 3, "hidden_bytes": 3000},
-                            "chunking": {"max_payload": 256, "mtu": 1024},
-                            "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "reorder_window": 64},
-                            "schedule": [{"index": 5, "distance": 9}, {"index": 30, "distance": 20}]})
+                         "chunking": {"max_payload": 256, "mtu": 1024},
+                         "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "reorder_window": 64},
+                         "schedule": [{"index": 5, "distance": 9}, {"index": 30, "distance": 20}]})
     run = build(s)
     data = sorted((t.off, t.length) for t in run.order if t.region == "data")
     pos = 0

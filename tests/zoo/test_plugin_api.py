@@ -26,7 +26,7 @@ def test_plugin_loads_by_module_and_attr():
     p = get_protocol("examples.seqflag:SeqFlag")
     assert p.expect == "finding"
     s = codec.load_dict({"protocol": "examples.seqflag:SeqFlag",
-                            "knobs": {"nic_relaxed_ordering": True, "reorder_window": 8}})
+                         "knobs": {"nic_relaxed_ordering": True, "reorder_window": 8}})
     assert explore(s).violation is not None
     safe = s.replace(protocol="examples.seqflag:SeqFlagAtomic", knobs=s.knobs.__class__(
         nic_relaxed_ordering=True, reorder_window=8, atomic_mode=4))
