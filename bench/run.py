@@ -39,8 +39,7 @@ sys.path.insert(0, str(ROOT))
 from epfuzz import codec  # noqa: E402
 from epfuzz.errors import EpfuzzError  # noqa: E402
 from epfuzz.minimize import minimize  # noqa: E402
-from epfuzz.protocols import get_protocol  # noqa: E402
-from epfuzz.protocols.zoo import ZOO  # noqa: E402
+from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.seeds import SEED_661  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 from epfuzz.sim.explore import explore  # noqa: E402

@@ -17,7 +17,7 @@ from epfuzz.ordering import TlpType
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.explore import explore
-from epfuzz.sim.nic import PK_ATOMIC, PK_IMM, PK_SEND, PK_VALUE, PK_WRITE, T_ADD, T_CQE, T_READ, Tlp
+from epfuzz.sim.packets import PacketKind, Tlp, TlpAction
 
 #: (label, dotted path, the value that should make it safe)
 KNOB_FLIPS = (
@@ -31,19 +31,19 @@ KNOB_FLIPS = (
     ("IDO", "knobs.ido", False),
 )
 
-PK_NAMES = {PK_WRITE: "RDMA WRITE", PK_VALUE: "RDMA WRITE (flag)", PK_ATOMIC: "FETCH_AND_ADD",
-            PK_IMM: "WRITE_WITH_IMM", PK_SEND: "SEND"}
+PK_NAMES = {PacketKind.WRITE: "RDMA WRITE", PacketKind.VALUE: "RDMA WRITE (flag)",
+            PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND"}
 
 
 def tlp_name(t: Tlp) -> str:
     a = t.attrs
     if a.type == TlpType.NP_DATA:
         base = "AtomicOp"
-    elif t.action == T_READ:
+    elif t.action == TlpAction.READ:
         base = "MemRd"
-    elif t.action == T_CQE:
+    elif t.action == TlpAction.CQE:
         base = "MemWr(CQE)"
-    elif t.action == T_ADD:
+    elif t.action == TlpAction.ADD:
         base = "MemWr(RMW)"
     else:
         base = "MemWr"
@@ -159,7 +159,7 @@ def plot(exp: Explanation, path: Path) -> Path:
     # packets: x = arrival rank
     for rank, p in enumerate(run.packets):
         y = lanes.index(f"QP {p.qp}")
-        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PK_ATOMIC else "tab:blue")
+        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PacketKind.ATOMIC else "tab:blue")
         ax.text(rank + 0.45, y, PK_NAMES[p.kind].split()[0][:5], ha="center", va="center", fontsize=7)
     overtaken = {id(b) for _, b, _ in run.tlp_inversions}
     accept = v.position if v is not None and v.kind == "stale-accept" else None

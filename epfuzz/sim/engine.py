@@ -16,9 +16,12 @@ from epfuzz.oracle import Violation, check
 from epfuzz.protocols import get_protocol
 from epfuzz.protocols.base import Consume, Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
+from epfuzz.sim.adversary import apply_overtakes
 from epfuzz.sim.memory import Memory, expected_data
-from epfuzz.sim.nic import Packet, Tlp, Wr, post_and_send, respond
-from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.packets import Packet, Tlp, Wr
+from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.requester import post_and_send
+from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 

@@ -22,8 +22,8 @@ from epfuzz.protocols.base import Protocol, Receiver
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, build
 from epfuzz.sim.memory import Memory
-from epfuzz.sim.nic import Packet, Tlp
-from epfuzz.sim.pcie import tlp_pass_rule
+from epfuzz.sim.packets import Packet, Tlp
+from epfuzz.sim.pass_rules import tlp_pass_rule
 
 MAX_UNITS_PER_EPOCH = 48
 

@@ -9,9 +9,11 @@ import numpy as np
 from epfuzz import ops
 from epfuzz.payload import canary, token_image
 from epfuzz.protocols.base import Layout
-from epfuzz.sim.nic import T_ADD, T_COPY, T_CQE, T_READ, T_VALUE, Tlp
+from epfuzz.sim.packets import Tlp, TlpAction
 
 MASK64 = (1 << 64) - 1
+# bound once: `TlpAction.X` is a slow attribute lookup on Python 3.11, and `apply` runs per TLP
+_COPY, _VALUE, _ADD, _READ, _CQE = TlpAction.COPY, TlpAction.VALUE, TlpAction.ADD, TlpAction.READ, TlpAction.CQE
 
 
 @lru_cache(maxsize=256)
@@ -63,19 +65,19 @@ class Memory:
     def apply(self, t: Tlp) -> None:
         arr = self.regions[t.region]
         a = t.action
-        if a == T_COPY:  # value = source shift (0: the bytes the receiver expects there)
+        if a == _COPY:  # value = source shift (0: the bytes the receiver expects there)
             src = t.off + t.value
             arr[t.off:t.off + t.length] = self.expected[src:src + t.length]
-        elif a == T_VALUE:
+        elif a == _VALUE:
             arr[t.off:t.off + 8] = np.frombuffer((t.value & MASK64).to_bytes(8, "little"), dtype=np.uint8)
-        elif a == T_ADD:  # atomic: one TLP, or the RMW's write-back after its read
+        elif a == _ADD:  # atomic: one TLP, or the RMW's write-back after its read
             v = (self.u64(t.region, t.off) + t.value) & MASK64
             arr[t.off:t.off + 8] = np.frombuffer(v.to_bytes(8, "little"), dtype=np.uint8)
-        elif a == T_CQE:
+        elif a == _CQE:
             words = np.array([self.epoch + 1, t.value & 0xFFFFFFFF, (t.value >> 32) & 0xFFFFFFFF, t.qp],
                              dtype="<u4")
             arr[t.off:t.off + 16] = words.view(np.uint8)
-        elif a != T_READ:  # pragma: no cover
+        elif a != _READ:  # pragma: no cover
             raise AssertionError(a)
 
     def snapshot(self) -> dict[str, bytes]:
