@@ -16,6 +16,7 @@ import time
 from pathlib import Path
 
 from epfuzz.minimize import minimize
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,7 +36,7 @@ def shape(s: Scenario) -> dict[str, int]:
 def compare(data: bytes, lf: bytes, lf_time: float, proto: str) -> dict[str, object]:
     before = Scenario.from_bytes(data, proto)
     t0 = time.perf_counter()
-    m = minimize(before)
+    m = minimize(before, get_protocol(before.protocol))
     ours_time = time.perf_counter() - t0
     return {
         "found": {"bytes": len(data), "shape": shape(before)},
