@@ -17,6 +17,7 @@ from pathlib import Path
 
 from epfuzz import codec
 from epfuzz.minimize import minimize
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -36,7 +37,7 @@ def shape(s: Scenario) -> dict[str, int]:
 def compare(data: bytes, lf: bytes, lf_time: float, proto: str) -> dict[str, object]:
     before = codec.decode(data, proto)
     t0 = time.perf_counter()
-    m = minimize(before)
+    m = minimize(before, get_protocol(before.protocol))
     ours_time = time.perf_counter() - t0
     return {
         "found": {"bytes": len(data), "shape": shape(before)},

@@ -14,6 +14,7 @@ from pathlib import Path
 
 from epfuzz.errors import InputError
 from epfuzz.ordering import TlpType
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.explore import explore
@@ -80,15 +81,15 @@ class Explanation:
         return "\n".join(self.lines)
 
 
-def _finding_survives(scn: Scenario) -> tuple[bool, str]:
+def _finding_survives(scn: Scenario, proto: Protocol) -> tuple[bool, str]:
     try:
-        return explore(scn, max_states=200_000).violation is not None, "exhaustive"
+        return explore(scn, proto, max_states=200_000).violation is not None, "exhaustive"
     except InputError:
-        return simulate(scn).violation is not None, "same schedule"
+        return simulate(scn, proto).violation is not None, "same schedule"
 
 
-def explain(scn: Scenario) -> Explanation:
-    run = simulate(scn)
+def explain(scn: Scenario, proto: Protocol) -> Explanation:
+    run = simulate(scn, proto)
     if run.violation is None:
         raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
     v = run.violation
@@ -132,7 +133,7 @@ def explain(scn: Scenario) -> Explanation:
         if scn.get_path(path) == safe:
             continue
         flipped = scn.with_path(path, safe)
-        survives, method = _finding_survives(flipped)
+        survives, method = _finding_survives(flipped, proto)
         (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
     L.append("")
     L.append(f"knobs without which the finding disappears ({method} check):")

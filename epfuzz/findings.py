@@ -8,6 +8,7 @@ from pathlib import Path
 
 from epfuzz.backends.base import Outcome
 from epfuzz.corpus import Case, write_atomic
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 #: the knobs that decide whether an ordering bug exists; part of the dedup signature
@@ -18,14 +19,12 @@ SIGNATURE_KNOBS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_r
                    "knobs.adaptive_routing", "knobs.ido")
 
 
-def signature(scn: Scenario, outcome: Outcome) -> str:
+def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
     """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug."""
-    from epfuzz.protocols import get_protocol
-
     v = outcome.violation
     kind = v.kind if v else "clean"
     names = (GPU_SIGNATURE_KNOBS if outcome.backend == "cuda"
-             else get_protocol(scn.protocol).signature_knobs or SIGNATURE_KNOBS)
+             else proto.signature_knobs or SIGNATURE_KNOBS)
     knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names)
     rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
     return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
@@ -41,9 +40,9 @@ def file_stem(protocol: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "._-" else "." for ch in protocol)
 
 
-def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
+def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome, proto: Protocol) -> Path:
     """Write the finding as a regression case (JSON with scenario and input bytes)."""
-    sig = signature(scn, outcome)
+    sig = signature(scn, outcome, proto)
     stem = file_stem(scn.protocol)
     case = Case(f"{stem}-{scn.digest()}", scn, data, "finding", outcome.backend,
                 outcome.violation.summary() if outcome.violation else "", sig)

@@ -43,16 +43,16 @@ class Harness:
     def test_one_input(self, data: bytes) -> None:
         scn = codec.decode(data, self.protocol, self.preset)
         try:
-            outcome = self.backend.run(scn)
+            outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
         if outcome.violation is None:
             return
-        sig = signature(scn, outcome)
+        sig = signature(scn, outcome, self.proto)
         if self.keep_going and sig in self.seen:
             return
         self.seen.add(sig)
-        path = write_finding(self.findings_dir, scn, data, outcome)
+        path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
         alarm = "" if self.proto.expect == "finding" else (
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(

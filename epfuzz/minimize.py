@@ -23,6 +23,7 @@ from epfuzz.backends import Backend, Outcome, get_backend
 from epfuzz.errors import EpfuzzError
 from epfuzz.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
 from epfuzz.pins import fixed_fields
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario, iter_leaf_fields
 
 Predicate = Callable[[Scenario], bool]
@@ -141,9 +142,9 @@ def _get(doc: dict[str, Any], path: str) -> Any:
     return obj
 
 
-def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | None) -> Predicate:
+def reproduces(backend: Backend, proto: Protocol, repeats: int, threshold: float, kind: str | None) -> Predicate:
     def pred(s: Scenario) -> bool:
-        out = backend.run(s, repeats=repeats)
+        out = backend.run(s, proto, repeats=repeats)
         if out.violation is None or (kind and out.violation.kind != kind):
             return False
         return out.rate >= threshold
@@ -151,17 +152,17 @@ def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | Non
     return pred
 
 
-def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
+def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
              predicate: Predicate | None = None, max_runs: int = 20000,
              max_seconds: float | None = None) -> Minimized:
     """Shrink until 1-minimal, or until `max_runs` candidates or `max_seconds` (then: the best so far)."""
     b = get_backend(backend)
     if b.deterministic:
         repeats = 1
-    first = b.run(scn, repeats=repeats)
+    first = b.run(scn, proto, repeats=repeats)
     if first.violation is None:
         raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
-    pred = predicate or reproduces(b, repeats, threshold, first.violation.kind)
+    pred = predicate or reproduces(b, proto, repeats, threshold, first.violation.kind)
     t0 = time.perf_counter()
     runs = 0
     current = scn
@@ -179,13 +180,13 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
                 accepted.append(cand)
                 improved = True
                 break
-    out = b.run(current, repeats=repeats)
+    out = b.run(current, proto, repeats=repeats)
     # a flaky reproduction can slip through once: on a nondeterministic backend, step back
     # through the accepted candidates until one reproduces again at the threshold
     while not b.deterministic and out.rate < threshold and len(accepted) > 1:
         accepted.pop()
         current = accepted[-1]
-        out = b.run(current, repeats=repeats)
+        out = b.run(current, proto, repeats=repeats)
     return Minimized(scn, current, runs, time.perf_counter() - t0, out)
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from epfuzz import codec
 from epfuzz.presets import PRESETS
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.explore import explore
 
@@ -70,13 +71,14 @@ def litmus(row: Row, preset: str, platform: dict[str, Any]) -> Scenario | None:
 
 def cell(row: Row, preset: str) -> str:
     free = {k: v for k, v in PLATFORM.items() if k not in PRESETS[preset].fixed}
+    proto = get_protocol("dispatch_any")  # the protocol every litmus() scenario names
     tried = 0
     for values in itertools.product(*free.values()):
         scn = litmus(row, preset, dict(zip(free, values)))
         if scn is None:
             return "n/a"
         tried += 1
-        if explore(scn).violation is not None:
+        if explore(scn, proto).violation is not None:
             return "UNSAFE"
     return "safe" if tried else "n/a"
 

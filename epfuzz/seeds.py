@@ -17,7 +17,7 @@ from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.corpus import Case, sha1, write_atomic
 from epfuzz.findings import signature
-from epfuzz.protocols import REGISTRY
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -110,8 +110,9 @@ def write_all(root: Path = ROOT) -> list[Path]:
     sim = get_backend("sim")
     for name, d, expect, why in regression_cases():
         scn = codec.load_dict(d)
-        out = sim.run(scn)
-        case = Case(name, scn, codec.encode(scn), expect, "sim", why, signature(scn, out))
+        proto = get_protocol(scn.protocol)
+        out = sim.run(scn, proto)
+        case = Case(name, scn, codec.encode(scn), expect, "sim", why, signature(scn, out, proto))
         path = root / "corpus" / "regressions" / f"{name}.json"
         text = case.to_json().encode()
         if not path.exists() or path.read_bytes() != text:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from epfuzz.oracle import Violation
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 
@@ -44,5 +45,5 @@ class Backend(abc.ABC):
         """(can run here, why not / how): checked before any fuzzing starts."""
 
     @abc.abstractmethod
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         """Run the scenario; never raise for a protocol violation, report it."""

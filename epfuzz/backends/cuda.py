@@ -27,6 +27,7 @@ from epfuzz.backends.base import Backend, Outcome
 from epfuzz.errors import BackendUnavailable, Unsupported
 from epfuzz.oracle import Violation
 from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
@@ -109,7 +110,7 @@ class CudaBackend(Backend):
         peer = n >= 2 and torch.cuda.can_device_access_peer(0, 1)
         return True, f"{n} GPU(s) ({torch.cuda.get_device_name(0)}); NVLink/PCIe peer access 0->1: {peer}"
 
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         ok, why = self.availability()
         if not ok:
             raise BackendUnavailable(f"backend cuda cannot run here: {why}")

@@ -36,7 +36,7 @@ from epfuzz.errors import BackendUnavailable, EpfuzzError, HarnessError
 from epfuzz.oracle import Violation, check
 from epfuzz.payload import canary
 from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Layout, apply_spins
+from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
 from epfuzz.sim.memory import expected_data
 
@@ -409,7 +409,7 @@ class VerbsBackend(Backend):
                            "(apt-get install qemu-system-x86 mmdebstrap cpio)")
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         ok, why = self.availability()
         if not ok:
             raise BackendUnavailable(f"backend verbs cannot run here: {why}")

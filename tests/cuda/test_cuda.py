@@ -8,9 +8,13 @@ from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, threads
 from epfuzz.errors import BackendUnavailable
+from epfuzz.protocols import get_protocol
 
 OK, WHY = CudaBackend().availability()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {WHY}")
+
+
+ANY = get_protocol("dispatch_any")  # the protocol of mp()
 
 
 def mp(tokens=16, **gpu):
@@ -52,7 +56,7 @@ def test_unavailable_backend_says_why():
 @needs_gpu
 @pytest.mark.cuda
 def test_same_gpu_fenced_rounds_are_clean():
-    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), repeats=2000)
+    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), ANY, repeats=2000)
     assert out.runs == 2000 and out.hits == 0
 
 
@@ -63,7 +67,7 @@ def test_nvlink_fenced_rounds_are_clean():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), repeats=20000)
+    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), ANY, repeats=20000)
     assert out.hits == 0, out.summary
 
 
@@ -82,9 +86,9 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
 
     for path in sorted((Path(__file__).resolve().parents[2] / "corpus" / "cuda").glob("*.json")):
         scn = load_case(path).scenario
-        get_backend("cuda").run(scn, repeats=2000)  # runs to completion (no hang, no error)
+        get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)  # runs to completion (no hang, no error)
         fenced = scn.with_path("gpu.fence", "threadfence_system")
-        assert get_backend("cuda").run(fenced, repeats=50_000).hits == 0, path.name
+        assert get_backend("cuda").run(fenced, get_protocol(fenced.protocol), repeats=50_000).hits == 0, path.name
 
 
 @needs_gpu
@@ -102,7 +106,7 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
         scn = scn.with_path("signal.kind", "write")
     p = params(scn, 2000)
     assert p["nchunks"] > 1 and p["C"] == 3
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)
     assert out.runs == 2000 and out.hits == 0, out.summary
 
 
@@ -119,7 +123,7 @@ def test_launch_skew_sleeps_one_side_before_every_launch(path, skew_consumer):
         pytest.skip("needs two GPUs")
     scn = mp(path=path, fence="threadfence_system", launch_rounds=100, launch_skew=1 << 20,
              skew_consumer=skew_consumer)
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)
     assert out.violation is None and out.runs == 2000, out.summary
     assert "20 launch(es)" in out.summary
     assert out.extra["seconds"] >= 0.01, out.summary
@@ -138,9 +142,9 @@ def test_fresh_buffers_map_new_memory_for_every_run():
     b = get_backend("cuda")
     for fresh, grows in ((False, False), (True, True)):
         scn = mp(path="same", fence="threadfence_system", fresh_buffers=fresh)
-        b.run(scn, repeats=2000)
+        b.run(scn, get_protocol(scn.protocol), repeats=2000)
         before = segments()
-        out = b.run(scn, repeats=2000)
+        out = b.run(scn, get_protocol(scn.protocol), repeats=2000)
         assert out.hits == 0, out.summary
         assert (segments() > before) == grows, fresh
 

@@ -16,6 +16,7 @@ from epfuzz.backends import get_backend
 from epfuzz.cli import main as cli
 from epfuzz.corpus import load_case
 from epfuzz.minimize import is_one_minimal, minimize, reproduces
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 
@@ -27,10 +28,10 @@ ROOT = Path(__file__).resolve().parents[2]
 @given(st.binary(min_size=8, max_size=64))
 def test_minimized_findings_are_one_minimal(data):
     scn = codec.decode(data, "dispatch_any")
-    run = simulate(scn)
+    run = simulate(scn, get_protocol(scn.protocol))
     assume(run.violation is not None)
-    m = minimize(scn)
-    pred = reproduces(get_backend("sim"), 1, 1.0, run.violation.kind)
+    m = minimize(scn, get_protocol(scn.protocol))
+    pred = reproduces(get_backend("sim"), get_protocol(scn.protocol), 1, 1.0, run.violation.kind)
     assert is_one_minimal(m.result, pred)
 
 
@@ -38,7 +39,7 @@ def test_clean_scenario_is_refused():
     from epfuzz.errors import EpfuzzError
 
     with pytest.raises(EpfuzzError, match="does not reproduce"):
-        minimize(Scenario(protocol="deepep_v2_dispatch_fixed"))
+        minimize(Scenario(protocol="deepep_v2_dispatch_fixed"), get_protocol("deepep_v2_dispatch_fixed"))
 
 
 def test_minimize_cli_writes_a_replayable_case(tmp_path, capsys):

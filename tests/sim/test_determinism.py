@@ -3,7 +3,7 @@ from __future__ import annotations
 import random
 
 from epfuzz import codec
-from epfuzz.protocols import REGISTRY
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.sim.engine import simulate
 
 
@@ -13,4 +13,5 @@ def test_1000_random_scenarios_give_identical_traces_twice():
     for _ in range(1000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
         s = codec.decode(data, rng.choice(names))
-        assert simulate(s).signature() == simulate(s).signature()
+        proto = get_protocol(s.protocol)
+        assert simulate(s, proto).fingerprint() == simulate(s, proto).fingerprint()
