@@ -82,7 +82,7 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
 def cmd_run(a: argparse.Namespace) -> int:
     case = load_any(Path(a.path), a.protocol, a.preset)
     backend = get_backend(a.backend)
-    out = backend.run(case.scenario, repeats=a.repeats)
+    out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
     _print_outcome(case, out, a.verbose)
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
@@ -100,7 +100,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
         try:
             case = load_any(path, a.protocol, a.preset)
             scn = case.scenario
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn)
+            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
         except EpfuzzError as e:
             print(f"error: {e}", file=sys.stderr)
             errors += 1

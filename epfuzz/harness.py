@@ -19,6 +19,7 @@ from pathlib import Path
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
 from epfuzz.backends import get_backend
+from epfuzz.backends.base import Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
@@ -32,9 +33,9 @@ class Harness:
         self.protocol = protocol
         self.preset = preset
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
-        if backend == "verbs" and not self.backend.runs_locally():
-            raise BackendUnavailable("backend verbs: no RDMA device in this kernel; `epfuzz fuzz HARNESS "
-                                     "--backend verbs` runs this harness inside the soft-RoCE guest")
+        if self.backend.where() is Where.GUEST:
+            raise BackendUnavailable(f"backend {backend}: it runs only inside the soft-RoCE guest from here; "
+                                     f"`epfuzz fuzz HARNESS --backend {backend}` runs this harness there")
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()
@@ -43,7 +44,7 @@ class Harness:
     def test_one_input(self, data: bytes) -> None:
         scn = Scenario.from_bytes(data, self.protocol, self.preset)
         try:
-            outcome = self.backend.run(scn)
+            outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
         if outcome.violation is None:

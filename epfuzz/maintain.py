@@ -18,6 +18,7 @@ from epfuzz.campaign import harness_path
 from epfuzz.corpus import Case, case_paths, load_case, read_input, write_atomic
 from epfuzz.errors import HarnessError, InputError
 from epfuzz.findings import file_stem, signature
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 
 
@@ -82,7 +83,7 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             continue
-        out = b.run(scn)
+        out = b.run(scn, get_protocol(scn.protocol))
         if out.violation is None:
             continue
         sig = signature(scn, out)

@@ -20,6 +20,7 @@ from typing import Any
 
 from epfuzz.backends import Backend, Outcome, get_backend
 from epfuzz.errors import EpfuzzError
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario, fixed_fields, iter_leaf_fields
 
 Predicate = Callable[[Scenario], bool]
@@ -142,7 +143,7 @@ def _get(doc: dict[str, Any], path: str) -> Any:
 
 def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | None) -> Predicate:
     def pred(s: Scenario) -> bool:
-        out = backend.run(s, repeats=repeats)
+        out = backend.run(s, get_protocol(s.protocol), repeats=repeats)
         if out.violation is None or (kind and out.violation.kind != kind):
             return False
         return out.rate >= threshold
@@ -157,7 +158,8 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
     b = get_backend(backend)
     if b.deterministic:
         repeats = 1
-    first = b.run(scn, repeats=repeats)
+    proto = get_protocol(scn.protocol)
+    first = b.run(scn, proto, repeats=repeats)
     if first.violation is None:
         raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
     pred = predicate or reproduces(b, repeats, threshold, first.violation.kind)
@@ -178,13 +180,13 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
                 accepted.append(cand)
                 improved = True
                 break
-    out = b.run(current, repeats=repeats)
+    out = b.run(current, proto, repeats=repeats)
     # a flaky reproduction can slip through once: on a nondeterministic backend, step back
     # through the accepted candidates until one reproduces again at the threshold
     while not b.deterministic and out.rate < threshold and len(accepted) > 1:
         accepted.pop()
         current = accepted[-1]
-        out = b.run(current, repeats=repeats)
+        out = b.run(current, proto, repeats=repeats)
     return Minimized(scn, current, runs, time.perf_counter() - t0, out)
 
 

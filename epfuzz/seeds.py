@@ -16,7 +16,7 @@ from typing import Any
 from epfuzz.backends import get_backend
 from epfuzz.corpus import Case, sha1, write_atomic
 from epfuzz.findings import signature
-from epfuzz.protocols import REGISTRY
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -109,7 +109,7 @@ def write_all(root: Path = ROOT) -> list[Path]:
     sim = get_backend("sim")
     for name, d, expect, why in regression_cases():
         scn = Scenario.from_dict(d)
-        out = sim.run(scn)
+        out = sim.run(scn, get_protocol(scn.protocol))
         case = Case(name, scn, scn.to_bytes(), expect, "sim", why, signature(scn, out))
         path = root / "corpus" / "regressions" / f"{name}.json"
         text = case.to_json().encode()

@@ -31,12 +31,12 @@ from typing import Any
 import numpy as np
 
 from epfuzz import ops
-from epfuzz.backends.base import Backend, Outcome
+from epfuzz.backends.base import Backend, Outcome, Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, HarnessError
 from epfuzz.oracle import Violation, check
 from epfuzz.payload import canary
 from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Layout, apply_spins
+from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
 from epfuzz.sim.memory import expected_data
 
@@ -400,6 +400,9 @@ class VerbsBackend(Backend):
         return importlib.util.find_spec("pyverbs") is not None and (
             bool(rdma_devices()) or os.environ.get("EPFUZZ_IN_GUEST") == "1")
 
+    def where(self) -> Where:
+        return Where.HERE if self.runs_locally() else Where.GUEST
+
     def availability(self) -> tuple[bool, str]:
         if self.runs_locally():
             return True, f"pyverbs with RDMA devices {rdma_devices() or '(rxe created on demand)'}"
@@ -409,7 +412,7 @@ class VerbsBackend(Backend):
                            "(apt-get install qemu-system-x86 mmdebstrap cpio)")
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         ok, why = self.availability()
         if not ok:
             raise BackendUnavailable(f"backend verbs cannot run here: {why}")
