@@ -20,6 +20,7 @@ import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments 
 import epfuzz.sim.engine  # noqa: F401
 from epfuzz import codec
 from epfuzz.backends import get_backend
+from epfuzz.backends.base import Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
@@ -32,9 +33,9 @@ class Harness:
         self.protocol = protocol
         self.preset = preset
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
-        if backend == "verbs" and not self.backend.runs_locally():
-            raise BackendUnavailable("backend verbs: no RDMA device in this kernel; `epfuzz fuzz HARNESS "
-                                     "--backend verbs` runs this harness inside the soft-RoCE guest")
+        if self.backend.where() is Where.GUEST:
+            raise BackendUnavailable(f"backend {backend}: it runs only inside the soft-RoCE guest from here; "
+                                     f"`epfuzz fuzz HARNESS --backend {backend}` runs this harness there")
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()

@@ -11,10 +11,10 @@ from epfuzz.errors import BackendUnavailable
 from epfuzz.protocols import get_protocol
 
 OK, WHY = CudaBackend().availability()
+DISPATCH_ANY = get_protocol("dispatch_any")  # the protocol of mp()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {WHY}")
 
 
-ANY = get_protocol("dispatch_any")  # the protocol of mp()
 
 
 def mp(tokens=16, **gpu):
@@ -24,14 +24,15 @@ def mp(tokens=16, **gpu):
 
 
 def test_params_follow_the_scenario():
-    p = params(mp(4, fence="threadfence_system", store="release_sys", signal_thread="last", spin_cycles=100), 500)
+    p = params(mp(4, fence="threadfence_system", store="release_sys", signal_thread="last", spin_cycles=100),
+               DISPATCH_ANY, 500)
     assert (p["C"], p["n"], p["W"], p["k"], p["nchunks"]) == (1, 4, (16384 + 16) // 4, 4, 1)
     assert (p["sig_kind"], p["fence"], p["sig_last"], p["spin"], p["r0"], p["r1"]) == (3, 2, 1, 100, 1, 500)
     assert list(p)[-1] == "timeout" and len(p) == 15  # MpParams order, read by index in cuda_mp.cpp
     assert threads(p) == 1024  # a 16K-byte chunk keeps 1024 threads busy
     faa = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
-                           "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
-    q = params(faa, 10)
+                              "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
+    q = params(faa, get_protocol(faa.protocol), 10)
     assert q["sig_kind"] == 2 and q["C"] == 3 and q["n"] == 3 and q["k"] == 2 and q["nchunks"] == 2
     assert threads(q) == 256
 
@@ -56,7 +57,7 @@ def test_unavailable_backend_says_why():
 @needs_gpu
 @pytest.mark.cuda
 def test_same_gpu_fenced_rounds_are_clean():
-    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), ANY, repeats=2000)
+    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), DISPATCH_ANY, repeats=2000)
     assert out.runs == 2000 and out.hits == 0
 
 
@@ -67,7 +68,7 @@ def test_nvlink_fenced_rounds_are_clean():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), ANY, repeats=20000)
+    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), DISPATCH_ANY, repeats=20000)
     assert out.hits == 0, out.summary
 
 
@@ -86,9 +87,10 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
 
     for path in sorted((Path(__file__).resolve().parents[2] / "corpus" / "cuda").glob("*.json")):
         scn = load_case(path).scenario
-        get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)  # runs to completion (no hang, no error)
+        proto = get_protocol(scn.protocol)
+        get_backend("cuda").run(scn, proto, repeats=2000)  # runs to completion (no hang, no error)
         fenced = scn.with_path("gpu.fence", "threadfence_system")
-        assert get_backend("cuda").run(fenced, get_protocol(fenced.protocol), repeats=50_000).hits == 0, path.name
+        assert get_backend("cuda").run(fenced, proto, repeats=50_000).hits == 0, path.name
 
 
 @needs_gpu
@@ -104,7 +106,7 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
                            "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
     if path == "host":
         scn = scn.with_path("signal.kind", "write")
-    p = params(scn, 2000)
+    p = params(scn, get_protocol(scn.protocol), 2000)
     assert p["nchunks"] > 1 and p["C"] == 3
     out = get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)
     assert out.runs == 2000 and out.hits == 0, out.summary

@@ -25,13 +25,18 @@ SAME = {**CROSS, "signal": {"kind": "faa", "other_qp": False}}
 OUT = Path("/mnt/out")
 
 
+def run(doc: dict, repeats: int):
+    scn = codec.load_dict(doc)
+    return VerbsBackend().run(scn, get_protocol(scn.protocol), repeats=repeats)
+
+
 def test_cross_qp_signal_with_the_data_qp_delayed_is_found_in_most_runs():
-    out = VerbsBackend().run(codec.load_dict(CROSS), get_protocol(CROSS["protocol"]), repeats=5)
+    out = run(CROSS, repeats=5)
     assert out.hits >= 3, out.summary
 
 
 def test_same_qp_write_then_fetch_and_add_is_clean_under_the_same_faults():
-    out = VerbsBackend().run(codec.load_dict(SAME), get_protocol(SAME["protocol"]), repeats=5)
+    out = run(SAME, repeats=5)
     assert out.hits == 0, out.summary
 
 
@@ -62,9 +67,9 @@ def test_throttling_the_data_qp_and_the_port_shapes_real_traffic():
     2026-11-30: 1, 2, 0, 3, 3, 0 per batch of 6), so 6 runs missed one time in five; 24 runs miss
     about one time in a thousand (0.75^24), at about 6 s."""
     slow_data = {**CROSS, "faults": {"qp_rate_div": [16]}, "payload": {"num_tokens": 16, "hidden_bytes": 16384}}
-    assert VerbsBackend().run(codec.load_dict(slow_data), get_protocol(slow_data["protocol"]), repeats=24).hits >= 1
+    assert run(slow_data, repeats=24).hits >= 1
     port = {**SAME, "faults": {"port_rate_div": 8}}
-    out = VerbsBackend().run(codec.load_dict(port), get_protocol(port["protocol"]), repeats=2)
+    out = run(port, repeats=2)
     assert out.hits == 0, out.summary
 
 
