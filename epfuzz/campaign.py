@@ -132,6 +132,8 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
                 if m.group(7):
                     st.rss = int(m.group(7))
+            elif line.startswith("stat::number_of_executed_units:"):  # exact, where the last status lags
+                st.execs = int(line.split(":")[-1])
             elif "harness error" in line or "HarnessError" in line:
                 st.harness_errors += 1
             elif "=== epfuzz finding" in line:

@@ -212,9 +212,10 @@ def cmd_triage(a: argparse.Namespace) -> int:
     from epfuzz import maintain
 
     groups = maintain.triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset)
-    for sig, paths in groups.items():
-        print(f"{len(paths):4d}  {sig}")
-    print(f"{len(groups)} signature(s)" + (f"; new representatives written to {a.keep}" if a.keep else ""))
+    for cause, paths in groups.items():
+        print(f"{len(paths):4d}  {cause}")
+    print(f"{len(groups)} root cause(s) in {sum(map(len, groups.values()))} finding(s)"
+          + (f"; new minimized representatives written to {a.keep}" if a.keep else ""))
     return EXIT_FINDING if groups else EXIT_CLEAN
 
 

@@ -14,6 +14,7 @@ import json
 import shlex
 import shutil
 import sys
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -142,14 +143,19 @@ def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float)
 
 
 def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
-                   max_seconds: float = 10.0) -> list[Bug]:
-    """Group raw finding cases by root cause, most frequent first; minimized cases go to `out_dir`."""
+                   max_seconds: float = 5.0, budget: float = 120.0) -> list[Bug]:
+    """Group raw finding cases by root cause, most frequent first; minimized cases go to `out_dir`.
+
+    Minimizing takes milliseconds on sim; past `budget` seconds the rest are grouped by their raw
+    signature instead, so a summary never waits long."""
     from epfuzz.errors import InputError
 
     bugs: dict[str, Bug] = {}
+    deadline = time.monotonic() + budget
     for path in paths:
+        how = backend if time.monotonic() < deadline else "raw"
         try:
-            cause, case, note, minimized = _representative(path, out_dir, backend, max_seconds)
+            cause, case, note, minimized = _representative(path, out_dir, how, max_seconds)
         except InputError:
             continue
         bugs.setdefault(cause, Bug(cause, case, note, minimized)).raw.append(path)
