@@ -77,6 +77,8 @@ MAX_PACKETS = 256
 
 
 def _token_budget(values: Mapping[str, Any]) -> int:
+    """bounded by MAX_PACKETS = 256 packets a run over payload.epochs, the slot size (payload.*_bytes),
+    chunking.mtu and chunking.splits_per_token"""
     tb = sum(-(-values[f"payload.{k}"] // 16) * 16 for k in ("hidden_bytes", "scale_bytes", "meta_bytes"))
     per_token = -(-tb // values["chunking.mtu"]) + values["chunking.splits_per_token"] - 1
     return max(1, MAX_PACKETS // (values["payload.epochs"] * per_token))
@@ -441,11 +443,21 @@ def _to_plain(obj: Any) -> Any:
     return obj
 
 
-def _check_int(path: str, v: Any, lo: int, hi: int) -> int:
+def _bound(meta: Mapping[str, Any], values: Mapping[str, Any], hi: int) -> str:
+    """Why the upper bound is lower than the field's own: the field (or rule) that sets it."""
+    if hi >= meta["hi"]:
+        return ""
+    if meta.get("hi_fn") is not None:
+        return f" ({' '.join((meta['hi_fn'].__doc__ or 'bounded by other fields').split())})"
+    ref = meta.get("hi_from")
+    return f" (bounded by {ref} = {values[ref]})" if ref else ""
+
+
+def _check_int(path: str, v: Any, lo: int, hi: int, why: str = "") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ScenarioError(path, f"expected an integer, got {json.dumps(v)}")
     if not lo <= v <= hi:
-        raise ScenarioError(path, f"{v} is out of range [{lo}, {hi}]")
+        raise ScenarioError(path, f"{v} is out of range [{lo}, {hi}]{why}")
     return v
 
 
@@ -471,7 +483,8 @@ def _load_fields(cls: type, prefix: str, obj: Any, fixed: Mapping[str, Any], val
         default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
         raw = obj.get(f.name, fixed.get(path, default))
         if kind == "int":
-            v: Any = _check_int(path, raw, m["lo"], _resolve(m, values, "hi", m["hi"]))
+            hi = _resolve(m, values, "hi", m["hi"])
+            v: Any = _check_int(path, raw, m["lo"], hi, _bound(m, values, hi))
         elif kind == "bool":
             if not isinstance(raw, bool):
                 raise ScenarioError(path, f"expected true or false, got {json.dumps(raw)}")
@@ -487,7 +500,7 @@ def _load_fields(cls: type, prefix: str, obj: Any, fixed: Mapping[str, Any], val
             if len(raw) > max_len:
                 raise ScenarioError(path, f"{len(raw)} entries, at most {max_len} allowed")
             hi = _resolve(m, values, "hi", m["hi"])
-            v = tuple(_check_int(f"{path}[{i}]", x, m["lo"], hi) for i, x in enumerate(raw))
+            v = tuple(_check_int(f"{path}[{i}]", x, m["lo"], hi, _bound(m, values, hi)) for i, x in enumerate(raw))
         elif kind == "items":
             if not isinstance(raw, (list, tuple)):
                 raise ScenarioError(path, f"expected a list, got {json.dumps(raw)}")
