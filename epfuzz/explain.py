@@ -163,7 +163,7 @@ def plot(exp: Explanation, path: Path) -> Path:
     qps = sorted({p.qp for p in run.packets})
     lanes = [f"QP {q}" for q in qps] + ["PCIe", "memory", "receiver"]
     span = max(len(run.packets), sum(t.n for t in run.order), 1)
-    width = min(40.0, max(11.0, 0.3 * span))          # wide enough for a label per bar where possible
+    width = min(40.0, max(11.0, 0.45 * span))         # wide enough for a label per bar where possible
     fig, ax = plt.subplots(figsize=(width, 1.6 + 0.6 * len(lanes)))
     pt = width * 72 * 0.8 / span                          # points per rank, about (the axes take ~80%)
     overtakers = {id(a) for a, _, _ in run.tlp_inversions}
