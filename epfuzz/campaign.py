@@ -289,8 +289,11 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                 f"{summary.corpus},{len(findings)},{sum(s.rss for s in states)}\n")
-    for sig, path, text in findings:
-        log.warning("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
+    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
+        log.debug("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
+    for bug in bugs:
+        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
+                    replay=replay_command(bug.case, backend), summary=bug.note)
     log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), cov=summary.cov,
              corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
     return summary
