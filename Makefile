@@ -19,16 +19,20 @@ $(VENV)/.installed: pyproject.toml
 
 install: $(VENV)/.installed
 
-# exit 1 means "found something", which is what fuzzing a buggy protocol is for
+# exit 1 means "found something", which is what fuzzing a buggy protocol is for; the summary's replay
+# commands name .venv/bin/epfuzz unless epfuzz is on PATH (`. .venv/bin/activate`)
 fuzz: install
 	$(EPFUZZ) fuzz $(HARNESS) --time $(FUZZ_TIME) --jobs $(JOBS) --preset $(PRESET); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
-# the verbs backend's soft-RoCE guest needs QEMU, mmdebstrap and cpio (Debian packages); root installs them
+# the verbs backend's soft-RoCE guest needs QEMU, mmdebstrap and cpio (Debian packages); root installs them,
+# without recommends (the GTK/SDL display, OVMF, ...: the guest is headless) and without upgrading what is there
+VM_PACKAGES := qemu-system-x86 mmdebstrap cpio
 vm-deps:
 	@command -v qemu-system-x86_64 >/dev/null && command -v mmdebstrap >/dev/null && command -v cpio >/dev/null || \
 	  { if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
-	      apt-get update -q && apt-get install -y -q qemu-system-x86 mmdebstrap cpio; \
+	      echo "vm-deps: apt-get install --no-install-recommends $(VM_PACKAGES)"; \
+	      apt-get update -q && apt-get install -y -q --no-install-recommends --no-upgrade $(VM_PACKAGES); \
 	    else echo "vm-deps: not root or no apt-get: the verbs guest tests will be skipped"; fi; }
 
 rxe-vm: install vm-deps
@@ -39,8 +43,9 @@ test: install vm-deps
 	$(PY) -m pytest -q -n auto -m "not guest"
 	$(PY) -m pytest -q -m guest
 
+# every input against its expected verdict (the case's, or corpus/<harness>.verdicts from `make seeds`)
 replay: install
-	$(EPFUZZ) replay corpus/regressions corpus/*_fuzzer
+	$(EPFUZZ) replay --strict corpus/regressions corpus/*_fuzzer
 
 seeds: install
 	$(PY) -m epfuzz.seeds

@@ -24,7 +24,7 @@ from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.corpus import case_paths, load_case, sha1
 from epfuzz.errors import InputError
-from epfuzz.findings import replay_command
+from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
 from epfuzz.log import get_logger
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -77,6 +77,8 @@ class Summary:
     corpus: int
     harness_errors: int
     findings: list[tuple[str, Path, str]]   # (signature, case path, summary)
+    bugs: list[Bug] = field(default_factory=list)   # the findings grouped by root cause
+    interrupted: int = 0                    # the signal that stopped the run early, if one did
 
     @property
     def exec_per_s(self) -> float:
@@ -85,13 +87,11 @@ class Summary:
     def render(self) -> str:
         out = [f"epfuzz fuzz {self.harness}: {self.elapsed:.0f} s, {self.execs} execs "
                f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
-               f"{len(self.findings)} finding signature(s), {self.harness_errors} harness error(s)",
+               f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
+               f"{self.harness_errors} harness error(s)"
+               + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
                f"run folder: {self.run_dir}"]
-        for sig, path, text in self.findings:
-            out.append(f"  finding: {text}")
-            out.append(f"    signature: {sig}")
-            out.append(f"    replay: {replay_command(path)}")
-        return "\n".join(out)
+        return "\n".join(out + bug_table(self.bugs))
 
 
 def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backend: str, preset: str,
@@ -120,7 +120,8 @@ def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, back
         c = load_case(path)
         findings.append((c.signature, path, c.note))
     return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
-                   errors[-1] if errors else 1, findings)
+                   errors[-1] if errors else 1, findings,
+                   group_findings([p for _, p, _ in findings], run_dir / "bugs", "verbs"))
 
 
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
@@ -133,6 +134,8 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
                 if m.group(7):
                     st.rss = int(m.group(7))
+            elif line.startswith("stat::number_of_executed_units:"):  # exact, where the last status lags
+                st.execs = int(line.split(":")[-1])
             elif "harness error" in line or "HarnessError" in line:
                 st.harness_errors += 1
             elif "=== epfuzz finding" in line:
@@ -194,7 +197,11 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         t.start()
         readers[j] = t
 
-    def stop(*_: object) -> None:
+    got: list[int] = []
+
+    def stop(signum: int = 0, *_: object) -> None:
+        if signum:
+            got.append(signum)
         stopping.set()
         for p in procs:
             if p and p.poll() is None:
@@ -262,6 +269,9 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         stop()
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
+    for t in readers:  # libFuzzer's final stats land in the job logs before the summary is read
+        if t:
+            t.join(timeout=5)
     findings = []
     for path in sorted(run_dir.glob("finding-*.json")):
         try:
@@ -270,11 +280,19 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         except InputError as e:
             log.error("fuzz.bad_finding_file", error=str(e))
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
+    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
+    write_bug_index(bugs, run_dir / "bugs.csv")
     summary = Summary(name, run_dir, time.monotonic() - start, sum(base) + sum(s.execs for s in states),
                       max(s.cov for s in states), len(corpus_files), sum(s.harness_errors for s in states),
-                      findings)
-    for sig, path, text in findings:
-        log.warning("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
+                      findings, bugs, got[0] if got else 0)
+    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+        f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
+                f"{summary.corpus},{len(findings)},{sum(s.rss for s in states)}\n")
+    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
+        log.debug("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
+    for bug in bugs:
+        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
+                    replay=replay_command(bug.case, backend), summary=bug.note)
     log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), cov=summary.cov,
              corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
     return summary

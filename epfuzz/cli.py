@@ -1,65 +1,37 @@
 """The `epfuzz` command.
 
 Exit codes: 0 clean, 1 finding (or a replayed verdict changed), 2 usage or input
-error, 3 harness error (a bug in epfuzz itself).
+error, 3 harness error (a bug in epfuzz itself), 128 + signal when stopped.
 """
 
 from __future__ import annotations
 
 import argparse
-import json
+import os
+import signal
 import sys
+import traceback
 from pathlib import Path
 
 from epfuzz import codec
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
-from epfuzz.corpus import Case, case_paths, load_case, read_input
+from epfuzz.cli_args import build_parser
+from epfuzz.corpus import Case
 from epfuzz.errors import EpfuzzError, HarnessError, InputError
+from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.replay import expected, load_any, load_classified, replayable
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
-        sys.stderr.write(f"epfuzz: {message} (see epfuzz --help)\n")
-        raise SystemExit(EXIT_INPUT)
+EXIT_PIPE = 128 + signal.SIGPIPE
 
 
 def percent(rate: float) -> str:
     """Hardware reproduces some findings in a few rounds per thousand: "0%" would read as "never"."""
     return f"{rate:.0%}" if rate == 0 or rate >= 0.01 else f"{rate:.2%}" if rate >= 0.0001 else f"{rate:.4%}"
-
-
-def _protocol_from_path(path: Path) -> str | None:
-    for part in reversed(path.resolve().parts[:-1]):
-        name = part.removesuffix("_fuzzer")
-        if name in REGISTRY.items:
-            return name
-    return None
-
-
-def load_any(path: Path, protocol: str | None, preset: str) -> Case:
-    """A regression case, a scenario JSON, or raw fuzz bytes (protocol from flag or folder)."""
-    head = b""
-    try:
-        with path.open("rb") as f:
-            head = f.read(1)
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    if path.suffix == ".json" or head == b"{":
-        case = load_case(path)
-        if protocol and case.scenario.protocol != protocol:
-            case = Case(case.name, case.scenario.replace(protocol=protocol), b"", case.expect)
-        return case
-    proto = protocol or _protocol_from_path(path)
-    if proto is None:
-        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
-    data = read_input(path)
-    return Case(path.name, codec.decode(data, proto, preset), data, "")
 
 
 def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
@@ -80,7 +52,7 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
 
 
 def cmd_run(a: argparse.Namespace) -> int:
-    case = load_any(Path(a.path), a.protocol, a.preset)
+    case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     backend = get_backend(a.backend)
     out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
     _print_outcome(case, out, a.verbose)
@@ -91,35 +63,45 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 def cmd_replay(a: argparse.Namespace) -> int:
     log = elog.get_logger()
-    paths = case_paths([Path(p) for p in a.paths])
+    paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
-        print("epfuzz replay: no files found", file=sys.stderr)
+        print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
+              file=sys.stderr)
         return EXIT_INPUT
-    changed = errors = ok = 0
+    changed = errors = ok = unchecked = broken = 0
     for path in paths:
         try:
-            case = load_any(path, a.protocol, a.preset)
+            case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
-            proto = get_protocol(scn.protocol)
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, proto)
+            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
+            expect = expected(case, path, a.preset, raw)
         except EpfuzzError as e:
             print(f"error: {e}", file=sys.stderr)
             errors += 1
             continue
-        expect = case.expect or ("clean" if proto.expect == "clean" else "")
-        if expect and out.verdict != expect:
+        except Exception as e:  # one broken file must not hide the verdicts of the others
+            print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+            broken += 1
+            continue
+        if not expect.verdict:
+            unchecked += 1
+            print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
+        elif out.verdict != expect.verdict:
             changed += 1
-            print(f"CHANGED {path}: expected {expect}, got {out.verdict}"
+            print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
                   + (f" ({out.violation.summary()})" if out.violation else ""))
         else:
             ok += 1
             if a.verbose:
                 print(f"ok {path}: {out.verdict}")
-        log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect or None)
-    print(f"replayed {ok + changed} case(s): {ok} as expected, {changed} changed, {errors} unreadable")
-    if changed:
+        log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
+    print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
+          f"{unchecked} without an expected verdict, {errors} unreadable, {broken} harness error(s)"
+          + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
+             "corpora, raw inputs of no known protocol)" if skipped else ""))
+    if changed or (a.strict and unchecked):
         return EXIT_FINDING
-    return EXIT_INPUT if errors else EXIT_CLEAN
+    return EXIT_HARNESS if broken else EXIT_INPUT if errors else EXIT_CLEAN
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -150,6 +132,8 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
              run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
+    if s.interrupted:
+        return 128 + s.interrupted
     if s.harness_errors:
         return EXIT_HARNESS
     return EXIT_FINDING if s.findings else EXIT_CLEAN
@@ -158,7 +142,7 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
 def cmd_explore(a: argparse.Namespace) -> int:
     from epfuzz.sim.explore import explore
 
-    case = load_any(Path(a.path), a.protocol, a.preset)
+    case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")
@@ -174,7 +158,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.findings import signature
     from epfuzz.minimize import minimize
 
-    case = load_any(Path(a.path), a.protocol, a.preset)
+    case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
                  max_seconds=a.max_seconds)
@@ -189,7 +173,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
     print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
-    print(f"  replay: epfuzz run {path}")
+    print(f"  replay: {replay_command(path, a.backend)}")
     if a.verbose:
         print(res.to_json())
     return EXIT_FINDING
@@ -198,7 +182,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
 def cmd_explain(a: argparse.Namespace) -> int:
     from epfuzz.explain import explain, plot
 
-    case = load_any(Path(a.path), a.protocol, a.preset)
+    case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     exp = explain(case.scenario, get_protocol(case.scenario.protocol))
     print(exp.text())
     if a.plot:
@@ -230,9 +214,10 @@ def cmd_triage(a: argparse.Namespace) -> int:
     from epfuzz import maintain
 
     groups = maintain.triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset)
-    for sig, paths in groups.items():
-        print(f"{len(paths):4d}  {sig}")
-    print(f"{len(groups)} signature(s)" + (f"; new representatives written to {a.keep}" if a.keep else ""))
+    for cause, paths in groups.items():
+        print(f"{len(paths):4d}  {cause}")
+    print(f"{len(groups)} root cause(s) in {sum(map(len, groups.values()))} finding(s)"
+          + (f"; new minimized representatives written to {a.keep}" if a.keep else ""))
     return EXIT_FINDING if groups else EXIT_CLEAN
 
 
@@ -252,110 +237,44 @@ def cmd_vm(a: argparse.Namespace) -> int:
     return vm.main([a.action, *a.rest])
 
 
-def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="epfuzz", description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
-    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser)
+COMMANDS = {"run": cmd_run, "replay": cmd_replay, "list": cmd_list, "fuzz": cmd_fuzz, "explore": cmd_explore,
+            "minimize": cmd_minimize, "explain": cmd_explain, "safety-table": cmd_safety, "corpus": cmd_corpus,
+            "triage": cmd_triage, "report": cmd_report, "vm": cmd_vm}
 
-    def common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
-        sp.add_argument("--protocol", help="protocol for raw fuzz inputs (default: from the folder name)")
-        sp.add_argument("--preset", default="spec", help="preset for raw fuzz inputs")
-        if backend:
-            sp.add_argument("--backend", default="sim", choices=BACKENDS)
-        sp.add_argument("-v", "--verbose", action="store_true")
 
-    r = sub.add_parser("run", help="run one scenario (JSON, case or raw input): verdict and trace summary")
-    r.add_argument("path")
-    r.add_argument("--repeats", type=int, default=1, help="repetitions (nondeterministic backends)")
-    common(r)
-    r.set_defaults(fn=cmd_run)
-
-    rp = sub.add_parser("replay", help="replay cases and corpus inputs; fail if a verdict changed")
-    rp.add_argument("paths", nargs="+")
-    common(rp)
-    rp.set_defaults(fn=cmd_replay)
-
-    ls = sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
-    ls.set_defaults(fn=cmd_list)
-
-    fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time and summarise")
-    fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
-    fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
-    fz.add_argument("--time", type=int, default=60, help="seconds (default 60)")
-    fz.add_argument("--jobs", type=int, default=1)
-    fz.add_argument("--backend", default="sim", choices=BACKENDS)
-    fz.add_argument("--preset", default="spec")
-    fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job)")
-    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
-    fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
-    fz.set_defaults(fn=cmd_fuzz)
-
-    ex = sub.add_parser("explore", help="enumerate every allowed visibility order of a small scenario")
-    ex.add_argument("path")
-    ex.add_argument("--max-states", type=int, default=500_000)
-    common(ex, backend=False)
-    ex.set_defaults(fn=cmd_explore)
-    mn = sub.add_parser("minimize", help="shrink a finding to a 1-minimal scenario; write it as a case")
-    mn.add_argument("path")
-    mn.add_argument("-o", "--output", help="case file to write (default <protocol>-min-<digest>.json)")
-    mn.add_argument("--repeats", type=int, default=5, help="runs per candidate on nondeterministic backends")
-    mn.add_argument("--threshold", type=float, default=0.5, help="minimum reproduction rate to keep a candidate")
-    mn.add_argument("--max-seconds", type=float, help="stop early and keep the smallest reproducer so far")
-    common(mn)
-    mn.set_defaults(fn=cmd_minimize)
-
-    xp = sub.add_parser("explain", help="timeline, rule cells and knobs behind a finding (sim)")
-    xp.add_argument("path")
-    xp.add_argument("--plot", help="also draw the timeline to this PNG or SVG file (needs matplotlib)")
-    common(xp, backend=False)
-    xp.set_defaults(fn=cmd_explain)
-    st = sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
-                                             "unsafe under each preset (exhaustive, small litmus scenarios)")
-    st.set_defaults(fn=cmd_safety)
-
-    co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1)")
-    co.add_argument("action", choices=("merge", "prune"))
-    co.add_argument("harness")
-    co.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
-    co.add_argument("sources", nargs="*", help="merge: folders whose coverage-adding inputs are added")
-    co.set_defaults(fn=cmd_corpus)
-
-    tr = sub.add_parser("triage", help="group a run's findings by signature; keep one minimized case per group")
-    tr.add_argument("run_dir")
-    tr.add_argument("--keep", help="folder to write new representatives to (e.g. corpus/regressions)")
-    tr.add_argument("--protocol", help="protocol of raw crash-* artifacts in the folder")
-    tr.add_argument("--preset", default="spec")
-    tr.set_defaults(fn=cmd_triage)
-
-    rp2 = sub.add_parser("report", help="exec/s and coverage over time, findings by signature (markdown + PNG)")
-    rp2.add_argument("run_dir")
-    rp2.add_argument("--no-png", action="store_true")
-    rp2.set_defaults(fn=cmd_report)
-
-    vmp = sub.add_parser("vm", help="the soft-RoCE QEMU guest: build, run -- CMD, shell")
-    vmp.add_argument("action", choices=("build", "run", "shell"))
-    vmp.add_argument("rest", nargs=argparse.REMAINDER)
-    vmp.set_defaults(fn=cmd_vm)
-    return p
+def _quiet_stdout() -> None:
+    """A reader that went away (`| head`): send what is left nowhere, so exit does not complain."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    a = parser.parse_args(argv)
+    a = build_parser().parse_args(argv)
+    debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     elog.configure(json_lines=True if a.log_json else None)
     try:
-        return int(a.fn(a))
+        rc = int(COMMANDS[a.cmd](a))
+        sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
+        return rc
+    except BrokenPipeError:
+        _quiet_stdout()
+        return EXIT_PIPE
+    except KeyboardInterrupt:
+        return 128 + signal.SIGINT
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
         return EXIT_HARNESS
     except EpfuzzError as e:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
-    except KeyboardInterrupt:
-        return 130
-    except json.JSONDecodeError as e:  # pragma: no cover - load paths wrap this already
-        print(f"epfuzz: {e}", file=sys.stderr)
-        return EXIT_INPUT
+    except Exception as e:
+        if debug:
+            traceback.print_exc()
+        line = str(e).splitlines()[0] if str(e) else ""
+        print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
+              + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)
+        return EXIT_HARNESS
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,49 +65,125 @@ class Case:
         }, indent=2) + "\n"
 
 
+def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
+    """At most `limit` + 1 bytes of a file, a pipe, a device or stdin (`-`).
+
+    `st_size` is 0 for /dev/zero and pipes, so only reading with a cap bounds memory;
+    the whole file is read once so that a pipe is not consumed by a format sniff.
+    """
+    try:
+        if str(path) == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            with path.open("rb") as f:
+                data = f.read(limit + 1)
+    except OSError as e:
+        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    if len(data) > limit:
+        raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit")
+    return data
+
+
 def read_input(path: Path) -> bytes:
     """A raw fuzz input file, size-checked."""
-    try:
-        size = path.stat().st_size
-        if size > MAX_INPUT_BYTES:
-            raise InputError(f"{path}: {size} bytes is over the {MAX_INPUT_BYTES}-byte input limit")
-        return path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
+    return read_bounded(path, MAX_INPUT_BYTES)
 
 
-def load_case(path: Path) -> Case:
-    try:
-        size = path.stat().st_size
-        if size > MAX_CASE_BYTES:
-            raise InputError(f"{path}: {size} bytes is over the {MAX_CASE_BYTES}-byte case limit")
-        raw = path.read_bytes()
-    except OSError as e:
-        raise InputError(f"{path}: cannot read: {e.strerror}") from None
-    if not raw.strip():
-        raise InputError(f"{path}: empty file")
+def _json_object(raw: bytes, where: str) -> dict[str, Any]:
     try:
         obj: Any = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{path}: not valid JSON ({e})") from None
+        raise InputError(f"{where}: not valid JSON ({e})") from None
+    except RecursionError:
+        raise InputError(f"{where}: JSON nested too deeply") from None
     if not isinstance(obj, dict):
-        raise InputError(f"{path}: expected a JSON object")
+        raise InputError(f"{where}: expected a JSON object")
+    return obj
+
+
+def is_case_text(raw: bytes) -> bool:
+    """Whether bytes are a case or scenario file rather than a raw fuzz input.
+
+    Decided by content, not by the first byte: one raw input in 256 starts with `{`.
+    Only a JSON object with a `scenario` (case) or `protocol` (bare scenario) key counts.
+    """
+    if raw.lstrip()[:1] != b"{":
+        return False
+    try:
+        obj = _json_object(raw, "")
+    except InputError:
+        return False
+    return "scenario" in obj or "protocol" in obj
+
+
+def parse_case(raw: bytes, where: str, stem: str) -> Case:
+    """A case (`scenario` + `expect` + `input`) or a bare scenario (which has no expected verdict)."""
+    if not raw.strip():
+        raise InputError(f"{where}: empty file")
+    obj = _json_object(raw, where)
+    if "scenario" not in obj and "protocol" not in obj:
+        raise InputError(f"{where}: neither a case (no 'scenario' key) nor a scenario (no 'protocol' key)")
     try:
         if "scenario" not in obj:  # a bare scenario file
-            return Case(path.stem, codec.load_dict(obj), b"", "", "sim")
+            return Case(stem, codec.load_dict(obj), b"", "", "sim")
         scn = codec.load_dict(obj["scenario"])
         expect = obj.get("expect", "")
         if expect not in ("finding", "clean"):
-            raise InputError(f"{path}: 'expect' must be \"finding\" or \"clean\", got {expect!r}")
+            raise InputError(f"'expect' must be \"finding\" or \"clean\", got {expect!r}")
         data = bytes.fromhex(obj.get("input", ""))
     except InputError as e:
-        raise InputError(f"{path}: {e}") from None
+        raise InputError(f"{where}: {e}") from None
     except ValueError as e:
-        raise InputError(f"{path}: bad 'input' hex ({e})") from None
+        raise InputError(f"{where}: bad 'input' hex ({e})") from None
+    except RecursionError:
+        raise InputError(f"{where}: scenario nested too deeply") from None
     if data and codec.decode(data, scn.protocol, scn.preset) != scn:
-        raise InputError(f"{path}: 'input' bytes do not decode to 'scenario' (stale case?)")
-    return Case(obj.get("name", path.stem), scn, data, expect, obj.get("backend", "sim"),
+        raise InputError(f"{where}: 'input' bytes do not decode to 'scenario' (stale case?)")
+    return Case(obj.get("name", stem), scn, data, expect, obj.get("backend", "sim"),
                 obj.get("note", ""), obj.get("signature", ""))
+
+
+def load_case(path: Path) -> Case:
+    return parse_case(read_bounded(path, MAX_CASE_BYTES, "case"), str(path), path.stem)
+
+
+#: expected verdicts of a corpus folder's raw inputs live next to it (`corpus/<harness>.verdicts`),
+#: not in it: libFuzzer would take a file inside for one more input
+VERDICTS_SUFFIX = ".verdicts"
+
+
+def manifest_path(folder: Path) -> Path:
+    return folder.parent / f"{folder.name}{VERDICTS_SUFFIX}"
+
+
+def read_manifest(folder: Path) -> tuple[str, dict[str, str]] | None:
+    """(preset the verdicts hold for, {sha1 of input: verdict}), or None without a manifest."""
+    path = manifest_path(folder)
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return None
+    preset, verdicts = "", {}
+    for line in lines:
+        words = line.split()
+        if len(words) != 2 or line.startswith("#"):
+            continue
+        if words[0] == "preset":
+            preset = words[1]
+        else:
+            verdicts[words[0]] = words[1]
+    return preset, verdicts
+
+
+def write_manifest(folder: Path, preset: str, verdicts: dict[str, str]) -> Path:
+    path = manifest_path(folder)
+    head = (f"# expected sim verdicts of the raw inputs in {folder.name}/ (by sha1 of the content); "
+            "written by `make seeds` (python -m epfuzz.seeds), checked by `make replay`\n")
+    body = "".join(f"{k} {v}\n" for k, v in sorted(verdicts.items()))
+    text = f"{head}preset {preset}\n{body}".encode()
+    if not path.exists() or path.read_bytes() != text:
+        write_atomic(path, text)
+    return path
 
 
 def case_paths(paths: list[Path]) -> list[Path]:

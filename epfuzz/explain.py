@@ -144,24 +144,37 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
     return Explanation(run, overtakes, needed, irrelevant, method, L)
 
 
+def _fits(text: str, units: float, pt_per_unit: float, size: float) -> bool:
+    """Whether a label fits its bar: labels wider than their bar run into the next ("RDMARDMA")."""
+    return len(text) * 0.75 * size <= units * pt_per_unit
+
+
 def plot(exp: Explanation, path: Path) -> Path:
     """Lanes for each QP (packets by arrival), PCIe (TLPs by visibility), memory and the receiver."""
+    import textwrap
+
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
 
     run = exp.run
     v = run.violation
     qps = sorted({p.qp for p in run.packets})
     lanes = [f"QP {q}" for q in qps] + ["PCIe", "memory", "receiver"]
-    fig, ax = plt.subplots(figsize=(11, 1.2 + 0.6 * len(lanes)))
+    span = max(len(run.packets), sum(t.n for t in run.order), 1)
+    width = min(40.0, max(11.0, 0.45 * span))         # wide enough for a label per bar where possible
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.6 * len(lanes)))
+    pt = width * 72 * 0.8 / span                          # points per rank, about (the axes take ~80%)
     overtakers = {id(a) for a, _, _ in run.tlp_inversions}
     # packets: x = arrival rank
     for rank, p in enumerate(run.packets):
         y = lanes.index(f"QP {p.qp}")
         ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PacketKind.ATOMIC else "tab:blue")
-        ax.text(rank + 0.45, y, PK_NAMES[p.kind].split()[0][:5], ha="center", va="center", fontsize=7)
+        label = PK_NAMES[p.kind].split()[0][:5]
+        if _fits(label, 0.9, pt, 7):
+            ax.text(rank + 0.45, y, label, ha="center", va="center", fontsize=7)
     overtaken = {id(b) for _, b, _ in run.tlp_inversions}
     accept = v.position if v is not None and v.kind == "stale-accept" else None
     pos = 0
@@ -171,21 +184,29 @@ def plot(exp: Explanation, path: Path) -> Path:
                  else "tab:orange" if t.region != "data" else "tab:green")
         ax.barh(lanes.index("PCIe"), t.n * 0.95, left=pos, color=color, alpha=0.35 if late else 1.0,
                 hatch="//" if id(t) in overtaken else None)
-        ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
+        if _fits(tlp_name(t), t.n * 0.95, pt, 6):
+            ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
         if t.region == "data":
             ax.barh(lanes.index("memory"), t.n * 0.95, left=pos, color="lightgray" if late else "tab:green")
-            ax.text(pos + t.n / 2, lanes.index("memory"), describe(t, run).split(",")[0], ha="center",
-                    va="center", fontsize=6)
+            label = describe(t, run).split(",")[0]
+            if _fits(label, t.n * 0.95, pt, 6):
+                ax.text(pos + t.n / 2, lanes.index("memory"), label, ha="center", va="center", fontsize=6)
         pos += t.n
+    ax.set_xlim(0, span)
     if accept is not None:
         ax.axvline(accept, color="black", linestyle="--")
-        ax.text(accept, lanes.index("receiver"), f" accepts {v.what}: {v.bad_bytes} bytes not landed",
-                va="center", fontsize=8)
+        right = accept > span / 2                          # write towards the wider side, inside the axes
+        ax.text(accept + (-0.3 if right else 0.3), lanes.index("receiver"),
+                f"accepts {v.what}: {v.bad_bytes} bytes not landed", ha="right" if right else "left",
+                va="center", fontsize=8, clip_on=True)
     ax.set_yticks(range(len(lanes)), lanes)
-    ax.invert_yaxis()
+    ax.set_ylim(len(lanes) - 0.5, -0.5)                   # top to bottom; the receiver lane clear of the axis
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks and positions are whole numbers
     ax.set_xlabel("QP lanes: packet arrival rank; PCIe and memory: visibility position in TLPs\n"
-                  "red: overtaker, hatched: overtaken, pale: landed after the receiver accepted")
-    ax.set_title(f"{run.scenario.protocol}: " + "; ".join(exp.overtakes[:2])[:110], fontsize=9)
+                  "blue: data packet, orange: atomic packet or signal TLP, green: data TLP, red: overtaker, "
+                  "hatched: overtaken, pale: landed after the receiver accepted")
+    title = f"{run.scenario.protocol}: " + "; ".join(exp.overtakes[:2])
+    ax.set_title("\n".join(textwrap.wrap(title, int(width * 72 / (0.6 * 9)))[:3]), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path)

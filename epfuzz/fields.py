@@ -115,12 +115,22 @@ def write_int(w: ChoiceWriter, lo: int, hi: int, log: bool, v: int) -> None:
     w.write(mlo, mhi, v - ((1 << (bits - 1)) if bits else 0))
 
 
-def check_int(path: str, v: Any, lo: int, hi: int) -> int:
+def check_int(path: str, v: Any, lo: int, hi: int, why: str = "") -> int:
     if isinstance(v, bool) or not isinstance(v, int):
         raise ScenarioError(path, f"expected an integer, got {json.dumps(v)}")
     if not lo <= v <= hi:
-        raise ScenarioError(path, f"{v} is out of range [{lo}, {hi}]")
+        raise ScenarioError(path, f"{v} is out of range [{lo}, {hi}]{why}")
     return v
+
+
+def bound_reason(own_hi: int, hi: int, hi_from: str | None, hi_fn: Any, values: Mapping[str, Any]) -> str:
+    """Why the upper bound is lower than the field's own: the field (or rule) that sets it, so a
+    user who wrote 64 tokens learns which other field to change."""
+    if hi >= own_hi:
+        return ""
+    if hi_fn is not None:
+        return f" ({' '.join((hi_fn.__doc__ or 'bounded by other fields').split())})"
+    return f" (bounded by {hi_from} = {values[hi_from]})" if hi_from else ""
 
 
 def _check_list(path: str, raw: Any, max_len: int) -> list[Any] | tuple[Any, ...]:
@@ -160,7 +170,8 @@ class IntField(FieldSpec):
         write_int(w, self.lo, self.hi_for(values), self.log, v)
 
     def check(self, path: str, raw: Any, values: Values, nested: Nested | None) -> int:
-        return check_int(path, raw, self.lo, self.hi_for(values))
+        hi = self.hi_for(values)
+        return check_int(path, raw, self.lo, hi, bound_reason(self.hi, hi, self.hi_from, self.hi_fn, values))
 
 
 @dataclass(frozen=True, slots=True)
@@ -242,7 +253,8 @@ class IntsField(FieldSpec):
     def check(self, path: str, raw: Any, values: Values, nested: Nested | None) -> tuple[int, ...]:
         items = _check_list(path, raw, self.len_for(values))
         hi = self.hi_for(values)
-        return tuple(check_int(f"{path}[{i}]", x, self.lo, hi) for i, x in enumerate(items))
+        why = bound_reason(self.hi, hi, self.hi_from, None, values)
+        return tuple(check_int(f"{path}[{i}]", x, self.lo, hi, why) for i, x in enumerate(items))
 
 
 @dataclass(frozen=True, slots=True)

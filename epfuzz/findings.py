@@ -1,9 +1,21 @@
-"""What a finding is on disk and on screen: a signature, files, and a replay command."""
+"""What a finding is on disk and on screen: a signature, a root cause, files, and a replay command.
+
+A raw signature (every rule cell that fired, every knob's value) tells inputs apart;
+one bug shows up under dozens of them. The root cause is the signature of the
+*minimized* finding with only the knobs it needs: minimization moves every knob the
+finding does not need to its simplest value, so what is left is what the bug needs.
+"""
 
 from __future__ import annotations
 
+import csv
+import hashlib
 import json
 import shlex
+import shutil
+import sys
+import time
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.backends import get_backend
@@ -24,9 +36,30 @@ def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
     return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
 
 
+def _from_here(path: Path) -> str:
+    """A path as typed from the working directory: relative below it, absolute elsewhere."""
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path.resolve())
+
+
+def epfuzz_command() -> str:
+    """`epfuzz` where that name on PATH is this install, else this install's script (`.venv/bin/epfuzz`
+    after `make install`), else this interpreter with `-m epfuzz`: a printed command must paste."""
+    script = Path(sys.executable).parent / "epfuzz"
+    found = shutil.which("epfuzz")
+    if script.is_file():
+        if found and Path(found).resolve() == script.resolve():
+            return "epfuzz"
+        rel = _from_here(script)
+        return shlex.quote(rel if "/" in rel else f"./{rel}")
+    return f"{shlex.quote(sys.executable)} -m epfuzz"
+
+
 def replay_command(path: Path, backend: str = "sim") -> str:
     extra = "" if backend == "sim" else f" --backend {backend}"
-    return f"epfuzz run {shlex.quote(str(path))}{extra}"
+    return f"{epfuzz_command()} run {shlex.quote(_from_here(path))}{extra}"
 
 
 def file_stem(protocol: str) -> str:
@@ -47,3 +80,99 @@ def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome, pr
 
 def one_line_json(scn: Scenario) -> str:
     return json.dumps(scn.to_dict(), separators=(",", ":"))
+
+
+def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
+    """Protocol, preset, kind, the rule cells that fired, and the signature knobs away from their
+    simplest value (what an empty input decodes to): on a 1-minimal scenario, what the bug needs."""
+    from epfuzz import codec
+
+    v = outcome.violation
+    kind = v.kind if v else "clean"
+    names = get_backend(outcome.backend, require=False).signature_fields(proto)
+    simplest = codec.decode(b"", scn.protocol, scn.preset)
+    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names
+                     if scn.get_path(k) != simplest.get_path(k))
+    rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
+    return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs or 'simplest knobs'}"
+
+
+@dataclass
+class Bug:
+    """One root cause: how many raw findings share it, and one (minimized on sim) case to replay."""
+
+    cause: str
+    case: Path
+    note: str
+    minimized: bool
+    raw: list[Path] = field(default_factory=list)
+
+    @property
+    def count(self) -> int:
+        return len(self.raw)
+
+
+def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float) -> tuple[str, Path, str, bool]:
+    from epfuzz import codec
+    from epfuzz.corpus import load_case
+    from epfuzz.errors import EpfuzzError
+    from epfuzz.minimize import minimize
+    from epfuzz.protocols import get_protocol
+
+    case = load_case(path)
+    proto = get_protocol(case.scenario.protocol)
+    if backend != "sim":  # hardware minimization costs device time: group by the raw signature
+        return case.signature, path, case.note, False
+    try:
+        mz = minimize(case.scenario, proto, backend=backend, max_seconds=max_seconds)
+    except EpfuzzError:  # does not reproduce here (another backend's case): keep it as it is
+        return case.signature, path, case.note, False
+    cause = root_cause(mz.result, mz.outcome, proto)
+    note = mz.outcome.violation.summary() if mz.outcome.violation else ""
+    name = f"{file_stem(mz.result.protocol)}-{hashlib.sha1(cause.encode()).hexdigest()[:10]}"
+    out = out_dir / f"{name}.json"
+    if not out.exists():
+        write_atomic(out, Case(name, mz.result, codec.encode(mz.result), "finding", backend, note,
+                               cause).to_json().encode())
+    return cause, out, note, True
+
+
+def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
+                   max_seconds: float = 5.0, budget: float = 120.0) -> list[Bug]:
+    """Group raw finding cases by root cause, most frequent first; minimized cases go to `out_dir`.
+
+    Minimizing takes milliseconds on sim; past `budget` seconds the rest are grouped by their raw
+    signature instead, so a summary never waits long."""
+    from epfuzz.errors import InputError
+
+    bugs: dict[str, Bug] = {}
+    deadline = time.monotonic() + budget
+    for path in paths:
+        how = backend if time.monotonic() < deadline else "raw"
+        try:
+            cause, case, note, minimized = _representative(path, out_dir, how, max_seconds)
+        except InputError:
+            continue
+        bugs.setdefault(cause, Bug(cause, case, note, minimized)).raw.append(path)
+    return sorted(bugs.values(), key=lambda b: -b.count)
+
+
+def write_bug_index(bugs: list[Bug], path: Path) -> None:
+    """`bugs.csv` of a run: what `epfuzz report` shows, the same numbers as the fuzz summary."""
+    rows = [["root_cause", "count", "case", "minimized"]]
+    rows += [[b.cause, str(b.count), str(b.case), str(b.minimized)] for b in bugs]
+    with path.open("w", newline="") as f:
+        csv.writer(f).writerows(rows)
+
+
+def bug_table(bugs: list[Bug], backend: str = "sim") -> list[str]:
+    if not bugs:
+        return []
+    raw = sum(b.count for b in bugs)
+    out = [f"{len(bugs)} bug(s) by root cause, from {raw} raw finding(s) (raw cases: finding-*.json in the run "
+           "folder)", "   #  count  root cause: protocol|preset|kind|rule cells|knobs it needs"]
+    for i, b in enumerate(bugs, 1):
+        out.append(f"  {i:2d}  {b.count:5d}  {b.cause}")
+        out.append(f"             {b.note}")
+        out.append(f"             replay{' (minimized)' if b.minimized else ''}: {replay_command(b.case, backend)}")
+    return out

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -121,5 +122,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
         from epfuzz.mutator import make_mutator
         kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset))
+    # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
+    # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()

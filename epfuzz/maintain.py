@@ -6,7 +6,7 @@ folder and swapped in with renames, so an interruption leaves the old corpus.
 
 from __future__ import annotations
 
-import hashlib
+import os
 import shutil
 import subprocess
 import sys
@@ -16,24 +16,49 @@ from pathlib import Path
 
 from epfuzz import codec
 from epfuzz.campaign import harness_path
-from epfuzz.corpus import Case, case_paths, load_case, read_input, write_atomic
+from epfuzz.corpus import case_paths, load_case, read_input, sha1, write_atomic
 from epfuzz.errors import HarnessError, InputError
-from epfuzz.findings import file_stem, signature
-from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
+from epfuzz.findings import group_findings, signature, write_finding
+from epfuzz.protocols import REGISTRY, get_protocol
 
 
-def _merge(harness: str, dest: Path, sources: list[Path]) -> None:
+def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None:
+    """libFuzzer -merge=1, run inside `scratch`: its crash-* artifacts and the harness's finding cases
+    land there, not in the user's working directory; --keep-going so a finding does not abort it."""
     script = harness_path(harness)
-    p = subprocess.run([sys.executable, str(script), "-merge=1", str(dest), *map(str, sources)],
-                       capture_output=True, text=True, timeout=3600)
+    env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1"}
+    p = subprocess.run([sys.executable, str(script), "-merge=1", f"-artifact_prefix={scratch}/", "--keep-going",
+                        f"--findings-dir={scratch}", str(dest.resolve()), *(str(s.resolve()) for s in sources)],
+                       capture_output=True, text=True, timeout=3600, cwd=scratch, env=env)
     if p.returncode != 0:
         raise HarnessError(f"libFuzzer -merge=1 failed for {harness}: {p.stderr.strip().splitlines()[-1:]}")
 
 
+def finding_inputs(harness: str, files: list[Path], preset: str = "spec") -> dict[str, list[Path]]:
+    """The inputs among `files` that trigger a finding on sim, by raw signature: coverage alone
+    would drop them (they add no edge the clean inputs lack), yet they are a corpus's best part."""
+    from epfuzz.backends import get_backend
+
+    protocol = harness.removesuffix(".py").removesuffix("_fuzzer")
+    if protocol not in REGISTRY.items:
+        return {}
+    sim = get_backend("sim")
+    proto = get_protocol(protocol)
+    out: dict[str, list[Path]] = defaultdict(list)
+    for f in files:
+        try:
+            scn = codec.decode(read_input(f), protocol, preset)
+        except InputError:
+            continue
+        o = sim.run(scn, proto)
+        if o.violation is not None:
+            out[signature(scn, o, proto)].append(f)
+    return dict(out)
+
+
 def merge(harness: str, dest: Path, sources: list[Path]) -> int:
-    """Add to `dest` the inputs of `sources` that add coverage; returns how many were added."""
+    """Add to `dest` the inputs of `sources` that add coverage, and one input per finding signature
+    that `dest` lacks; returns how many were added."""
     for s in sources:
         if not s.is_dir():
             raise InputError(f"{s}: not a folder")
@@ -42,7 +67,13 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         staged = Path(tmp) / "merged"
         shutil.copytree(dest, staged)
-        _merge(harness, staged, sources)
+        scratch = Path(tmp) / "scratch"
+        scratch.mkdir()
+        _merge(harness, staged, sources, scratch)
+        have = finding_inputs(harness, [p for p in staged.iterdir() if p.is_file()])
+        for sig, files in finding_inputs(harness, [f for s in sources for f in s.iterdir() if f.is_file()]).items():
+            if sig not in have:
+                shutil.copyfile(files[0], staged / sha1(files[0].read_bytes()))
         added = [p for p in staged.iterdir() if p.name not in before]
         for p in added:
             write_atomic(dest / p.name, p.read_bytes())
@@ -50,64 +81,60 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
 
 
 def prune(harness: str, corpus: Path) -> tuple[int, int]:
-    """Keep only inputs that add coverage; returns (before, after) file counts."""
+    """Keep the inputs that add coverage and every input that triggers a finding; (before, after) counts."""
     if not corpus.is_dir():
         raise InputError(f"{corpus}: not a folder")
-    before = len([p for p in corpus.iterdir() if p.is_file()])
+    files = [p for p in corpus.iterdir() if p.is_file()]
     parent = corpus.parent
     with tempfile.TemporaryDirectory(dir=parent) as tmp:
         fresh = Path(tmp) / "pruned"
         fresh.mkdir()
-        _merge(harness, fresh, [corpus])
+        scratch = Path(tmp) / "scratch"
+        scratch.mkdir()
+        _merge(harness, fresh, [corpus], scratch)
+        for group in finding_inputs(harness, files).values():
+            for f in group:
+                if not (fresh / f.name).exists():
+                    shutil.copyfile(f, fresh / f.name)
         old = Path(tmp) / "old"
         corpus.rename(old)           # two renames on one file system: never a half corpus
         fresh.rename(corpus)
-    return before, len(list(corpus.iterdir()))
+    return len(files), len(list(corpus.iterdir()))
 
 
 def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str = "spec",
            backend: str = "sim") -> dict[str, list[Path]]:
-    """Group a run's findings by signature; minimize one per group; keep it in `dest` if new there."""
+    """Group a run's findings by root cause (each minimized); keep one case per new root cause in `dest`."""
     from epfuzz.backends import get_backend
-    from epfuzz.minimize import minimize
 
     b = get_backend(backend)
-    groups: dict[str, list[Path]] = defaultdict(list)
-    scenarios: dict[str, tuple[Scenario, Protocol]] = {}
-    for path in case_paths([run_dir]):
-        try:
-            if path.suffix == ".json":
-                scn = load_case(path).scenario
-            elif path.name.startswith("crash-") and protocol:
-                scn = codec.decode(read_input(path), protocol, preset)
-            else:
-                continue
-        except InputError as e:
-            print(f"error: {e}", file=sys.stderr)
-            continue
-        proto = get_protocol(scn.protocol)  # a run folder may hold several protocols' findings
-        out = b.run(scn, proto)
-        if out.violation is None:
-            continue
-        sig = signature(scn, out, proto)
-        groups[sig].append(path)
-        scenarios.setdefault(sig, (scn, proto))
-    if dest is not None:
+    cases: list[Path] = []
+    origin: dict[Path, Path] = {}   # wrapped raw artifact -> the artifact
+    with tempfile.TemporaryDirectory() as tmp:
+        for path in case_paths([run_dir]):
+            if path.suffix == ".json" and path.parent.name != "bugs":
+                cases.append(path)
+            elif path.name.startswith("crash-") and protocol:  # wrap a raw artifact as a case to group it
+                try:
+                    scn = codec.decode(read_input(path), protocol, preset)
+                except InputError as e:
+                    print(f"error: {e}", file=sys.stderr)
+                    continue
+                proto = get_protocol(scn.protocol)
+                out = b.run(scn, proto)
+                if out.violation is not None:
+                    wrapped = write_finding(Path(tmp), scn, codec.encode(scn), out, proto)
+                    origin[wrapped] = path
+                    cases.append(wrapped)
+        bugs = group_findings(cases, Path(tmp) / "bugs", backend)
         known = set()
-        for p in case_paths([dest]) if dest.is_dir() else []:
+        for p in case_paths([dest]) if dest is not None and dest.is_dir() else []:
             try:
                 known.add(load_case(p).signature)
             except InputError:
                 continue
-        for sig, (scn, proto) in scenarios.items():
-            mz = minimize(scn, proto, backend=backend)
-            m, out = mz.result, mz.outcome
-            msig = signature(m, out, proto)
-            if msig in known or sig in known:
-                continue
-            name = f"{file_stem(m.protocol)}-{hashlib.sha1(msig.encode()).hexdigest()[:10]}"
-            case = Case(name, m, codec.encode(m), "finding", backend,
-                        out.violation.summary() if out.violation else "", msig)
-            write_atomic(dest / f"{name}.json", case.to_json().encode())
-            known.add(msig)
-    return dict(groups)
+        for bug in bugs:
+            if dest is not None and bug.cause not in known and bug.minimized:
+                write_atomic(dest / bug.case.name, bug.case.read_bytes())
+                known.add(bug.cause)
+        return {bug.cause: [origin.get(p, p) for p in bug.raw] for bug in bugs}

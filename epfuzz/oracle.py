@@ -38,11 +38,22 @@ class Violation:
     extra: dict[str, Any] = field(default_factory=dict)
 
     def summary(self) -> str:
+        if self.epoch < 0:  # the cuda backend: rounds of a GPU litmus, not epochs, slots and tokens
+            return self._gpu_summary()
         if self.kind == "hang":
             return f"{self.protocol}: receiver never completed epoch {self.epoch} ({self.what})"
         classes = sorted({c for _, c in self.bad_chunks})
         return (f"{self.protocol}: accepted {self.what} in epoch {self.epoch} with {self.bad_bytes} bytes "
                 f"not yet landed ({', '.join(classes)}), tokens {self.tokens}")
+
+    def _gpu_summary(self) -> str:
+        if self.kind == "hang":
+            return f"{self.protocol}: a wait timed out: {self.what}"
+        x = self.extra
+        litmus = self.what.split(" rounds ", 1)[-1] if " rounds " in self.what else ""
+        return (f"{self.protocol}: in {x.get('stale_rounds', '?')} of {x.get('rounds', '?')} rounds {litmus} the "
+                f"consumer saw the flag before the data: {x.get('stale_words', self.bad_bytes // 4)} 32-bit words "
+                "read stale in all").replace("  ", " ")
 
     def to_dict(self) -> dict[str, Any]:
         return {

@@ -1,4 +1,4 @@
-"""`epfuzz report RUN_DIR`: exec/s and coverage over time, findings by signature (markdown + PNG)."""
+"""`epfuzz report RUN_DIR`: exec/s and coverage over time, bugs by root cause (markdown + PNG)."""
 
 from __future__ import annotations
 
@@ -18,8 +18,13 @@ def load_series(run_dir: Path) -> list[dict[str, float]]:
         return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
 
 
-def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
-    rows = load_series(run_dir)
+def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
+    """(root cause, raw findings, example case): the fuzz summary's table (bugs.csv), or for an older
+    run folder the raw signatures of its finding cases."""
+    index = run_dir / "bugs.csv"
+    if index.exists():
+        with index.open(newline="") as f:
+            return [(r["root_cause"], int(r["count"]), Path(r["case"]).name) for r in csv.DictReader(f)]
     sigs: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for p in sorted(run_dir.glob("finding-*.json")):
@@ -29,6 +34,12 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
             continue
         sigs[c.signature] += 1
         examples.setdefault(c.signature, p.name)
+    return [(s, n, examples[s]) for s, n in sigs.most_common()]
+
+
+def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
+    rows = load_series(run_dir)
+    bugs = _bugs(run_dir)
     last = rows[-1] if rows else {}
     md = [f"# epfuzz run {run_dir.name}", "",
           f"- duration: {last.get('seconds', 0):.0f} s, executions: {last.get('execs', 0):.0f} "
@@ -38,13 +49,13 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
           "| seconds | execs | exec/s | coverage | corpus | findings | RSS MB |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     step = max(1, len(rows) // 12)
-    for r in rows[::step]:
+    for r in rows[::step] + ([rows[-1]] if rows and (len(rows) - 1) % step else []):  # always the final row
         md.append(f"| {r['seconds']:.0f} | {r['execs']:.0f} | {r['exec_per_s']:.0f} | {r['cov']:.0f} | "
                   f"{r['corpus']:.0f} | {r['findings']:.0f} | {r['rss_mb']:.0f} |")
-    md += ["", "## Findings by signature", ""]
-    if sigs:
-        md += ["| signature | files | example |", "| --- | --- | --- |"]
-        md += [f"| `{s}` | {n} | {examples[s]} |" for s, n in sigs.most_common()]
+    md += ["", "## Findings by root cause", ""]
+    if bugs:
+        md += ["| root cause | raw findings | example case |", "| --- | --- | --- |"]
+        md += [f"| `{s}` | {n} | {ex} |" for s, n, ex in bugs]
     else:
         md.append("none")
     text = "\n".join(md) + "\n"

@@ -85,6 +85,8 @@ MAX_PACKETS = 256
 
 
 def _token_budget(values: Mapping[str, Any]) -> int:
+    """bounded by MAX_PACKETS = 256 packets a run over payload.epochs, the slot size (payload.*_bytes),
+    chunking.mtu and chunking.splits_per_token"""
     tb = sum(-(-values[f"payload.{k}"] // 16) * 16 for k in ("hidden_bytes", "scale_bytes", "meta_bytes"))
     per_token = -(-tb // values["chunking.mtu"]) + values["chunking.splits_per_token"] - 1
     return max(1, MAX_PACKETS // (values["payload.epochs"] * per_token))

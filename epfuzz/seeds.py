@@ -3,8 +3,9 @@
 Seeds are small, diverse scenarios encoded to bytes (one file per input, named by
 sha1 as libFuzzer names its corpus). Regression cases pin verdicts that the
 research notes and the issues require: the DeepEP #661 overtake, its fixes, and
-the cross-QP signal. Run `python -m epfuzz.seeds` to (re)write both; files are
-only written when missing or different, atomically.
+the cross-QP signal. Run `python -m epfuzz.seeds` to (re)write both, and each
+harness folder's manifest of expected verdicts (`corpus/<harness>.verdicts`); files
+are only written when missing or different, atomically.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import Any
 
 from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.corpus import Case, sha1, write_atomic
+from epfuzz.corpus import Case, read_input, sha1, write_atomic, write_manifest
 from epfuzz.findings import signature
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
@@ -97,6 +98,25 @@ def seed_scenarios(protocol: str) -> list[Scenario]:
     return out
 
 
+def write_manifests(root: Path = ROOT, preset: str = "spec") -> list[Path]:
+    """Pin the sim verdict of every input of every harness folder (what `make replay` checks):
+    a raw input carries no verdict of its own, and a buggy protocol's inputs may be either."""
+    sim = get_backend("sim")
+    out = []
+    for name in REGISTRY.items:
+        folder = root / "corpus" / f"{name}_fuzzer"
+        if not folder.is_dir():
+            continue
+        verdicts = {}
+        proto = get_protocol(name)
+        for path in sorted(folder.iterdir()):
+            if path.is_file() and not path.name.startswith("."):
+                data = read_input(path)
+                verdicts[sha1(data)] = sim.run(codec.decode(data, name, preset), proto).verdict
+        out.append(write_manifest(folder, preset, verdicts))
+    return out
+
+
 def write_all(root: Path = ROOT) -> list[Path]:
     written = []
     for name in REGISTRY.items:
@@ -107,6 +127,7 @@ def write_all(root: Path = ROOT) -> list[Path]:
             if not path.exists():
                 write_atomic(path, data)
                 written.append(path)
+    write_manifests(root)
     sim = get_backend("sim")
     for name, d, expect, why in regression_cases():
         scn = codec.load_dict(d)

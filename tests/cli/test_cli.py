@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -113,10 +115,7 @@ def test_list_names_every_backend(capsys):
         assert b in out
 
 
-@pytest.mark.slow
-def test_fuzz_summary_and_sigterm_keep_files_intact(tmp_path):
-    """SIGTERM mid-run: the summary still prints and every written file is whole."""
-    run_dir = tmp_path / "run"
+def _fuzz_then_signal(run_dir: Path, sig: int) -> tuple[subprocess.CompletedProcess[str], str, str]:
     p = subprocess.Popen([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "60",
                           "--seed", "3", "--run-dir", str(run_dir)],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
@@ -125,10 +124,45 @@ def test_fuzz_summary_and_sigterm_keep_files_intact(tmp_path):
     while time.monotonic() < deadline and not list(run_dir.glob("finding-*.json")):
         time.sleep(0.5)
     time.sleep(1)
-    p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=60)
-    assert p.returncode == 1, err[-2000:]
-    assert "finding signature(s)" in out and "replay: epfuzz run" in out
-    for case in run_dir.glob("finding-*.json"):
+    p.send_signal(sig)
+    out, err = p.communicate(timeout=120)
+    return p, out, err
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_fuzz_summary_and_signal_keep_files_intact(tmp_path, sig, code):
+    """A signal mid-run: exit 128+signal, the summary still prints, every written file is whole,
+    no traceback anywhere, libFuzzer's final stats kept, and report.md agrees with the summary."""
+    run_dir = tmp_path / "run"
+    p, out, err = _fuzz_then_signal(run_dir, sig)
+    assert p.returncode == code, err[-2000:]
+    assert "bug(s) in" in out and "replay (minimized):" in out and f"stopped early by signal {int(sig)}" in out
+    for case in [*run_dir.glob("finding-*.json"), *run_dir.glob("bugs/*.json")]:
         assert cli(["run", str(case)]) == 1
     assert not list(run_dir.rglob(".finding-*"))  # no temp files left behind
+    log = (run_dir / "job0.log").read_text()
+    assert "Traceback" not in log and "Traceback" not in err and "KeyboardInterrupt" not in log
+    assert "stat::number_of_executed_units" in log
+    execs = int(re.search(r"(\d+) execs", out).group(1))
+    corpus = int(re.search(r"corpus (\d+)", out).group(1))
+    assert cli(["report", str(run_dir), "--no-png"]) == 0
+    text = (run_dir / "report.md").read_text()
+    assert f"executions: {execs} " in text and f"corpus: {corpus}" in text
+
+
+@pytest.mark.slow
+def test_one_bug_is_reported_once_with_a_count(tmp_path):
+    """The #661 protocol: dozens of raw signatures, a handful of root causes (issue 16, point 1)."""
+    run_dir = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "30",
+                        "--seed", "5", "--run-dir", str(run_dir)], capture_output=True, text=True, cwd=ROOT,
+                       timeout=600)
+    assert p.returncode == 1, p.stderr[-2000:]
+    raw = {json.loads(c.read_text())["signature"] for c in run_dir.glob("finding-*.json")}
+    bugs = list(csv.DictReader((run_dir / "bugs.csv").open()))
+    assert len(raw) >= 5 and 1 <= len(bugs) <= 4, (len(raw), [b["root_cause"] for b in bugs])
+    assert sum(int(b["count"]) for b in bugs) == len(raw)
+    assert all("C2b" in b["root_cause"].split("|")[3] for b in bugs)
+    assert f"{len(bugs)} bug(s) by root cause, from {len(raw)} raw finding(s)" in p.stdout
+    assert p.stdout.count("replay (minimized):") == len(bugs)

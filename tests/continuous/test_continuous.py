@@ -78,6 +78,29 @@ def test_prune_keeps_coverage_and_merge_adds_only_new(tmp_path):
 
 
 @pytest.mark.slow
+def test_prune_and_merge_keep_finding_inputs_and_write_nothing_here(tmp_path, monkeypatch):
+    """Coverage alone drops the inputs that trigger a finding, and libFuzzer's -merge leaves crash-*
+    artifacts in the working directory: neither may happen (issue 16, point 5b)."""
+    h = "shared_counter_fuzzer"
+    here = tmp_path / "cwd"
+    here.mkdir()
+    monkeypatch.chdir(here)
+    corpus = tmp_path / "c"
+    shutil.copytree(ROOT / "corpus" / h, corpus)
+    findings = maintain.finding_inputs(h, sorted(corpus.iterdir()))
+    assert findings
+    maintain.prune(h, corpus)
+    kept = {p.name for p in corpus.iterdir()}
+    assert {f.name for group in findings.values() for f in group} <= kept
+    dest = tmp_path / "d"
+    dest.mkdir()
+    maintain.merge(h, dest, [ROOT / "corpus" / h])
+    assert set(maintain.finding_inputs(h, sorted(dest.iterdir()))) == set(findings)
+    assert list(here.iterdir()) == []
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["c", "cwd", "d"]
+
+
+@pytest.mark.slow
 def test_fuzz_run_then_triage_and_report(tmp_path):
     run_dir = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "25", "--jobs", "2",
@@ -100,5 +123,5 @@ def test_fuzz_run_then_triage_and_report(tmp_path):
     assert len(list(keep.glob("*.json"))) == len(kept)
     assert cli(["report", str(run_dir)]) == 0
     text = (run_dir / "report.md").read_text()
-    assert "Findings by signature" in text and "exec/s" in text
+    assert "Findings by root cause" in text and "exec/s" in text
     assert (run_dir / "report.png").stat().st_size > 1000

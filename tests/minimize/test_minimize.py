@@ -15,6 +15,7 @@ from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.cli import main as cli
 from epfuzz.corpus import load_case
+from epfuzz.findings import replay_command
 from epfuzz.minimize import is_one_minimal, minimize, reproduces
 from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
@@ -49,7 +50,7 @@ def test_minimize_cli_writes_a_replayable_case(tmp_path, capsys):
     case = load_case(out)
     assert case.expect == "finding" and case.input == codec.encode(case.scenario)
     assert cli(["replay", str(out)]) == 0
-    assert "replay: epfuzz run" in capsys.readouterr().out
+    assert f"replay: {replay_command(out)}" in capsys.readouterr().out
 
 
 @pytest.mark.slow

@@ -1,0 +1,126 @@
+"""The `epfuzz` command line: every option with its help text, errors in one line (exit 2)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from epfuzz.backends import NAMES as BACKENDS
+from epfuzz.presets import PRESETS
+
+EXIT_INPUT = 2
+DESCRIPTION = """Fault-injection fuzzing for GPU expert-parallel write-then-signal protocols.
+
+Exit codes: 0 clean, 1 finding (or a replayed verdict changed), 2 usage or input
+error, 3 harness error (a bug in epfuzz itself; --debug or EPFUZZ_DEBUG=1 shows the
+traceback), 130/143 stopped by SIGINT/SIGTERM (after writing what it had).
+A PATH may be `-` for stdin.
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2
+        sys.stderr.write(f"epfuzz: {message} (see epfuzz --help)\n")
+        raise SystemExit(EXIT_INPUT)
+
+
+def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
+    sp.add_argument("--protocol", help="protocol of a raw fuzz input (default: from its folder name, "
+                                       "corpus/<protocol>_fuzzer/)")
+    sp.add_argument("--preset", default="spec", choices=list(PRESETS),
+                    help="platform preset a raw fuzz input is decoded under (default spec)")
+    sp.add_argument("--raw", action="store_true",
+                    help="read PATH as raw fuzz bytes even if it holds a JSON case or scenario")
+    if backend:
+        sp.add_argument("--backend", default="sim", choices=BACKENDS,
+                        help="where to run: sim (emulator, default), verbs (RDMA), cuda (GPUs); see epfuzz list")
+    sp.add_argument("-v", "--verbose", action="store_true", help="also print the scenario JSON (replay: every file)")
+
+
+def _add_run_commands(sub: argparse._SubParsersAction) -> None:
+    r = sub.add_parser("run", help="run one scenario (JSON, case or raw input): verdict and trace summary")
+    r.add_argument("path", help="case file, scenario JSON, raw fuzz input or crash artifact, or - for stdin")
+    r.add_argument("--repeats", type=int, default=1, help="repetitions (nondeterministic backends)")
+    _common(r)
+
+    rp = sub.add_parser("replay", help="replay cases and corpus inputs against their expected verdicts; "
+                                       "fail if one changed")
+    rp.add_argument("paths", nargs="+", help="case files, corpus folders, or a run folder (its cases)")
+    rp.add_argument("--strict", action="store_true",
+                    help="also fail (exit 1) when an input has no expected verdict (make replay uses this)")
+    _common(rp)
+
+    sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
+
+    fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time; summarise the bugs found")
+    fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
+    fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
+    fz.add_argument("--time", type=int, default=60, help="seconds (default 60)")
+    fz.add_argument("--jobs", type=int, default=1,
+                    help="libFuzzer worker processes sharing one working corpus (default 1)")
+    fz.add_argument("--backend", default="sim", choices=BACKENDS,
+                    help="where each input runs: sim (default), verbs (in the soft-RoCE guest here), cuda")
+    fz.add_argument("--preset", default="spec",
+                    help=f"platform preset: which NIC/fabric knobs are pinned ({', '.join(PRESETS)}; default spec)")
+    fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job)")
+    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
+    fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
+
+
+def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
+    ex = sub.add_parser("explore", help="enumerate every allowed visibility order of a small scenario")
+    ex.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
+    ex.add_argument("--max-states", type=int, default=500_000, help="give up above this many states")
+    _common(ex, backend=False)
+
+    mn = sub.add_parser("minimize", help="shrink a finding to a 1-minimal scenario; write it as a case")
+    mn.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
+    mn.add_argument("-o", "--output", help="case file to write (default <protocol>-min-<digest>.json)")
+    mn.add_argument("--repeats", type=int, default=5, help="runs per candidate on nondeterministic backends")
+    mn.add_argument("--threshold", type=float, default=0.5, help="minimum reproduction rate to keep a candidate")
+    mn.add_argument("--max-seconds", type=float, help="stop early and keep the smallest reproducer so far")
+    _common(mn)
+
+    xp = sub.add_parser("explain", help="timeline, rule cells and knobs behind a finding (sim)")
+    xp.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
+    xp.add_argument("--plot", help="also draw the timeline to this PNG or SVG file (needs matplotlib)")
+    _common(xp, backend=False)
+
+    sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
+                                        "unsafe under each preset (exhaustive, small litmus scenarios)")
+
+
+def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
+    co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1); "
+                                       "inputs that trigger a finding are always kept")
+    co.add_argument("action", choices=("merge", "prune"), help="merge: add SOURCES' new coverage to DEST; "
+                                                                "prune: keep DEST's coverage-adding inputs")
+    co.add_argument("harness", help="the harness whose coverage counts (epfuzz list)")
+    co.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
+    co.add_argument("sources", nargs="*", help="merge: folders whose coverage-adding inputs are added")
+
+    tr = sub.add_parser("triage", help="group a run's findings by root cause; keep one minimized case per group")
+    tr.add_argument("run_dir", help="an epfuzz fuzz run folder (or any folder of finding cases)")
+    tr.add_argument("--keep", help="folder to write new representatives to (e.g. corpus/regressions)")
+    tr.add_argument("--protocol", help="protocol of raw crash-* artifacts in the folder")
+    tr.add_argument("--preset", default="spec", help="preset of raw crash-* artifacts (default spec)")
+
+    rp2 = sub.add_parser("report", help="exec/s and coverage over time, bugs by root cause (markdown + PNG)")
+    rp2.add_argument("run_dir", help="an epfuzz fuzz run folder (has progress.csv)")
+    rp2.add_argument("--no-png", action="store_true", help="write report.md only")
+
+    vmp = sub.add_parser("vm", help="the soft-RoCE QEMU guest the verbs backend runs in: build, run -- CMD, shell")
+    vmp.add_argument("action", choices=("build", "run", "shell"),
+                     help="build: the guest image (cached); run -- CMD: one command in it; shell: interactive")
+    vmp.add_argument("rest", nargs=argparse.REMAINDER, help="run: -- and the command to run in the guest")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="epfuzz", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
+    p.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (exit 3)")
+    sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
+    _add_run_commands(sub)
+    _add_analysis_commands(sub)
+    _add_upkeep_commands(sub)
+    return p
