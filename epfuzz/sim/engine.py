@@ -18,7 +18,8 @@ from epfuzz.protocols.base import Consume, Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
 from epfuzz.sim.memory import Memory, expected_data
 from epfuzz.sim.nic import Packet, Tlp, Wr, post_and_send, respond
-from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
+from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 
@@ -117,10 +118,12 @@ def build(scn: Scenario, proto: Protocol | None = None,
         arrivals = arrival(pkts)
     elif net and scn.knobs.adaptive_routing:
         arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+    if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
+        arrivals = issue_order(arrivals, wrs)
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
     tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    order, tinv = apply_overtakes(tlps, moves, tlp_pass_rule(), scn.knobs.reorder_window)
+    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), scn.knobs.reorder_window)
     return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
 
 

@@ -23,7 +23,8 @@ from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, build
 from epfuzz.sim.memory import Memory
 from epfuzz.sim.nic import Packet, Tlp
-from epfuzz.sim.pcie import tlp_pass_rule
+from epfuzz.sim.nvlink import pass_rule
+from epfuzz.sim.pcie import PassRule
 
 MAX_UNITS_PER_EPOCH = 48
 
@@ -94,7 +95,7 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
         mem.start_epoch(epoch, poison=proto.poison, reset=proto.reset_signals)
         rx.start_epoch(epoch)
         start = rx.state()
-        v, path, n = _explore_epoch(scn, units, epoch, mem, rx, budget)
+        v, path, n = _explore_epoch(scn, units, epoch, mem, rx, budget, pass_rule(scn, run.packets))
         states += n
         if v is not None:
             return Exploration(v, states, path)
@@ -108,10 +109,9 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
 
 
 def _explore_epoch(scn: Scenario, units: list[Tlp], epoch: int, mem: Memory, rx: Receiver,
-                   budget: list[int]) -> tuple[Violation | None, list[int], int]:
+                   budget: list[int], can_pass: PassRule) -> tuple[Violation | None, list[int], int]:
     lay = mem.layout
     window = scn.knobs.reorder_window
-    can_pass = tlp_pass_rule()
     n = len(units)
     # blocked_by[i]: bit j set if unit i may not become visible while earlier unit j is pending
     blocked_by = [0] * n
