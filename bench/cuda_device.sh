@@ -28,7 +28,7 @@ from epfuzz.backends.cuda import CudaBackend
 b = CudaBackend()
 for path in ("p2p", "same", "host"):
     try:
-        o = b.run(scenario(sys.argv[1], path, "none"), repeats=20_000)
+        o = b.run_litmus(scenario(sys.argv[1], path, "none"), repeats=20_000)
         print(sys.argv[1], path, o.summary.replace("\n", " | "))
     except Exception as e:  # noqa: BLE001
         print(sys.argv[1], path, "error:", str(e).splitlines()[0])

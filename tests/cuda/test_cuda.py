@@ -9,8 +9,8 @@ from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, thr
 from epfuzz.errors import BackendUnavailable
 from epfuzz.scenario import Scenario
 
-OK, WHY = CudaBackend().availability()
-needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {WHY}")
+OK, WHY = CudaBackend().litmus_availability()
+needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda litmus kernels unavailable here: {WHY}")
 
 
 def mp(tokens=16, **gpu):
@@ -43,7 +43,7 @@ def test_litmus_names():
     assert litmus_name(mp(path="host", fence="threadfence_system")) == "host-mp-plain-fencesys"
 
 
-@pytest.mark.skipif(OK, reason="this host has a usable GPU")
+@pytest.mark.skipif(CudaBackend().availability()[0], reason="this host has a usable GPU")
 def test_unavailable_backend_says_why():
     with pytest.raises(BackendUnavailable, match="cuda cannot run here"):
         get_backend("cuda")
@@ -52,7 +52,7 @@ def test_unavailable_backend_says_why():
 @needs_gpu
 @pytest.mark.cuda
 def test_same_gpu_fenced_rounds_are_clean():
-    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), repeats=2000)
+    out = get_backend("cuda", require=False).run_litmus(mp(path="same", fence="threadfence_system"), repeats=2000)
     assert out.runs == 2000 and out.hits == 0
 
 
@@ -63,7 +63,7 @@ def test_nvlink_fenced_rounds_are_clean():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), repeats=20000)
+    out = get_backend("cuda", require=False).run_litmus(mp(path="p2p", fence="threadfence_system"), repeats=20000)
     assert out.hits == 0, out.summary
 
 
@@ -82,9 +82,9 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
 
     for path in sorted((Path(__file__).resolve().parents[2] / "corpus" / "cuda").glob("*.json")):
         scn = load_case(path).scenario
-        get_backend("cuda").run(scn, repeats=2000)  # runs to completion (no hang, no error)
+        get_backend("cuda", require=False).run_litmus(scn, repeats=2000)  # runs to completion (no hang, no error)
         fenced = scn.with_path("gpu.fence", "threadfence_system")
-        assert get_backend("cuda").run(fenced, repeats=50_000).hits == 0, path.name
+        assert get_backend("cuda", require=False).run_litmus(fenced, repeats=50_000).hits == 0, path.name
 
 
 @needs_gpu
@@ -102,7 +102,7 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
         scn = scn.with_path("signal.kind", "write")
     p = params(scn, 2000)
     assert p["nchunks"] > 1 and p["C"] == 3
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda", require=False).run_litmus(scn, repeats=2000)
     assert out.runs == 2000 and out.hits == 0, out.summary
 
 
@@ -119,7 +119,7 @@ def test_launch_skew_sleeps_one_side_before_every_launch(path, skew_consumer):
         pytest.skip("needs two GPUs")
     scn = mp(path=path, fence="threadfence_system", launch_rounds=100, launch_skew=1 << 20,
              skew_consumer=skew_consumer)
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda", require=False).run_litmus(scn, repeats=2000)
     assert out.violation is None and out.runs == 2000, out.summary
     assert "20 launch(es)" in out.summary
     assert out.extra["seconds"] >= 0.01, out.summary
@@ -135,12 +135,12 @@ def test_fresh_buffers_map_new_memory_for_every_run():
         return sum(torch.cuda.memory_stats(d).get("segment.all.allocated", 0)
                    for d in range(torch.cuda.device_count()))
 
-    b = get_backend("cuda")
+    b = get_backend("cuda", require=False)
     for fresh, grows in ((False, False), (True, True)):
         scn = mp(path="same", fence="threadfence_system", fresh_buffers=fresh)
-        b.run(scn, repeats=2000)
+        b.run_litmus(scn, repeats=2000)
         before = segments()
-        out = b.run(scn, repeats=2000)
+        out = b.run_litmus(scn, repeats=2000)
         assert out.hits == 0, out.summary
         assert (segments() > before) == grows, fresh
 
