@@ -19,6 +19,10 @@ from typing import Any
 
 import numpy as np
 
+# With lazy module loading, loading a kernel while another one spins on the same GPU can deadlock
+# (path same): load everything when the module is loaded. Set before CUDA starts in this process.
+os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
+
 from epfuzz import ops
 from epfuzz.backends import cuda_judge
 from epfuzz.backends.cuda_judge import Verdicts
@@ -214,7 +218,10 @@ def run(pl: Plan, rounds: int, path: str) -> InterpRun:
             r1 = min(rounds, r0 + per_launch) - 1
             params = param_vector({**pl.params, "R0": r0, "R1": r1})
             P_c, P_p = on(cons, params), on(prod, params)
-            c_nent.fill(-1)  # rounds a timeout cut off stay -1 and are not judged
+            with cupy.cuda.Device(cons):
+                c_nent.fill(-1)  # rounds a timeout cut off stay -1 and are not judged
+            for d in {prod, cons}:  # copies and fills ran on the null streams; the kernels do not wait for them
+                cupy.cuda.Device(d).synchronize()
             t1 = time.perf_counter()
             with cupy.cuda.Device(cons):
                 fcons((1,), (THREADS,), (P_c, c_pro, *c_tabs, c_data, c_sig, c_cq, c_recv, p_go, c_done, c_f0,

@@ -1,0 +1,212 @@
+"""The agreement table: what the sim predicts (nvlink and the RDMA presets) against what the GPUs show.
+
+Every protocol of the zoo (bad and fixed), the DeepEP ones and the plug-in example, in two GPU forms:
+`weak` (no fence before a signal, plain flag stores) and `sys` (__threadfence_system before every signal
+and at every Flush). Three steps, run where each can run:
+
+    python bench/cuda_agreement.py sim  bench/cuda/agreement-sim.jsonl        # here: sim verdicts
+    python bench/cuda_agreement.py cuda OUT/agreement-cuda.jsonl --rounds 100000 --budget 480   # GPU machine
+    python bench/cuda_agreement.py table bench/cuda/agreement-sim.jsonl bench/cuda/agreement-cuda.jsonl
+
+The sim's verdict is a possibility (exhaustive exploration of a small scenario with the same shape, or a
+search of random schedules where exploration does not model the protocol); the cuda cell is k stale (or
+hung) rounds of R, per 100,000, on path p2p with and without 7 stress CTAs. Rows are written as they
+finish, so a time cap leaves a partial but usable file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import random
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from epfuzz.errors import InputError  # noqa: E402
+from epfuzz.presets import PRESETS  # noqa: E402
+from epfuzz.protocols import get_protocol  # noqa: E402
+from epfuzz.protocols.zoo import ZOO  # noqa: E402
+from epfuzz.scenario import Overtake, Scenario  # noqa: E402
+
+DEEPEP = ("deepep_v2_dispatch", "deepep_v2_dispatch_fixed", "write_imm_signal")
+PLUGIN = ("examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic")
+FORMS = {"weak": {"fence": "none", "store": "plain"}, "sys": {"fence": "threadfence_system", "store": "plain"}}
+RDMA = tuple(p for p in PRESETS if PRESETS[p].model == "pcie")
+FREE = {"knobs.nic_relaxed_ordering": (True, False), "knobs.hca_o920": (False, True),
+        "knobs.adaptive_routing": (False, True), "knobs.atomic_mode": (0, 4)}
+STRESS = 7
+
+
+def protocols() -> list[str]:
+    out = list(DEEPEP)
+    for _, _, bad, fixed in ZOO:
+        out += [bad, fixed]
+    return list(dict.fromkeys(out + list(PLUGIN)))
+
+
+def _doc(name: str, payload: dict[str, int], extra: dict[str, Any]) -> dict[str, Any]:
+    proto = get_protocol(name)
+    doc: dict[str, Any] = {"protocol": name, "payload": payload, "topology": {"num_channels": 3},
+                           "signal": {"interval": 2}, **extra}
+    for path in proto.fixed:  # pinned by the protocol: leave them to it
+        section, field = path.split(".")
+        doc.get(section, {}).pop(field, None)
+    return doc
+
+
+def gpu_scenario(name: str, form: str, incant: int) -> Scenario:
+    """9 DeepEP-sized tokens (14,336 hidden bytes) on 3 channels, a signal every 2 tokens."""
+    doc = _doc(name, {"num_tokens": 9, "hidden_bytes": 14336, "meta_bytes": 16},
+               {"gpu": {"path": "p2p", **FORMS[form], "incantations": incant}})
+    return Scenario.from_dict(doc)
+
+
+def sim_scenario(name: str, preset: str, form: str, knobs: dict[str, Any]) -> Scenario:
+    """The same shape, small enough to explore: 6 tokens of 3 TLPs each, two epochs."""
+    proto = get_protocol(name)
+    extra: dict[str, Any] = {"preset": preset, "chunking": {"max_payload": 128},
+                             "knobs": {"reorder_window": 64, **{k.split(".")[1]: v for k, v in knobs.items()}},
+                             "gpu": {"path": "p2p", **FORMS[form]}}
+    if proto.release_at_accept:
+        extra["faults"] = {"rx_lag": 8}
+    doc = _doc(name, {"num_tokens": 6, "hidden_bytes": 256, "epochs": 2}, extra)
+    for path in list(PRESETS[preset].fixed) + list(proto.fixed):
+        section, field = path.split(".")
+        doc.get(section, {}).pop(field, None)
+    return Scenario.from_dict(doc)
+
+
+def sim_verdict(scn: Scenario, searches: int = 1500) -> str:
+    """'finding' (and how), or 'safe' when exploration was exhaustive, or 'none found' after a search."""
+    from epfuzz.sim.engine import simulate
+    from epfuzz.sim.explore import explore
+
+    first = simulate(scn).violation
+    if first is not None:
+        return f"finding ({first.kind}, arrival order)"
+    try:
+        v = explore(scn, max_states=150_000).violation
+        return f"finding ({v.kind})" if v is not None else "safe"
+    except InputError:
+        pass
+    rng = random.Random(1)
+    for _ in range(searches):
+        moves = tuple(Overtake("pcie", rng.randrange(4096), rng.randrange(1, 64)) for _ in range(rng.randint(1, 3)))
+        v = simulate(scn.replace(schedule=moves)).violation
+        if v is not None:
+            return f"finding ({v.kind}, search)"
+    return "none found (search)"
+
+
+def preset_verdict(name: str, preset: str, form: str) -> str:
+    """Under a preset: a finding for some setting of its free platform knobs (as the safety table)."""
+    free = {k: v for k, v in FREE.items() if k not in PRESETS[preset].fixed}
+    verdicts = []
+    for values in itertools.product(*free.values()):
+        try:
+            scn = sim_scenario(name, preset, form, dict(zip(free, values)))
+        except Exception:  # noqa: BLE001 - the protocol pins a knob this setting contradicts: skip it
+            continue
+        v = sim_verdict(scn)
+        if v.startswith("finding"):
+            return v
+        verdicts.append(v)
+    return "safe" if verdicts and all(v == "safe" for v in verdicts) else (verdicts[0] if verdicts else "n/a")
+
+
+def cmd_sim(out: Path) -> None:
+    with out.open("w") as f:
+        for name in protocols():
+            row: dict[str, Any] = {"protocol": name, "expect": get_protocol(name).expect}
+            t = time.time()
+            for form in FORMS:
+                row[f"nvlink-{form}"] = preset_verdict(name, "nvlink", form)
+            for preset in RDMA:
+                row[preset] = preset_verdict(name, preset, "weak")
+            row["seconds"] = round(time.time() - t, 1)
+            print(json.dumps(row), flush=True)
+            f.write(json.dumps(row) + "\n")
+            f.flush()
+
+
+def cmd_cuda(out: Path, rounds: int, budget: float, only: list[str]) -> None:
+    from epfuzz.backends.cuda import CudaBackend
+
+    b = CudaBackend()
+    print(b.availability(), flush=True)
+    deadline = time.monotonic() + budget
+    with out.open("a") as f:
+        for name in only or protocols():
+            for form, incant in itertools.product(FORMS, (0, STRESS)):
+                row: dict[str, Any] = {"protocol": name, "form": form, "stress": incant, "rounds": rounds}
+                if time.monotonic() > deadline:
+                    row["note"] = "time cap"
+                else:
+                    try:
+                        o = b.run(gpu_scenario(name, form, incant), get_protocol(name), repeats=rounds)
+                        row.update({"runs": o.runs, "hits": o.hits, "summary": o.summary,
+                                    **{k: o.extra.get(k) for k in ("stale_rounds", "hang_rounds", "overflow",
+                                                                   "seconds", "gpu_seconds")},
+                                    "example": (o.extra.get("examples") or [None])[0]})
+                    except Exception as e:  # noqa: BLE001 - a row that cannot run says why
+                        row["note"] = f"{type(e).__name__}: {str(e).splitlines()[0]}"
+                print(json.dumps({k: v for k, v in row.items() if k != "example"}), flush=True)
+                f.write(json.dumps(row) + "\n")
+                f.flush()
+
+
+def _cell(row: dict[str, Any] | None) -> str:
+    if row is None:
+        return "-"
+    if "hits" not in row:
+        return row.get("note", "-")
+    runs, hits = row["runs"], row["hits"]
+    hang = f", {row['hang_rounds']} hung" if row.get("hang_rounds") else ""
+    return f"{hits:,} of {runs:,} ({hits / runs * 100_000:,.1f}){hang}"
+
+
+def cmd_table(sim: Path, cuda: list[Path]) -> str:
+    sims = {r["protocol"]: r for r in map(json.loads, sim.read_text().splitlines())}
+    gpu: dict[tuple[str, str, int], dict[str, Any]] = {}
+    for p in cuda:
+        for r in map(json.loads, p.read_text().splitlines()):
+            if "hits" in r or (r["protocol"], r["form"], r["stress"]) not in gpu:
+                gpu[(r["protocol"], r["form"], r["stress"])] = r
+    head = ["protocol", "expect", "sim nvlink weak", "cuda p2p weak", f"weak + {STRESS} stress CTAs",
+            "sim nvlink sys", "cuda p2p sys", f"sys + {STRESS} stress CTAs", *RDMA, "verbs (guest)"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+    for name in protocols():
+        s = sims.get(name, {})
+        cells = [name, s.get("expect", "-")]
+        for form in FORMS:
+            cells += [s.get(f"nvlink-{form}", "-"), _cell(gpu.get((name, form, 0))),
+                      _cell(gpu.get((name, form, STRESS)))]
+        cells += [s.get(p, "-") for p in RDMA] + ["pending"]
+        lines.append("| " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("step", choices=("sim", "cuda", "table"))
+    ap.add_argument("files", nargs="+", type=Path)
+    ap.add_argument("--rounds", type=int, default=100_000)
+    ap.add_argument("--budget", type=float, default=480.0)
+    ap.add_argument("--only", action="append", default=[])
+    a = ap.parse_args()
+    if a.step == "sim":
+        cmd_sim(a.files[0])
+    elif a.step == "cuda":
+        cmd_cuda(a.files[0], a.rounds, a.budget, a.only)
+    else:
+        print(cmd_table(a.files[0], a.files[1:]))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
