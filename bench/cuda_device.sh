@@ -77,10 +77,12 @@ EOF
 interp)
   $py -m pytest -q -p no:cacheprovider -rfs --tb=short tests/cuda/test_interp_gpu.py tests/cuda/test_interp_encoding.py \
     2>&1 | tee "$out/pytest-interp.txt" | tail -30 || true
-  $py bench/cuda_agreement.py cuda "$out/agree-smoke.jsonl" --rounds "${ROUNDS:-2000}" --budget "${BUDGET:-200}"
+  $py bench/cuda_agreement.py cuda "$out/agree-smoke.jsonl" --rounds "${ROUNDS:-2000}" --weak-rounds "${ROUNDS:-2000}" \
+    --budget "${BUDGET:-200}"
   ;;
 agree)
-  $py bench/cuda_agreement.py cuda "$out/agreement-cuda.jsonl" --rounds "${ROUNDS:-100000}" --budget "${BUDGET:-480}" \
+  $py bench/cuda_agreement.py cuda "$out/agreement-cuda.jsonl" --rounds "${ROUNDS:-100000}" \
+    --weak-rounds "${WEAK_ROUNDS:-50000}" --budget "${BUDGET:-480}" \
     $(for p in ${ONLY:-}; do printf -- '--only %s ' "$p"; done)
   ;;
 cold)
