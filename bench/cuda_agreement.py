@@ -4,7 +4,7 @@ Every protocol of the zoo (bad and fixed), the DeepEP ones and the plug-in examp
 `weak` (no fence before a signal, plain flag stores) and `sys` (__threadfence_system before every signal
 and at every Flush). Three steps, run where each can run:
 
-    python bench/cuda_agreement.py sim  bench/cuda/agreement-sim.jsonl        # here: sim verdicts
+    python bench/cuda_agreement.py sim  bench/cuda/agreement-sim.jsonl --jobs 24   # sim verdicts (CPU)
     python bench/cuda_agreement.py cuda OUT/agreement-cuda.jsonl --rounds 100000 --budget 480   # GPU machine
     python bench/cuda_agreement.py table bench/cuda/agreement-sim.jsonl bench/cuda/agreement-cuda.jsonl
 
@@ -133,16 +133,23 @@ def preset_verdict(name: str, preset: str, form: str) -> str:
     return "safe" if verdicts and all(v == "safe" for v in verdicts) else (verdicts[0] if verdicts else "n/a")
 
 
-def cmd_sim(out: Path) -> None:
-    with out.open("w") as f:
-        for name in protocols():
-            row: dict[str, Any] = {"protocol": name, "expect": get_protocol(name).expect}
-            t = time.time()
-            for form in FORMS:
-                row[f"nvlink-{form}"] = preset_verdict(name, "nvlink", form)
-            for preset in RDMA:
-                row[preset] = preset_verdict(name, preset, "weak")
-            row["seconds"] = round(time.time() - t, 1)
+def sim_row(name: str) -> dict[str, Any]:
+    row: dict[str, Any] = {"protocol": name, "expect": get_protocol(name).expect}
+    t = time.time()
+    for form in FORMS:
+        row[f"nvlink-{form}"] = preset_verdict(name, "nvlink", form)
+    for preset in RDMA:
+        row[preset] = preset_verdict(name, preset, "weak")
+    row["seconds"] = round(time.time() - t, 1)
+    return row
+
+
+def cmd_sim(out: Path, jobs: int) -> None:
+    """One process per protocol when `jobs` > 1 (the sim is pure Python; a GPU machine's cores help)."""
+    import multiprocessing
+
+    with out.open("w") as f, multiprocessing.get_context("fork").Pool(max(1, jobs)) as pool:
+        for row in pool.imap(sim_row, protocols()):
             print(json.dumps(row), flush=True)
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -214,9 +221,10 @@ def main() -> int:
     ap.add_argument("--weak-rounds", type=int, default=50_000, help="rounds of the unfenced (weak) form")
     ap.add_argument("--budget", type=float, default=480.0)
     ap.add_argument("--only", action="append", default=[])
+    ap.add_argument("--jobs", type=int, default=1, help="sim: protocols explored at once")
     a = ap.parse_args()
     if a.step == "sim":
-        cmd_sim(a.files[0])
+        cmd_sim(a.files[0], a.jobs)
     elif a.step == "cuda":
         cmd_cuda(a.files[0], a.rounds, a.weak_rounds, a.budget, a.only)
     else:
