@@ -64,7 +64,9 @@ def protocols(order: str = "table") -> list[str]:
 
 def _doc(name: str, payload: dict[str, int], extra: dict[str, Any]) -> dict[str, Any]:
     proto = get_protocol(name)
-    doc: dict[str, Any] = {"protocol": name, "payload": payload, "topology": {"num_channels": 3},
+    # a signal "on another QP" needs a second QP (the GPU has none: its cells do not change)
+    qps = 2 if proto.fixed.get("signal.other_qp") else 1
+    doc: dict[str, Any] = {"protocol": name, "payload": payload, "topology": {"num_channels": 3, "num_qps": qps},
                            "signal": {"interval": 2}, **extra}
     doc.setdefault("faults", {})["spins"] = SPINS
     for path in proto.fixed:  # pinned by the protocol: leave them to it
@@ -95,7 +97,11 @@ def sim_scenario(name: str, preset: str, form: str, knobs: dict[str, Any]) -> Sc
     return Scenario.from_dict(doc)
 
 
-def sim_verdict(scn: Scenario, searches: int = 1500) -> str:
+#: exploration's state budget and the random search's size (rows record the ones they used)
+BUDGET = {"max_states": 150_000, "searches": 1500}
+
+
+def sim_verdict(scn: Scenario) -> str:
     """'finding' (and how), or 'safe' when exploration was exhaustive, or 'none found' after a search."""
     from epfuzz.sim.engine import simulate
     from epfuzz.sim.explore import explore
@@ -104,12 +110,12 @@ def sim_verdict(scn: Scenario, searches: int = 1500) -> str:
     if first is not None:
         return f"finding ({first.kind}, arrival order)"
     try:
-        v = explore(scn, max_states=150_000).violation
+        v = explore(scn, max_states=BUDGET["max_states"]).violation
         return f"finding ({v.kind})" if v is not None else "safe"
     except InputError:
         pass
     rng = random.Random(1)
-    for _ in range(searches):
+    for _ in range(BUDGET["searches"]):
         moves = tuple(Overtake("pcie", rng.randrange(4096), rng.randrange(1, 64)) for _ in range(rng.randint(1, 3)))
         v = simulate(scn.replace(schedule=moves)).violation
         if v is not None:
@@ -141,15 +147,18 @@ def sim_row(name: str) -> dict[str, Any]:
     for preset in RDMA:
         row[preset] = preset_verdict(name, preset, "weak")
     row["seconds"] = round(time.time() - t, 1)
+    row["budget"] = dict(BUDGET)
     return row
 
 
 def cmd_sim(out: Path, jobs: int) -> None:
-    """One process per protocol when `jobs` > 1 (the sim is pure Python; a GPU machine's cores help)."""
+    """One process per protocol when `jobs` > 1; rows already in `out` are kept (a resumed run)."""
     import multiprocessing
 
-    with out.open("w") as f, multiprocessing.get_context("fork").Pool(max(1, jobs)) as pool:
-        for row in pool.imap(sim_row, protocols()):
+    done = {json.loads(line)["protocol"] for line in out.read_text().splitlines()} if out.exists() else set()
+    todo = [n for n in protocols() if n not in done]
+    with out.open("a") as f, multiprocessing.get_context("fork").Pool(max(1, jobs)) as pool:
+        for row in pool.imap_unordered(sim_row, todo):
             print(json.dumps(row), flush=True)
             f.write(json.dumps(row) + "\n")
             f.flush()
@@ -222,7 +231,10 @@ def main() -> int:
     ap.add_argument("--budget", type=float, default=480.0)
     ap.add_argument("--only", action="append", default=[])
     ap.add_argument("--jobs", type=int, default=1, help="sim: protocols explored at once")
+    ap.add_argument("--max-states", type=int, default=BUDGET["max_states"])
+    ap.add_argument("--searches", type=int, default=BUDGET["searches"])
     a = ap.parse_args()
+    BUDGET.update(max_states=a.max_states, searches=a.searches)
     if a.step == "sim":
         cmd_sim(a.files[0], a.jobs)
     elif a.step == "cuda":

@@ -146,7 +146,8 @@ def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
     watch = rx.watch
     name = scn.protocol
     lag = scn.faults.rx_lag
-    flush = proto.flush_on_accept
+    # a receiver's read orders nothing a peer GPU stored weakly: under nvlink the flush is no fix
+    flush = proto.flush_on_accept and not is_nvlink(scn)
     data_target = proto.targets.get(ops.DATA, 0)
     epoch = -1
     polls = run.polls
