@@ -15,6 +15,7 @@ import time
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass
 from functools import lru_cache
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -179,33 +180,9 @@ def run(pl: Plan, rounds: int, path: str) -> InterpRun:
     fprod, _ = _functions(prod)
     _, fcons = _functions(cons)
     per_launch = max(1, min(rounds, LOG_BUDGET // (pl.max_entries * pl.shape.entry_bytes)))
-    crc0, deltas, tokn = pl.tables
     lay = pl.lay
-
-    def on(dev: int, arr: np.ndarray) -> Any:
-        with cupy.cuda.Device(dev):
-            return cupy.asarray(arr)
-
-    def zeros(dev: int, n: int, dtype: Any = np.uint8) -> Any:
-        with cupy.cuda.Device(dev):
-            return cupy.zeros(max(n, 16), dtype=dtype)
-
-    c_data, c_sig = zeros(cons, lay.sizes[ops.DATA]), zeros(cons, lay.sizes[ops.SIGNAL])
-    c_cq, c_recv = zeros(cons, lay.sizes[ops.CQ]), zeros(cons, lay.sizes[ops.RECV])
-    c_done, c_err, c_scratch = zeros(cons, 1, np.uint32), zeros(cons, 1, np.uint32), zeros(cons, 1 << 20, np.uint32)
-    c_log = zeros(cons, per_launch * pl.max_entries * pl.shape.entry_bytes)
-    c_nent = zeros(cons, per_launch, np.int32)
-    c_tabs = [on(cons, a) for a in (crc0, deltas, tokn)]
-    c_pro, c_f0, c_fs = on(cons, pl.prologue), on(cons, pl.final[0]), on(cons, pl.final[1])
-    p_go, p_err = zeros(prod, 1, np.uint32), zeros(prod, 1, np.uint32)
-    p_prog, p_tabs = on(prod, pl.programs), [on(prod, a) for a in (crc0, deltas, tokn)]
-    with cupy.cuda.Device(prod):
-        ps = cupy.cuda.Stream(non_blocking=True)
-    with cupy.cuda.Device(cons):
-        cs = cupy.cuda.Stream(non_blocking=True)
-    for d in {prod, cons}:
-        with cupy.cuda.Device(d):
-            cupy.cuda.runtime.deviceSynchronize()
+    bufs = _buffers(cupy, pl, prod, cons, per_launch)
+    on, ps, cs = bufs.on, bufs.ps, bufs.cs
     workers = max(1, min(16, (os.cpu_count() or 2) - 1))
     pool = ProcessPoolExecutor(workers, mp_context=multiprocessing.get_context("fork"),
                                initializer=_set_job, initargs=((pl.proto, pl.scn, pl.lay, pl.shape),))
@@ -219,24 +196,21 @@ def run(pl: Plan, rounds: int, path: str) -> InterpRun:
             params = param_vector({**pl.params, "R0": r0, "R1": r1})
             P_c, P_p = on(cons, params), on(prod, params)
             with cupy.cuda.Device(cons):
-                c_nent.fill(-1)  # rounds a timeout cut off stay -1 and are not judged
+                bufs.c_nent.fill(-1)  # rounds a timeout cut off stay -1 and are not judged
             for d in {prod, cons}:  # copies and fills ran on the null streams; the kernels do not wait for them
                 cupy.cuda.Device(d).synchronize()
             t1 = time.perf_counter()
             with cupy.cuda.Device(cons):
-                fcons((1,), (THREADS,), (P_c, c_pro, *c_tabs, c_data, c_sig, c_cq, c_recv, p_go, c_done, c_f0,
-                                         c_fs, c_log, c_nent, c_err), stream=cs)
+                fcons((1,), (THREADS,), (P_c, *bufs.cons_args), stream=cs)
             with cupy.cuda.Device(prod):
-                fprod((lay.num_channels + pl.params["INCANT"],), (THREADS,),
-                      (P_p, p_prog, *p_tabs, c_data, c_sig, c_cq, c_recv, p_go, c_done, c_scratch, p_err),
-                      stream=ps)
+                fprod((lay.num_channels + pl.params["INCANT"],), (THREADS,), (P_p, *bufs.prod_args), stream=ps)
             _wait(cupy, (ps, cs), LAUNCH_WALL_S)
             gpu_s += time.perf_counter() - t1
             n_launch += 1
-            err = int(c_err.get()[0]) or int(p_err.get()[0])
+            err = int(bufs.c_err.get()[0]) or int(bufs.p_err.get()[0])
             n = r1 - r0 + 1
-            nent = c_nent.get()[:n].tolist()
-            logs = c_log.get().reshape(per_launch, pl.max_entries, pl.shape.entry_bytes)[:n]
+            nent = bufs.c_nent.get()[:n].tolist()
+            logs = bufs.c_log.get().reshape(per_launch, pl.max_entries, pl.shape.entry_bytes)[:n]
             step = max(1, -(-n // workers))
             for a in range(0, n, step):
                 futures.append(pool.submit(_judge_piece, logs[a:a + step].copy(), nent[a:a + step], r0 + a))
@@ -252,6 +226,45 @@ def run(pl: Plan, rounds: int, path: str) -> InterpRun:
     log.info("cuda interp run", protocol=pl.proto.name, rounds=done_rounds, launches=n_launch, error=err,
              stale=total.stale, seconds=round(seconds, 3))
     return InterpRun(total, done_rounds, n_launch, seconds, gpu_s, err)
+
+
+def _buffers(cupy: Any, pl: Plan, prod: int, cons: int, per_launch: int) -> SimpleNamespace:
+    """The run's device memory: regions, counters and the log on the consumer's GPU, the op records
+    and the release flag on the producer's; tables on both; one non-blocking stream per side."""
+    crc0, deltas, tokn = pl.tables
+    lay = pl.lay
+
+    def on(dev: int, arr: np.ndarray) -> Any:
+        with cupy.cuda.Device(dev):
+            return cupy.asarray(arr)
+
+    def zeros(dev: int, n: int, dtype: Any = np.uint8) -> Any:
+        with cupy.cuda.Device(dev):
+            return cupy.zeros(max(n, 16), dtype=dtype)
+
+    c_data, c_sig = zeros(cons, lay.sizes[ops.DATA]), zeros(cons, lay.sizes[ops.SIGNAL])
+    c_cq, c_recv = zeros(cons, lay.sizes[ops.CQ]), zeros(cons, lay.sizes[ops.RECV])
+    c_done, c_err = zeros(cons, 1, np.uint32), zeros(cons, 1, np.uint32)
+    c_scratch = zeros(cons, 1 << 20, np.uint32)  # the stress CTAs' target
+    c_log = zeros(cons, per_launch * pl.max_entries * pl.shape.entry_bytes)
+    c_nent = zeros(cons, per_launch, np.int32)
+    c_tabs = [on(cons, a) for a in (crc0, deltas, tokn)]
+    c_pro, c_f0, c_fs = on(cons, pl.prologue), on(cons, pl.final[0]), on(cons, pl.final[1])
+    p_go, p_err = zeros(prod, 1, np.uint32), zeros(prod, 1, np.uint32)
+    p_prog, p_tabs = on(prod, pl.programs), [on(prod, a) for a in (crc0, deltas, tokn)]
+    with cupy.cuda.Device(prod):
+        ps = cupy.cuda.Stream(non_blocking=True)
+    with cupy.cuda.Device(cons):
+        cs = cupy.cuda.Stream(non_blocking=True)
+    for d in {prod, cons}:
+        with cupy.cuda.Device(d):
+            cupy.cuda.runtime.deviceSynchronize()
+    regions = (c_data, c_sig, c_cq, c_recv)
+    # the kernels' parameters after P, in the order of ip_consumer's and ip_producer's signatures
+    cons_args = (c_pro, *c_tabs, *regions, p_go, c_done, c_f0, c_fs, c_log, c_nent, c_err)
+    prod_args = (p_prog, *p_tabs, *regions, p_go, c_done, c_scratch, p_err)
+    return SimpleNamespace(on=on, ps=ps, cs=cs, cons_args=cons_args, prod_args=prod_args, c_nent=c_nent,
+                           c_log=c_log, c_err=c_err, p_err=p_err)
 
 
 def _wait(cupy: Any, streams: tuple[Any, ...], limit_s: float) -> None:

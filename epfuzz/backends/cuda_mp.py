@@ -162,6 +162,12 @@ def run_litmus(scn: Scenario, prepared: set[tuple[int, int]], repeats: int = 1) 
         stale_words = int(sw.item())
         err = int(perr.item()) or int(cerr.item())
     seconds = time.perf_counter() - t0
+    return _litmus_outcome(scn, rounds, seconds, stale_rounds, stale_words, first_weak, err)
+
+
+def _litmus_outcome(scn: Scenario, rounds: int, seconds: float, stale_rounds: int, stale_words: int,
+                    first_weak: list[int], err: int) -> Outcome:
+    """The litmus-style verdict (found in k of R rounds), or a hang when a wait timed out."""
     name = litmus_name(scn)
     if err:  # a wait timed out: the signal (or the ack) never became visible
         who = {1: "producer waited for the ack", 2: "consumer waited for the signal"}.get(err, "host timed out")
