@@ -6,8 +6,10 @@
 #   bench/cuda_device.sh harness OUT   # dispatch_any_fuzzer --backend=cuda for 90 s, minimize a NVLink find
 #   bench/cuda_device.sh table   OUT   # bench/cuda_litmus.py: the README's weak-outcome table
 #   bench/cuda_device.sh cold    OUT   # where weak rounds fall: reused buffers vs new ones every run
+#   bench/cuda_device.sh interp  OUT   # the op interpreter: its tests, then every protocol for ROUNDS rounds
+#   bench/cuda_device.sh agree   OUT   # the agreement table's cuda cells (ROUNDS, BUDGET seconds)
 set -euo pipefail
-stage=${1:?usage: cuda_device.sh smoke|harness|table|cold [OUT]}
+stage=${1:?usage: cuda_device.sh smoke|harness|table|cold|interp|agree [OUT]}
 out=${2:-bench/cuda/out}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -28,7 +30,7 @@ from epfuzz.backends.cuda import CudaBackend
 b = CudaBackend()
 for path in ("p2p", "same", "host"):
     try:
-        o = b.run(scenario(sys.argv[1], path, "none"), DISPATCH_ANY, repeats=20_000)
+        o = b.run_litmus(scenario(sys.argv[1], path, "none"), repeats=20_000)
         print(sys.argv[1], path, o.summary.replace("\n", " | "))
     except Exception as e:  # noqa: BLE001
         print(sys.argv[1], path, "error:", str(e).splitlines()[0])
@@ -72,6 +74,17 @@ EOF
   fi
   rm -rf "$work"
   ;;
+interp)
+  $py -m pytest -q -p no:cacheprovider -rfs --tb=short tests/cuda/test_interp_gpu.py tests/cuda/test_interp_encoding.py \
+    2>&1 | tee "$out/pytest-interp.txt" | tail -30 || true
+  $py bench/cuda_agreement.py cuda "$out/agree-smoke.jsonl" --rounds "${ROUNDS:-2000}" --weak-rounds "${ROUNDS:-2000}" \
+    --budget "${BUDGET:-200}"
+  ;;
+agree)
+  $py bench/cuda_agreement.py cuda "$out/agreement-cuda.jsonl" --rounds "${ROUNDS:-100000}" \
+    --weak-rounds "${WEAK_ROUNDS:-50000}" --budget "${BUDGET:-480}" \
+    $(for p in ${ONLY:-}; do printf -- '--only %s ' "$p"; done)
+  ;;
 cold)
   $py bench/cuda_litmus.py --out "$out/cold.jsonl" --cold-study "${RUNS:-20}"
   ;;
@@ -82,7 +95,7 @@ table)
     $(for m in ${MERGE:-}; do printf -- '--merge %s ' "$m"; done)
   ;;
 *)
-  echo "cuda_device.sh: unknown stage $stage (smoke|harness|table|cold)" >&2
+  echo "cuda_device.sh: unknown stage $stage (smoke|harness|table|cold|interp|agree)" >&2
   exit 2
   ;;
 esac

@@ -103,7 +103,7 @@ def measure(b: CudaBackend, row: dict, cap: float, deadline: float) -> dict:
             note = "time cap"
             break
         try:
-            o = b.run(scn, DISPATCH_ANY, repeats=min(BATCH, row["target"] - done))
+            o = b.run_litmus(scn, repeats=min(BATCH, row["target"] - done))
         except Unsupported as e:
             note = str(e).split(": ", 1)[-1].split(",")[0]
             break
@@ -133,7 +133,7 @@ def cold_study(b: CudaBackend, runs: int, rounds: int) -> list[dict]:
             weak_runs = weak = 0
             at: list[int] = []
             for _ in range(runs):
-                o = b.run(scn, DISPATCH_ANY, repeats=rounds)
+                o = b.run_litmus(scn, repeats=rounds)
                 weak_runs += o.hits > 0
                 weak += o.hits
                 at += o.extra.get("first_weak_rounds", [])
@@ -180,7 +180,7 @@ def main() -> int:
                 f.write(json.dumps(r) + "\n")
         return 0
     # builds the kernels outside any row's cap
-    b.run(scenario("slot-70-words-flag", "same", "none"), DISPATCH_ANY, repeats=2000)
+    b.run_litmus(scenario("slot-70-words-flag", "same", "none"), repeats=2000)
     deadline = time.monotonic() + a.budget
     rows = []
     out = Path(a.out)

@@ -105,3 +105,79 @@ def passing_rule_name(later: Attrs, earlier: Attrs) -> str:
     if "/" in cell.rule and cell.spec.startswith("a) No"):
         return cell.rule.split("/")[1]
     return cell.rule.split("/")[0]
+
+
+# ---------------------------------------------------------------- NVLink (the `nvlink` preset)
+#
+# GPU stores into a peer GPU's memory are not TLPs through a root complex; what orders them is the PTX
+# memory model (PTX ISA 8.x, "Memory Consistency Model": weak vs. strong operations, scopes .cta/.gpu/.sys,
+# fence.sc / fence.acq_rel, st.release, atom relaxed by default). The `nvlink` preset maps each sender op
+# to one GPU access and asks `nvlink_pass` instead of Table 2-40. Each clause names the PTX rule and the
+# project's measurement on the H200 pair (README "The cuda backend", bench/cuda/litmus.md).
+
+
+class GpuAccess(IntEnum):
+    STORE = 0      # st / st.volatile: payload, flags, the stores a NIC would make into CQ/recv
+    ATOMIC = 1     # atom.add.sys (atomicAdd_system): relaxed unless fenced
+
+
+@dataclass(frozen=True)
+class GpuOp:
+    """One access of the sender as the GPU issues it; `clause` says whether it is an ordering point."""
+
+    access: GpuAccess
+    clause: str = "NV-weak"
+    cta: int = 0
+
+
+@dataclass(frozen=True)
+class NvClause:
+    name: str
+    may_pass: bool
+    ptx: str
+    measured: str
+
+
+NVLINK_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
+    NvClause("NV-cta", True, "no causality order between accesses of different CTAs without a "
+             "synchronizes-with (morally strong release/acquire pair) between them",
+             "shared_counter: another channel's add satisfies a channel's wait before its own data"),
+    NvClause("NV-weak", True, "weak (st, st.volatile) stores are not morally strong: program order does not "
+             "order them for an observer on another GPU",
+             "64K-word flag, plain store, p2p, no fence: 256 of 2,000 rounds (gpu-path.md); 3 in 100k"),
+    NvClause("NV-relaxed-atomic", True, "atom without .release has .relaxed semantics: no order with the "
+             "thread's earlier weak stores", "slot faa, p2p, no fence, 7 stress CTAs: 7,628 in 100k"),
+    NvClause("NV-gpu-scope", True, "fence.sc.gpu / fence.acq_rel.gpu (__threadfence) orders only for "
+             "observers within the GPU scope; the consumer on the peer GPU is outside it",
+             "64K-word flag, p2p, __threadfence: 1 in 1M, twice"),
+    NvClause("NV-fence-sys", False, "fence.sc.sys (__threadfence_system) before the signal: with bar.sync "
+             "cumulativity every earlier store of the CTA is ordered before it at system scope",
+             "p2p, __threadfence_system: 0 in 1M (flag and faa rows)"),
+    NvClause("NV-release-sys", False, "st.release.sys: a release store orders the thread's (with bar.sync, "
+             "the CTA's) earlier stores before it at system scope",
+             "p2p, st.release.sys, 7 stress CTAs: 0 in 1M"),
+    NvClause("NV-fence-gpu-same", False, "__threadfence orders for an observer on the same GPU (GPU scope)",
+             "same GPU, __threadfence: 0 in 1M"),
+)}
+
+
+def gpu_signal_clause(access: GpuAccess, fence: str, store: str, path: str) -> str:
+    """The clause that decides whether a signal access is an ordering point, from the scenario's `gpu` fields.
+
+    `fence` is what the sender issues before each signal (and at each Flush); `store` how a flag store is
+    made; `path` where the consumer is (p2p: the peer GPU, same: this GPU, host: host memory).
+    """
+    if fence == "threadfence_system":
+        return "NV-fence-sys"
+    if access == GpuAccess.STORE and store == "release_sys":
+        return "NV-release-sys"
+    if fence == "threadfence":
+        return "NV-fence-gpu-same" if path == "same" else "NV-gpu-scope"
+    return "NV-weak" if access == GpuAccess.STORE else "NV-relaxed-atomic"
+
+
+def nvlink_pass(later: GpuOp, earlier: GpuOp) -> str | None:
+    """May `later` become visible to the peer before `earlier` (issued first)? The clause, or None."""
+    if later.cta != earlier.cta:
+        return "NV-cta"
+    return later.clause if NVLINK_CLAUSES[later.clause].may_pass else None

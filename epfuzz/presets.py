@@ -25,6 +25,8 @@ class Preset:
     name: str
     doc: str
     fixed: dict[str, Any] = field(default_factory=dict)
+    #: which ordering rules the sim applies: the PCIe table and IB ("pcie"), or the PTX clauses ("nvlink")
+    model: str = "pcie"
 
 
 PRESETS: dict[str, Preset] = {p.name: p for p in (
@@ -41,6 +43,12 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            {"knobs.hca_o920": True}),
     Preset("no-ro", "NIC never sets Relaxed Ordering (NCCL_IB_PCI_RELAXED_ORDERING=0)",
            {"knobs.nic_relaxed_ordering": False}),
+    Preset("nvlink", "GPU stores into a peer GPU over NVLink (the cuda backend, path p2p): weak stores "
+           "unordered, __threadfence_system and st.release.sys ordering points, __threadfence not across "
+           "GPUs, atomicAdd_system relaxed unless fenced, CTAs unordered (epfuzz.ordering.NVLINK_CLAUSES); "
+           "the knobs pinned here keep the NIC stages from reordering before those rules apply",
+           {"knobs.atomic_mode": 4, "knobs.nic_relaxed_ordering": False, "knobs.adaptive_routing": False,
+            "knobs.hca_o920": False, "knobs.ido": False, "knobs.num_functions": 1}, model="nvlink"),
 )}
 
 for _p in PRESETS.values():

@@ -1,93 +1,40 @@
-"""`cuda`: the write-then-signal protocols on real GPUs (NVLink P2P, host-mapped memory, same GPU).
+"""`cuda`: the protocol itself on real GPUs, through an interpreter of `epfuzz.ops`.
 
-The scenario maps onto a producer/consumer pair (kernels in cuda_mp.cu, host side
-in cuda_mp.cpp, compiled once with torch.utils.cpp_extension.load_inline and
-cached): channels are producer CTAs, tokens x token bytes are the words each
-round writes into reused slots, the signal comes every `signal.interval` tokens
-(`at_end_only`: once), `signal.kind` faa is atomicAdd_system and the other kinds
-a flag store made as `gpu.store` says, after `gpu.fence` and `gpu.spin_cycles`;
-`gpu.incantations` adds traffic CTAs. A run is `repeats` rounds (at least
-MIN_ROUNDS), cut into launch pairs of `gpu.launch_rounds` rounds; before each
-launch, torch's sleep kernel (at::cuda::sleep, what torch.cuda._sleep runs) holds
-the producer's stream, or the consumer's, for `gpu.launch_skew` cycles; `gpu.fresh_buffers` maps new buffers for
-the run (a TLB-cold start). The verdict is found-in-k-of-R, litmus style. Without torch, CUDA,
-or (for p2p) two GPUs with peer access, the backend says why and does not run.
+`run` hands the protocol's sender programs to the op interpreter (cuda_interp.cu; encoding in
+cuda_prog, host side in cuda_interp): GPU0's CTAs run one channel each against GPU1's memory over
+NVLink (`gpu.path` p2p) or the same GPU's, with `gpu.fence`, `gpu.store`, `gpu.spin_cycles`,
+`gpu.no_sync`, `gpu.signal_thread` and `gpu.incantations` (stress CTAs) as the scenario says; the
+consumer kernel logs what it sees when a watched word changes and the protocol's own Receiver judges
+that log on the host (cuda_judge). A run is `repeats` rounds (at least MIN_ROUNDS), one epoch each;
+the verdict is found-in-k-of-R. `run_litmus` keeps the fast message-passing kernels (cuda_mp) that
+measured the weak-outcome table, host-mapped memory included. Without CuPy/torch, a GPU, or (for
+p2p) two GPUs with peer access, the backend says why and does not run.
 """
 
 from __future__ import annotations
 
 import importlib.util
-import os
-import time
-from functools import lru_cache
-from pathlib import Path
-from typing import Any
 
+from epfuzz.backends import cuda_interp
 from epfuzz.backends.base import Backend, Outcome
-from epfuzz.errors import BackendUnavailable, Unsupported
+from epfuzz.backends.cuda_mp import launches, litmus_name, params, run_litmus, threads
+from epfuzz.errors import BackendUnavailable
 from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
-HERE = Path(__file__).resolve().parent
-MIN_ROUNDS = 2000
-THREADS = 256
-BIG_CHUNK_WORDS = 8192
-TIMEOUT_S = 2.0
-SIG_KIND = {"plain": 0, "volatile": 1, "release_sys": 3}
-FENCE = {"none": 0, "threadfence": 1, "threadfence_system": 2}
+MIN_ROUNDS = 1000
+
+__all__ = ["CudaBackend", "launches", "litmus_name", "params", "threads", "MIN_ROUNDS"]
 
 
-@lru_cache(maxsize=1)
-def _extension() -> Any:
-    from torch.utils.cpp_extension import load_inline
-
-    cache = Path(os.environ.get("EPFUZZ_CUDA_CACHE", Path.home() / ".cache" / "epfuzz" / "cuda"))
-    cache.mkdir(parents=True, exist_ok=True)
-    return load_inline(
-        name="epfuzz_cuda_mp",
-        cpp_sources=[(HERE / "cuda_mp.cpp").read_text()],
-        cuda_sources=[(HERE / "cuda_mp.cu").read_text()],
-        extra_cflags=["-O3"],  # the JIT build has no optimisation by default: the CPU consumer needs it
-        extra_cuda_cflags=["-O3", "-std=c++17"],
-        build_directory=str(cache),
-        verbose=False,
-    )
-
-
-def params(scn: Scenario, proto: Protocol, rounds: int) -> dict[str, int]:
-    """The kernel parameters a scenario means, in MpParams order; pure, so it is tested without a GPU."""
-    lay = proto.layout(scn)
-    g = scn.gpu
-    n = lay.slots_per_channel
-    k = n if scn.signal.at_end_only else max(1, min(scn.signal.interval, n))
-    sig = 2 if scn.signal.kind == "faa" else SIG_KIND[g.store]
-    clock_hz = 1_980_000_000
-    C = lay.num_channels
-    return {
-        "C": C, "n": n, "W": lay.token_bytes // 4, "k": k, "nchunks": -(-n // k),
-        "sig_kind": sig, "fence": FENCE[g.fence], "sig_last": int(g.signal_thread == "last"),
-        "sync": int(not g.no_sync), "spin": g.spin_cycles, "r0": 1, "r1": rounds, "incant": g.incantations,
-        "done_target": C, "timeout": int(TIMEOUT_S * clock_hz),
-    }
-
-
-def threads(p: dict[str, int]) -> int:
-    """Threads per CTA: 256, or 1024 when a chunk is big enough to keep them busy (64K-word messages
-    move four times faster that way); the signalling thread is still the CTA's first or last."""
-    return 1024 if p["k"] * p["W"] >= BIG_CHUNK_WORDS else THREADS
-
-
-def launches(scn: Scenario, rounds: int) -> list[tuple[int, int]]:
-    """The rounds [r0, r1] of each kernel launch pair (mirrors `Launches` in cuda_mp.cpp)."""
-    per = scn.gpu.launch_rounds or rounds
-    return [(r0, min(rounds, r0 + per - 1)) for r0 in range(1, rounds + 1, per)]
-
-
-def litmus_name(scn: Scenario) -> str:
-    sig = "faa" if scn.signal.kind == "faa" else scn.gpu.store
-    fence = {"none": "nofence", "threadfence": "fence", "threadfence_system": "fencesys"}[scn.gpu.fence]
-    return f"{scn.gpu.path}-mp-{sig}-{fence}"
+def _violation(d: dict[str, object]) -> Violation:
+    """A Violation from the judge's dict (what crosses the worker-process boundary)."""
+    fields = {k: d[k] for k in ("kind", "protocol", "epoch", "channel", "what", "region", "offset", "length",
+                                "bad_bytes", "tokens", "trigger", "position") if k in d}
+    v = Violation(**fields)  # type: ignore[arg-type]
+    v.bad_chunks = [tuple(x) for x in d.get("bad_chunks", [])]  # type: ignore[union-attr, misc]
+    return v
 
 
 #: on the GPU the RDMA knobs mean nothing; the GPU form's fields tell bugs apart
@@ -105,102 +52,54 @@ class CudaBackend(Backend):
         self._prepared: set[tuple[int, int]] = set()
 
     def availability(self) -> tuple[bool, str]:
+        ok, why = cuda_interp.cupy_available()
+        if not ok:
+            return False, why
+        import cupy
+
+        n = cupy.cuda.runtime.getDeviceCount()
+        peer = n >= 2 and bool(cupy.cuda.runtime.deviceCanAccessPeer(0, 1))
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        name = name.decode() if isinstance(name, bytes) else name
+        return True, f"{n} GPU(s) ({name}); NVLink/PCIe peer access 0->1: {peer}"
+
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
+        ok, why = self.availability()
+        if not ok:
+            raise BackendUnavailable(f"backend cuda cannot run here: {why}")
+        rounds = max(repeats, MIN_ROUNDS)
+        res = cuda_interp.run(cuda_interp.plan(scn, proto), rounds, scn.gpu.path)
+        v = res.verdicts
+        per100k = (v.stale + v.hangs) / max(1, v.rounds) * 100_000
+        name = f"{proto.name}@{scn.gpu.path}"
+        summary = (f"{name}: {v.stale} of {v.rounds} rounds accepted data not yet landed, {v.hangs} hung "
+                   f"({per100k:,.1f} per 100k); {res.launches} launch(es), {res.seconds:.2f} s, "
+                   f"{v.entries / max(1, v.rounds):.1f} log entries a round")
+        extra = {"rounds": v.rounds, "stale_rounds": v.stale, "hang_rounds": v.hangs, "overflow": v.overflow,
+                 "seconds": res.seconds, "gpu_seconds": res.gpu_seconds, "examples": v.examples}
+        if res.error:
+            who = cuda_interp.ERRORS.get(res.error, "a wait timed out")
+            hang = Violation("hang", proto.name, v.rounds, -1,
+                             f"{who} > {cuda_interp.TIMEOUT_NS / 1e9} s ({name})")
+            return Outcome("cuda", hang, runs=max(1, v.rounds), hits=max(1, v.hangs + v.stale),
+                           summary=f"hang: {who}\n{summary}", extra=extra)
+        violation = _violation(v.examples[0]) if v.examples else None
+        if violation is not None:
+            violation.extra = {"rounds": v.rounds, "stale_rounds": v.stale, "hang_rounds": v.hangs}
+        return Outcome("cuda", violation, runs=v.rounds, hits=v.stale + v.hangs, summary=summary, extra=extra)
+
+    def litmus_availability(self) -> tuple[bool, str]:
         if importlib.util.find_spec("torch") is None:
             return False, "torch is not installed (pip install 'epfuzz[cuda]')"
         import torch
 
         if not torch.cuda.is_available():
             return False, "torch sees no CUDA device"
-        n = torch.cuda.device_count()
-        peer = n >= 2 and torch.cuda.can_device_access_peer(0, 1)
-        return True, f"{n} GPU(s) ({torch.cuda.get_device_name(0)}); NVLink/PCIe peer access 0->1: {peer}"
+        return True, f"{torch.cuda.device_count()} GPU(s) for the litmus kernels"
 
-    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
-        ok, why = self.availability()
+    def run_litmus(self, scn: Scenario, repeats: int = 1) -> Outcome:
+        """The message-passing litmus kernels (the weak-outcome table); the scenario's protocol is not run."""
+        ok, why = self.litmus_availability()
         if not ok:
             raise BackendUnavailable(f"backend cuda cannot run here: {why}")
-        import torch
-
-        rounds = max(repeats, MIN_ROUNDS)
-        p = params(scn, proto, rounds)
-        path = scn.gpu.path
-        if path == "p2p":
-            if torch.cuda.device_count() < 2 or not torch.cuda.can_device_access_peer(0, 1):
-                raise BackendUnavailable("backend cuda: path p2p needs two GPUs with peer access")
-            prod, cons = 0, 1
-        else:
-            prod = cons = 0
-        ext = _extension()
-        if (prod, cons) not in self._prepared:
-            ext.prepare(prod, cons)
-            self._prepared.add((prod, cons))
-        if path == "host" and p["sig_kind"] == 2 and not ext.host_atomics(prod):
-            raise Unsupported("backend cuda: atomicAdd_system on host-mapped memory needs native host atomics, "
-                             "which this GPU/host does not report")
-        words = p["C"] * p["n"] * p["W"]
-        i32 = torch.int32
-        g = scn.gpu
-        if g.fresh_buffers:
-            # Without traffic CTAs the rare weak rounds on the H200 pair came in a run's first rounds;
-            # cold mappings were the suspect. Hand torch's cached blocks back, so this run's buffers
-            # are new mappings whose first peer writes miss in the TLBs, as a freshly registered
-            # window's do. (Measured there: no effect, bench/cuda/cold.jsonl; kept for other machines.)
-            torch.cuda.empty_cache()
-            getattr(torch._C, "_host_emptyCache", lambda: None)()
-        launch = (g.launch_rounds, g.launch_skew, g.skew_consumer)
-        t0 = time.perf_counter()
-        if path == "host":
-            dst = torch.zeros(words, dtype=i32, pin_memory=True)
-            flags = torch.zeros(p["C"] * 32, dtype=i32, pin_memory=True)
-            ack = torch.zeros(p["C"], dtype=i32, pin_memory=True)
-            scratch = torch.zeros(1 << 20, dtype=i32, device=f"cuda:{prod}")
-            done = torch.zeros(1, dtype=i32, device=f"cuda:{prod}")
-            perr = torch.zeros(1, dtype=i32, device=f"cuda:{prod}")
-            torch.cuda.synchronize(prod)
-            stale_rounds, stale_words, timed_out = ext.run_host(dst, flags, ack, scratch, done, perr, prod,
-                                                                list(p.values()), threads(p), TIMEOUT_S * 4,
-                                                                *launch)
-            err = int(perr.item()) or (3 if timed_out else 0)
-            first_weak = []  # the CPU consumer counts, it does not keep round numbers
-        else:
-            cdev, pdev = f"cuda:{cons}", f"cuda:{prod}"
-            dst = torch.zeros(words, dtype=i32, device=cdev)
-            flags = torch.zeros(p["C"] * 32, dtype=i32, device=cdev)
-            stale = torch.zeros(rounds, dtype=i32, device=cdev)
-            sw = torch.zeros(1, dtype=torch.int64, device=cdev)
-            cerr = torch.zeros(1, dtype=i32, device=cdev)
-            ack = torch.zeros(p["C"], dtype=i32, device=pdev)
-            scratch = torch.zeros(1 << 20, dtype=i32, device=cdev)  # incantations load the consumer's memory
-            done = torch.zeros(1, dtype=i32, device=pdev)
-            perr = torch.zeros(1, dtype=i32, device=pdev)
-            # the zero fills above run on each device's current stream and the kernels on other streams:
-            # wait for the fills, or a late fill would look like stale data
-            for d in {prod, cons}:
-                torch.cuda.synchronize(d)
-            ext.run_gpu(dst, flags, ack, scratch, done, perr, cerr, stale, sw, prod, cons, list(p.values()),
-                        threads(p), *launch)
-            weak_at = torch.nonzero(stale).flatten()
-            stale_rounds = int(weak_at.numel())
-            first_weak = [int(i) + 1 for i in weak_at[:16].tolist()]
-            stale_words = int(sw.item())
-            err = int(perr.item()) or int(cerr.item())
-        seconds = time.perf_counter() - t0
-        name = litmus_name(scn)
-        if err:  # a wait timed out: the signal (or the ack) never became visible
-            who = {1: "producer waited for the ack", 2: "consumer waited for the signal"}.get(err, "host timed out")
-            v = Violation("hang", scn.protocol, -1, -1, f"{who} > {TIMEOUT_S} s ({name})")
-            return Outcome("cuda", v, runs=1, hits=1, summary=f"hang: {who}", extra={"litmus": name})
-        verdict = "Sometimes" if stale_rounds else "Never"
-        n_launch = len(launches(scn, rounds))
-        at = f" (weak at rounds {', '.join(map(str, first_weak))})" if first_weak else ""
-        summary = (f"Observation {name} {verdict} {stale_rounds} {rounds - stale_rounds}\n"
-                   f"{rounds} rounds in {n_launch} launch(es), {seconds:.3f} s "
-                   f"({rounds / seconds * 60:,.0f} rounds/min), {stale_words} stale words{at}")
-        v = None
-        if stale_rounds:
-            v = Violation("stale-accept", scn.protocol, -1, -1,
-                          f"{stale_rounds} of {rounds} rounds ({name})", bad_bytes=4 * stale_words,
-                          extra={"rounds": rounds, "stale_rounds": stale_rounds, "stale_words": stale_words})
-        return Outcome("cuda", v, runs=rounds, hits=stale_rounds, summary=summary,
-                       extra={"litmus": name, "seconds": seconds, "stale_words": stale_words,
-                              "first_weak_rounds": first_weak})
+        return run_litmus(scn, self._prepared, repeats)

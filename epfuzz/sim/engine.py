@@ -15,8 +15,9 @@ from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
 from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import Packet, Tlp, Wr
-from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.pass_rules import packet_pass_rule
 from epfuzz.sim.receive import Poll, Receiving
 from epfuzz.sim.requester import post_and_send
 from epfuzz.sim.responder import respond
@@ -116,10 +117,12 @@ def build(scn: Scenario, proto: Protocol,
         arrivals = arrival(pkts)
     elif net and scn.knobs.adaptive_routing:
         arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+    if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
+        arrivals = issue_order(arrivals, wrs)
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
     tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    order, tinv = apply_overtakes(tlps, moves, tlp_pass_rule(), scn.knobs.reorder_window)
+    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), scn.knobs.reorder_window)
     return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
 
 

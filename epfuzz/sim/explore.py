@@ -26,9 +26,10 @@ from epfuzz.errors import InputError
 from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
+from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.engine import SimRun, build
+from epfuzz.sim.nvlink import pass_rule
 from epfuzz.sim.packets import Packet, Tlp
-from epfuzz.sim.pass_rules import tlp_pass_rule
 from epfuzz.sim.receive import Receiving
 
 MAX_UNITS_PER_EPOCH = 48
@@ -94,7 +95,7 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
                              f"limit {MAX_UNITS_PER_EPOCH})")
         step.start_epoch(epoch)
         start = step.state()
-        v, path, n = _explore_epoch(scn, units, step, budget)
+        v, path, n = _explore_epoch(scn, units, step, budget, pass_rule(scn, run.packets))
         states += n
         if v is not None:
             return Exploration(v, states, path)
@@ -106,10 +107,9 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
     return Exploration(None, states, [])
 
 
-def _blocked_by(scn: Scenario, units: list[Tlp]) -> list[int]:
+def _blocked_by(scn: Scenario, units: list[Tlp], can_pass: PassRule) -> list[int]:
     """Bit j of entry i: unit i may not become visible while earlier unit j is pending."""
     window = scn.knobs.reorder_window
-    can_pass = tlp_pass_rule()
     out = [0] * len(units)
     for i, t in enumerate(units):
         for j in range(i):
@@ -119,11 +119,11 @@ def _blocked_by(scn: Scenario, units: list[Tlp]) -> list[int]:
     return out
 
 
-def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving,
-                   budget: list[int]) -> tuple[Violation | None, list[int], int]:
+def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving, budget: list[int],
+                   can_pass: PassRule) -> tuple[Violation | None, list[int], int]:
     """Depth first over "which pending unit becomes visible next": one scheduler of `step.land`."""
     n = len(units)
-    blocked_by = _blocked_by(scn, units)
+    blocked_by = _blocked_by(scn, units, can_pass)
     seen: set[tuple[object, ...]] = set()
     path: list[int] = []
     full = (1 << n) - 1

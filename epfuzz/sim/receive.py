@@ -17,6 +17,7 @@ from epfuzz.oracle import Violation, judge
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.memory import Memory, expected_data
+from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import Tlp
 
 
@@ -41,7 +42,8 @@ class Receiving:
         self.proto = proto
         self.name = scn.protocol
         self.lag = scn.faults.rx_lag
-        self.flush = proto.flush_on_accept
+        # a receiver's read orders nothing a peer GPU stored weakly: under nvlink the flush is no fix
+        self.flush = proto.flush_on_accept and not is_nvlink(scn)
         self.polls = polls
         data_target = proto.targets.get(ops.DATA, 0)
         #: data-path TLPs not yet visible, which a flush read waits for

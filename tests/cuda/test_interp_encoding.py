@@ -1,0 +1,174 @@
+"""The GPU interpreter's data, checked without a GPU: op records, payload tables, final images, judging.
+
+`cuda_ref.RefMachine` runs the records the kernels get, in one sequentially consistent order; every
+protocol of the zoo and the plug-in example goes through it and the protocol's own Receiver.
+"""
+
+from __future__ import annotations
+
+import zlib
+
+import numpy as np
+import pytest
+
+from epfuzz import codec, ops
+from epfuzz.backends.cuda_judge import EntryView, judge
+from epfuzz.backends.cuda_prog import (
+    OP_ADD,
+    OP_FENCE,
+    OP_SPIN,
+    OP_WRITE,
+    PARAM_FIELDS,
+    crc_at,
+    crc_deltas,
+    encode_programs,
+    encode_prologue,
+    final_images,
+    kernel_source,
+    payload_tables,
+    watch_shape,
+)
+from epfuzz.backends.cuda_ref import RefMachine, payload_chunk
+from epfuzz.errors import Unsupported
+from epfuzz.payload import token_image
+from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.scenario import Scenario
+
+NAMES = sorted(REGISTRY.items) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
+
+
+def scn_for(name: str, channels: int = 2, tokens: int = 6, epochs: int = 1, **extra) -> Scenario:
+    doc = {"protocol": name, "payload": {"num_tokens": tokens, "hidden_bytes": 96, "epochs": epochs},
+           "topology": {"num_channels": channels}, "signal": {"interval": 2}, **extra}
+    proto = get_protocol(name)
+    for path in proto.fixed:
+        section, field = path.split(".")
+        doc.get(section, {}).pop(field, None)
+    return codec.load_dict(doc)
+
+
+def machine(name: str, **kw):
+    scn = scn_for(name, **kw)
+    proto = get_protocol(name)
+    lay = proto.layout(scn)
+    progs = encode_programs(proto, scn, lay)
+    pro = encode_prologue(proto, scn, lay)
+    npro = len(proto.epoch_prologue(scn, lay, 1))
+    shape = watch_shape(lay, progs)
+    crc0, deltas, _ = payload_tables(lay)
+    rx = proto.receiver(scn, lay)
+    m = RefMachine(lay, shape, progs, pro, npro, crc0, tuple(int(d) for d in deltas), poison=proto.poison,
+                   reset=proto.reset_signals, data_watched=ops.DATA in rx.watch)
+    return scn, proto, lay, progs, pro, npro, shape, m
+
+
+def run_ref(name: str, epochs: int = 4, **kw):
+    scn, proto, lay, progs, pro, npro, shape, m = machine(name, **kw)
+    base, step = final_images(proto, lay, progs, pro, npro, shape)
+    verdicts = []
+    for e in range(epochs):
+        entries = m.run_epoch(e)
+        words = np.frombuffer(m.watched(), dtype=np.uint64)
+        assert np.array_equal(words, base + step * np.uint64(e)), f"final image of epoch {e}"
+        log = np.zeros((1, max(1, len(entries)), shape.entry_bytes), dtype=np.uint8)
+        for k, ent in enumerate(entries):
+            log[0, k, :ent.size] = ent
+        verdicts.append(judge(proto, scn, lay, shape, log, [len(entries)], e))
+    return verdicts
+
+
+def test_param_fields_are_defined_for_the_kernel():
+    src = kernel_source()
+    for i, name in enumerate(PARAM_FIELDS):
+        assert f"#define P_{name} {i}\n" in src
+    used = {w for w in src.replace("(", " ").replace(")", " ").replace("]", " ").split() if w.startswith("P[P_")}
+    assert {u[4:] for u in used} <= set(PARAM_FIELDS)
+
+
+@pytest.mark.parametrize("epoch", [0, 1, 7, 65535, 123456789])
+def test_trailer_crc_by_linearity_matches_the_payload(epoch):
+    for tb in (32, 112, 14336 + 16):
+        img = token_image(epoch, 0, 1, 5, tb)
+        crc0 = np.frombuffer(token_image(0, 0, 1, 5, tb)[-16:], dtype="<u4")[3]
+        assert crc_at(int(crc0), crc_deltas(tb - 16), epoch) == zlib.crc32(img[:-16])
+
+
+def test_kernel_payload_formula_is_the_token_image():
+    scn, proto, lay, *_ = machine("deepep_v2_dispatch_fixed", channels=3, tokens=7)
+    crc0, deltas, _ = payload_tables(lay)
+    for e in (0, 3, 1000):
+        for c in range(3):
+            for i in range(lay.tokens_in_channel[c]):
+                off = lay.slot_offset(c, i)
+                got = b"".join(payload_chunk(lay, crc0, tuple(int(d) for d in deltas), e, off + k).tobytes()
+                               for k in range(0, lay.token_bytes, 16))
+                assert got == token_image(e, 0, c, lay.token_of(c, i), lay.token_bytes)
+
+
+def test_records_of_a_dispatch_sender():
+    scn, proto, lay, progs, *_ = machine("flush_other_qp", channels=1, tokens=4)
+    codes = [int(x) for x in progs[0, :, 0]]
+    assert codes == [OP_WRITE, OP_WRITE, OP_FENCE, OP_ADD, OP_WRITE, OP_WRITE, OP_FENCE, OP_ADD, 0]
+
+
+def test_epoch_dependent_values_become_base_and_step():
+    scn, proto, lay, progs, *_ = machine("examples.seqflag:SeqFlag", channels=2, tokens=2)
+    flag = progs[0, 1]
+    assert (flag[4], flag[5]) == (1, 1)  # epoch + 1
+
+
+def test_spins_are_ops_too():
+    scn = scn_for("deepep_v2_dispatch", faults={"spins": [{"channel": 0, "before_op": 1, "ns": 500}]})
+    proto = get_protocol("deepep_v2_dispatch")
+    progs = encode_programs(proto, scn, proto.layout(scn))
+    assert int(progs[0, 1, 0]) == OP_SPIN and int(progs[0, 1, 4]) == 500
+
+
+def test_a_sender_that_is_not_affine_in_the_epoch_is_refused():
+    from examples.seqflag import SeqFlag
+
+    class Squares(SeqFlag):
+        def flag(self, qp, c, epoch):
+            return ops.WriteValue(qp, ops.SIGNAL, c * 8, epoch * epoch)
+
+    p = Squares()
+    scn = scn_for("examples.seqflag:SeqFlag")
+    with pytest.raises(Unsupported, match="not affine"):
+        encode_programs(p, scn, p.layout(scn))
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_every_protocol_encodes_and_its_final_image_is_reached(name):
+    run_ref(name, epochs=3)  # asserts the final images inside
+
+
+LOGIC_BUGS = {"stale_epoch_counter": {}, "geometry_index": {"channels": 3, "tokens": 9}, "shared_counter": {}}
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_in_program_order_only_logic_bugs_show(name):
+    kw = LOGIC_BUGS.get(name, {})
+    bad = sum(v.stale + v.hangs for v in run_ref(name, epochs=3, **kw))
+    assert bool(bad) == (name in LOGIC_BUGS), name
+
+
+def test_stale_epoch_counter_is_judged_from_the_second_epoch_with_poisoned_slots():
+    v = run_ref("stale_epoch_counter", epochs=3)
+    assert [x.stale for x in v] == [0, 1, 1]
+    assert v[1].examples[0]["bad_chunks"][0][1] == "poisoned"
+
+
+def test_entry_view_rebuilds_data_the_tag_receiver_reads():
+    scn, proto, lay, progs, pro, npro, shape, m = machine("inband_tag_fixed", channels=1, tokens=2)
+    entries = m.run_epoch(0)
+    view = EntryView(lay, shape, 0, entries[-1])
+    assert view.read(ops.DATA, 0, lay.token_bytes) == token_image(0, 0, 0, 0, lay.token_bytes)
+    half = entries[0].copy()
+    half[shape.words_bytes] = 0x01  # body poisoned, trailer landed: the tag shows, the checksum fails
+    rx = proto.receiver(scn, lay)
+    rx.start_epoch(0)
+    bad_rx = get_protocol("inband_tag").receiver(scn, lay)
+    bad_rx.start_epoch(0)
+    accepted = bad_rx.poll(EntryView(lay, shape, 0, half), 0)
+    assert accepted and accepted[0].offset == 0
+    assert rx.poll(EntryView(lay, shape, 0, half), 0) == []
