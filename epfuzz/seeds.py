@@ -17,6 +17,7 @@ from epfuzz.backends import get_backend
 from epfuzz.corpus import Case, sha1, write_atomic
 from epfuzz.findings import signature
 from epfuzz.protocols import REGISTRY
+from epfuzz.protocols.deep import seed_scenarios as deep_seeds
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -69,6 +70,8 @@ def regression_cases() -> list[tuple[str, dict[str, Any], str, str]]:
 
 
 def seed_scenarios(protocol: str) -> list[Scenario]:
+    if protocol.startswith("deep_"):  # their pins (slot size, MTU, max payload) are set by the grid below
+        return deep_seeds(protocol)
     fixed_keys = set(REGISTRY.items[protocol].fixed)
     out = []
     for tokens, hidden, mps, qps, kind, other in itertools.product(

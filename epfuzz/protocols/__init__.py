@@ -37,7 +37,9 @@ REGISTRY.add(DispatchProtocol(
 
 from epfuzz.protocols.zoo import PROTOCOLS as _ZOO  # noqa: E402
 
-for _p in _ZOO:
+from epfuzz.protocols.deep import PROTOCOLS as _DEEP  # noqa: E402
+
+for _p in (*_ZOO, *_DEEP):
     REGISTRY.add(_p)
 
 

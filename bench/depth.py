@@ -1,0 +1,110 @@
+#!/usr/bin/env python3
+"""How deep is a bug for random inputs through the decoder?
+
+    python bench/depth.py [--seeds 20] [--cap 200000] [--jobs N] NAME...        # execs-to-bug per seed
+    python bench/depth.py --rate 40000 NAME...                                  # hit rate per execution
+
+The random baseline is bench/run.py's: each execution decodes 0-128 random bytes
+(seeded per trial) into a scenario of the protocol and runs it on the sim. A bug is
+"deep" when the median over the seeds exceeds 10,000 executions; censored trials
+(no find within --cap) count as the cap, which only understates the median.
+Writes bench/depth.json (merged by name) unless --no-write.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import json
+import os
+import random
+import statistics
+import sys
+import time
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from epfuzz.scenario import Scenario  # noqa: E402
+from epfuzz.sim.engine import simulate  # noqa: E402
+
+OUT = ROOT / "bench" / "depth.json"
+
+
+def _load(extra: str | None) -> None:
+    if extra:
+        importlib.import_module(extra)
+
+
+def trial(args: tuple[str, int, int, str | None]) -> tuple[str, int, int, bool, float]:
+    """One random trial: executions until the first finding (or the cap)."""
+    name, seed, cap, extra = args
+    _load(extra)
+    rng = random.Random(seed)
+    t0 = time.perf_counter()
+    for i in range(1, cap + 1):
+        data = rng.randbytes(rng.randrange(0, 129))
+        if simulate(Scenario.from_bytes(data, name)).violation is not None:
+            return name, seed, i, True, time.perf_counter() - t0
+    return name, seed, cap, False, time.perf_counter() - t0
+
+
+def rate(args: tuple[str, int, int, str | None]) -> tuple[str, int, int]:
+    name, seed, n, extra = args
+    _load(extra)
+    rng = random.Random(1_000_003 * seed + 7)
+    hits = sum(simulate(Scenario.from_bytes(rng.randbytes(rng.randrange(0, 129)), name)).violation is not None
+               for _ in range(n))
+    return name, hits, n
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("names", nargs="+")
+    ap.add_argument("--seeds", type=int, default=20)
+    ap.add_argument("--cap", type=int, default=200_000)
+    ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
+    ap.add_argument("--rate", type=int, default=0, help="estimate the hit rate from this many executions")
+    ap.add_argument("--extra", help="module to import first (registers more protocols)")
+    ap.add_argument("--no-write", action="store_true")
+    a = ap.parse_args()
+    _load(a.extra)
+    with ProcessPoolExecutor(a.jobs) as pool:
+        if a.rate:
+            per = max(1, a.rate // a.jobs)
+            jobs = [(n, s, per, a.extra) for n in a.names for s in range(a.jobs)]
+            totals: dict[str, list[int]] = {n: [0, 0] for n in a.names}
+            for name, hits, n in pool.map(rate, jobs):
+                totals[name][0] += hits
+                totals[name][1] += n
+            for name, (hits, n) in totals.items():
+                print(f"{name}: {hits} / {n} = {hits / n:.2e}", flush=True)
+            return 0
+        # seed-major, so an interrupted run has a few seeds of every protocol
+        jobs = [(n, s, a.cap, a.extra) for s in range(1, a.seeds + 1) for n in a.names]
+        res: dict[str, list[dict[str, Any]]] = {n: [] for n in a.names}
+        for name, seed, execs, found, secs in pool.map(trial, jobs):
+            res[name].append({"seed": seed, "execs": execs, "found": found, "seconds": round(secs, 2)})
+            print(f"  {name} seed {seed}: {execs} execs, found {found}, {secs:.1f} s", flush=True)
+    table = {}
+    for name, runs in res.items():
+        execs = [r["execs"] for r in runs]
+        table[name] = {"median_execs": statistics.median(execs), "found": sum(r["found"] for r in runs),
+                       "trials": len(runs), "cap": a.cap, "min": min(execs), "max": max(execs),
+                       "median_seconds": statistics.median(r["seconds"] for r in runs),
+                       "date": time.strftime("%Y-%m-%d"), "runs": runs}
+        t = table[name]
+        print(f"{name}: median {t['median_execs']} execs [{t['min']}-{t['max']}], found {t['found']}/{t['trials']}"
+              f" (cap {a.cap}), median {t['median_seconds']:.1f} s", flush=True)
+    if not a.no_write:
+        old = json.loads(OUT.read_text()) if OUT.exists() else {}
+        old.update(table)
+        OUT.write_text(json.dumps(old, indent=1) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
