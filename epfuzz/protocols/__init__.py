@@ -35,9 +35,8 @@ REGISTRY.add(DispatchProtocol(
     "table: signal kind x placement x fence x MR ordering)",
     {}, "finding", ("research notes: ten bug patterns",)))
 
-from epfuzz.protocols.zoo import PROTOCOLS as _ZOO  # noqa: E402
-
 from epfuzz.protocols.deep import PROTOCOLS as _DEEP  # noqa: E402
+from epfuzz.protocols.zoo import PROTOCOLS as _ZOO  # noqa: E402
 
 for _p in (*_ZOO, *_DEEP):
     REGISTRY.add(_p)

@@ -3,8 +3,8 @@
 Each bad protocol here is a zoo pattern (same sources) behind a defence that
 holds almost always: the receiver checks each slot's trailer (DeepEP keeps
 topk_idx in the slot's last 16 bytes) for this epoch's stamp before it trusts a
-signal, and the slot has DeepEP's FP8 dispatch size (7168 hidden bytes, 224
-scale bytes, 64 metadata bytes: 7,456 bytes, several packets and many TLPs). A
+signal, and the slot has DeepEP's BF16 dispatch size (7168 bf16 hidden values
+and 64 metadata bytes: 14,400 bytes, four packets and 113 TLPs at MPS 128). A
 stale accept then needs the signal *and* the trailer to become visible before
 some middle part of the token -- two reorderings at once -- and, for most, a
 code path taken only in a rare corner of the configuration (a remainder batch,
@@ -22,8 +22,8 @@ from epfuzz.protocols.base import Consume, Layout, MemoryView
 from epfuzz.protocols.dispatch import FINISH, DispatchProtocol, DispatchReceiver, data_wrs, pack2
 from epfuzz.scenario import Scenario
 
-#: DeepEP V2 FP8 dispatch slot: hidden | scales (7168 / 128 x fp32) | topk idx + weights
-DEEPEP_SLOT = {"payload.hidden_bytes": 7168, "payload.scale_bytes": 224, "payload.meta_bytes": 64}
+#: DeepEP V2 BF16 dispatch slot: 7168 bf16 hidden values, no scales, topk idx + weights
+DEEPEP_SLOT = {"payload.hidden_bytes": 14336, "payload.scale_bytes": 0, "payload.meta_bytes": 64}
 _VA_SIGNAL = {"signal.kind": "faa", "signal.other_qp": False, "signal.fence": False,
               "signal.encoding": "pack2", "signal.at_end_only": False}
 
@@ -171,62 +171,63 @@ class GuardedDispatch(DispatchProtocol):
 _PLATFORM = {"chunking.mtu": 4096, "chunking.max_payload": 128, "knobs.adaptive_routing": False}
 _SLOT = {**DEEPEP_SLOT, **_PLATFORM}
 _RO_RMW = {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True, "knobs.atomic_mode": 0}
-_GDR = {"knobs.mr_relaxed": True, "signal.kind": "write_imm", "signal.other_qp": False}
 _GDR_TARGETS = {ops.DATA: 1, ops.SIGNAL: 1, ops.CQ: 0, ops.RECV: 0}
 _P1 = ("DeepEP #661", "DeepEP #674", "nccl#2210")
 _P2 = ("DeepEP #40", "DeepEP 458cdcb", "Mooncake #2542")
 _P4 = ("nccl#2302", "DeepEP gpu_barrier", "DeepEP #700")
-_P5 = ("NVSHMEM #84", "aws-ofi-nccl #1229")
-_P6 = ("UCCL-EP #903",)
 _P9 = ("NVSHMEM #75", "NCCL #2439", "NCCL #2092")
 
 
-def _pair(name: str, pattern: int, bad_doc: str, fixed_doc: str, fixed: dict[str, Any], sources: tuple[str, ...],
+def _pair(name: str, bad_doc: str, fixed_doc: str, pins: dict[str, Any], sources: tuple[str, ...],
           bad: dict[str, Any], fix: dict[str, Any], fixed_pins: dict[str, Any] | None = None
           ) -> tuple[GuardedDispatch, GuardedDispatch]:
-    return (GuardedDispatch(name, bad_doc, fixed, "finding", sources, **bad),
-            GuardedDispatch(f"{name}_fixed", fixed_doc, fixed_pins or fixed, "clean", sources, **fix))
+    return (GuardedDispatch(name, bad_doc, pins, "finding", sources, **bad),
+            GuardedDispatch(f"{name}_fixed", fixed_doc, fixed_pins or pins, "clean", sources, **fix))
 
 
+_IMM = {**_SLOT, "knobs.mr_relaxed": True, "signal.kind": "write_imm"}
 _PAIRS = (
     (1, "RO atomic signal and RO trailer both overtake a middle TLP", _pair(
-        "deep_ro_signal", 1, "DeepEP V2 before #674 (RO window, interval 3) with a trailer-checking receiver: a stale "
+        "deep_ro_signal", "DeepEP V2 before #674 (RO window, interval 3) with a trailer-checking receiver: a stale "
         "accept needs the trailer's MemWr (A2b) and the fetch-and-add (C2b) both to pass one middle TLP",
         "the window registered strict (#674)", {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True,
                                                  "signal.interval": 3}, _P1, {}, {},
         {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": False, "signal.interval": 3})),
     (2, "remainder batch finished by an RDMA WRITE flag", _pair(
-        "deep_remainder_flag", 2, "RO window, PCI atomic mode 0 (the fetch-and-add is safe); only a channel's last, "
+        "deep_remainder_flag", "RO window, PCI atomic mode 0 (the fetch-and-add is safe); only a channel's last, "
         "partial batch (more than 6 tokens, not a multiple of 6) is finished by an RDMA WRITE of pack2(1, n), "
         "whose RO MemWr may pass the data (A2b)", "every batch finished by the fetch-and-add",
         {**_RO_RMW, "signal.interval": 6}, _P2, {"remainder_flag": True}, {})),
+    (2, "flag written with RDMA WRITE after the data", _pair(
+        "deep_flag_write", "tail raised by an RDMA WRITE of pack2(finish, tail) on an RO window, trailer-checking "
+        "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
+        {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
     (4, "signal on the notify QP when QPs are fewer than channels", _pair(
-        "deep_notify_qp", 4, "QP 0 reserved for notifications; data of channel c on QP 1 + c % (Q-1), its signal on "
+        "deep_notify_qp", "QP 0 reserved for notifications; data of channel c on QP 1 + c % (Q-1), its signal on "
         "QP (1 + c) % Q after a local flush: another QP once Q <= c + 1, unordered with the data (xQP)",
         "the signal on the channel's data QP", dict(_RO_RMW), _P4,
         {"notify_qp": True, "flush_before_signal": True},
         {"notify_qp": True, "signal_on_data_qp": True, "flush_before_signal": True})),
-    (4, "signal on another QP after a local flush", _pair(
-        "deep_other_qp", 4, "the signal on the next QP after a flush (local completion only), RO window, "
+    (4, "fetch-and-add signal on another QP after a local flush", _pair(
+        "deep_other_qp", "the signal on the next QP after a flush (local completion only), RO window, "
         "trailer-checking receiver", "the signal on the data QP", {**_RO_RMW, "signal.other_qp": True}, _P4,
         {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_RMW, "signal.other_qp": False})),
-    (2, "flag written with RDMA WRITE after the data", _pair(
-        "deep_flag_write", 2, "tail raised by an RDMA WRITE of pack2(finish, tail) on an RO window, trailer-checking "
-        "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
-        {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
-    (9, "completion on the host path, data on the GPU path", _pair(
-        "deep_gdr", 9, "WRITE_WITH_IMM completion (host memory) trusted with a trailer check of the GPU-memory slot, "
+    (4, "WRITE_WITH_IMM completion on another QP", _pair(
+        "deep_imm_other_qp", "WRITE_WITH_IMM (zero-length) on the next QP as the completion, RO window, "
+        "trailer-checking receiver: its CQE is unordered with the data QP (xQP)",
+        "the WRITE_WITH_IMM on the data QP, whose CQE follows the data (A2a)",
+        {**_IMM, "signal.other_qp": True}, _P4, {}, {}, {**_IMM, "signal.other_qp": False})),
+    (9, "WRITE_WITH_IMM completion on the host path, data on the GPU path", _pair(
+        "deep_gdr", "WRITE_WITH_IMM completion (host memory) trusted with a trailer check of the GPU-memory slot, "
         "no flush: the CQE (path) and the RO trailer (A2b) both pass a middle TLP", "a flush read before use",
-        {**_SLOT, **_GDR}, _P9, {"targets": _GDR_TARGETS}, {"targets": _GDR_TARGETS, "flush_on_accept": True})),
-    (5, "one counter shared by the channels", _pair(
-        "deep_shared_counter", 5, "every channel adds its count to one word and reads 'word >= my count' as 'my "
-        "slots landed', trailer-checked", "wait for the total of every channel",
-        {**_RO_RMW, "signal.encoding": "counter"}, _P5, {"shared_word": True}, {"shared_word": True,
-                                                                                  "wait_total": True})),
-    (6, "tail counters never reset across calls", _pair(
-        "deep_stale_counter", 6, "tail words are not reset between calls and compared with this call's count, "
-        "trailer-checked: from the second call the trailer is the only guard", "subtract earlier calls' counts",
-        dict(_RO_RMW), _P6, {"reset_signals": False}, {"reset_signals": False, "epoch_base": True})),
+        {**_IMM, "signal.other_qp": False}, _P9, {"targets": _GDR_TARGETS},
+        {"targets": _GDR_TARGETS, "flush_on_accept": True})),
+    (7, "signal-word reset racing an empty channel's signal", _pair(
+        "deep_reset_race", "the receiver zeroes its tail words with a plain store after a call, with no barrier: "
+        "only a channel with no tokens signals so early in the next call that the reset can land after it (hang)",
+        "the reset ordered before the barrier that releases the next call", dict(_RO_RMW),
+        ("UCCL-EP #993", "rocm-systems #11569"), {"reset_signals": False, "prologue_reset": False},
+        {"reset_signals": False, "prologue_reset": True})),
 )
 
 #: (pattern, title, bad name, fixed name), like zoo.ZOO

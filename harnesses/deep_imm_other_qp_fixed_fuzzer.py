@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""atheris harness for the `deep_shared_counter` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+"""atheris harness for the `deep_imm_other_qp_fixed` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
 
-    python harnesses/deep_shared_counter_fuzzer.py corpus/deep_shared_counter_fuzzer -max_total_time=60
+    python harnesses/deep_imm_other_qp_fixed_fuzzer.py corpus/deep_imm_other_qp_fixed_fuzzer -max_total_time=60
 
 epfuzz's own modules are instrumented, so coverage follows emulator paths (rule
 cells, queue and signal branches), not only the decoder.
@@ -15,4 +15,4 @@ with atheris.instrument_imports(include=["epfuzz"]):
     from epfuzz.harness import main
 
 if __name__ == "__main__":
-    main("deep_shared_counter", sys.argv)
+    main("deep_imm_other_qp_fixed", sys.argv)
