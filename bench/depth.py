@@ -7,7 +7,10 @@
 The random baseline is bench/run.py's: each execution decodes 0-128 random bytes
 (seeded per trial) into a scenario of the protocol and runs it on the sim. A bug is
 "deep" when the median over the seeds exceeds 10,000 executions; censored trials
-(no find within --cap) count as the cap, which only understates the median.
+(no find within --cap) count as the cap, which only understates the median. With
+--stop-when-decided, a protocol gets no more trials once more than half of --seeds
+trials ran to the cap without a find: its median is then known to exceed the cap
+(the saving that makes 20-seed medians affordable on two cores).
 Writes bench/depth.json (merged by name) unless --no-write.
 """
 
@@ -21,7 +24,7 @@ import random
 import statistics
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +64,33 @@ def rate(args: tuple[str, int, int, str | None]) -> tuple[str, int, int]:
     return name, hits, n
 
 
+def run_trials(pool: ProcessPoolExecutor, a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    """Seed-major, a few in flight, so an interrupted run has some seeds of every protocol."""
+    todo = [(n, s) for s in range(1, a.seeds + 1) for n in a.names]
+    res: dict[str, list[dict[str, Any]]] = {n: [] for n in a.names}
+    censored = dict.fromkeys(a.names, 0)
+    flight: dict[Future[Any], str] = {}
+
+    def decided(name: str) -> bool:
+        return a.stop_when_decided and censored[name] > a.seeds // 2
+
+    while todo or flight:
+        while todo and len(flight) < a.jobs:
+            name, seed = todo.pop(0)
+            if not decided(name):
+                flight[pool.submit(trial, (name, seed, a.cap, a.extra))] = name
+        if not flight:
+            break
+        done, _ = wait(flight, return_when=FIRST_COMPLETED)
+        for fut in done:
+            flight.pop(fut)
+            name, seed, execs, found, secs = fut.result()
+            censored[name] += not found
+            res[name].append({"seed": seed, "execs": execs, "found": found, "seconds": round(secs, 2)})
+            print(f"  {name} seed {seed}: {execs} execs, found {found}, {secs:.1f} s", flush=True)
+    return res
+
+
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="+")
@@ -70,6 +100,7 @@ def main() -> int:
     ap.add_argument("--rate", type=int, default=0, help="estimate the hit rate from this many executions")
     ap.add_argument("--extra", help="module to import first (registers more protocols)")
     ap.add_argument("--no-write", action="store_true")
+    ap.add_argument("--stop-when-decided", action="store_true")
     a = ap.parse_args()
     _load(a.extra)
     with ProcessPoolExecutor(a.jobs) as pool:
@@ -83,20 +114,17 @@ def main() -> int:
             for name, (hits, n) in totals.items():
                 print(f"{name}: {hits} / {n} = {hits / n:.2e}", flush=True)
             return 0
-        # seed-major, so an interrupted run has a few seeds of every protocol
-        jobs = [(n, s, a.cap, a.extra) for s in range(1, a.seeds + 1) for n in a.names]
-        res: dict[str, list[dict[str, Any]]] = {n: [] for n in a.names}
-        for name, seed, execs, found, secs in pool.map(trial, jobs):
-            res[name].append({"seed": seed, "execs": execs, "found": found, "seconds": round(secs, 2)})
-            print(f"  {name} seed {seed}: {execs} execs, found {found}, {secs:.1f} s", flush=True)
+        res = run_trials(pool, a)
     table = {}
     for name, runs in res.items():
-        execs = [r["execs"] for r in runs]
+        # trials not run after the decision would each have been >= the cap
+        execs = [r["execs"] for r in runs] + [a.cap] * (a.seeds - len(runs))
         table[name] = {"median_execs": statistics.median(execs), "found": sum(r["found"] for r in runs),
                        "trials": len(runs), "cap": a.cap, "min": min(execs), "max": max(execs),
                        "median_seconds": statistics.median(r["seconds"] for r in runs),
                        "date": time.strftime("%Y-%m-%d"), "runs": runs}
         t = table[name]
+        t["decided_early"] = len(runs) < a.seeds
         print(f"{name}: median {t['median_execs']} execs [{t['min']}-{t['max']}], found {t['found']}/{t['trials']}"
               f" (cap {a.cap}), median {t['median_seconds']:.1f} s", flush=True)
     if not a.no_write:

@@ -15,11 +15,13 @@ import shlex
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
 from epfuzz.backends import get_backend
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
+from epfuzz.feedback import features
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
@@ -38,6 +40,7 @@ class Harness:
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()
+        self.counters: Any = None   # epfuzz.feedback.Counters when semantic feedback is on (EPFUZZ_FEEDBACK)
         Scenario.from_bytes(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
@@ -46,6 +49,8 @@ class Harness:
             outcome = self.backend.run(scn)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
+        if self.counters is not None and self.backend.name == "sim":
+            self.counters.emit(features(outcome.detail))
         if outcome.violation is None:
             return
         sig = signature(scn, outcome)
@@ -122,6 +127,27 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
         from epfuzz.scenario import _plan_for, _run_plan
 
         plan = _plan_for(harness.protocol, harness.preset)
-        kwargs["custom_mutator"] = make_mutator(lambda r: _run_plan(plan, r, {}))
+        guided = bool(os.environ.get("EPFUZZ_FEEDBACK"))
+        kwargs["custom_mutator"] = make_mutator(lambda r: _run_plan(plan, r, {}),
+                                                schedule_move(harness) if guided else None)
+    if os.environ.get("EPFUZZ_FEEDBACK"):  # semantic features as coverage (counters reserved before Setup)
+        from epfuzz.feedback import Counters
+
+        harness.counters = Counters()
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
+
+
+def schedule_move(harness: Harness) -> Any:
+    """The schedule sampler as a mutator move (sim backend: it builds the arrival order)."""
+    if harness.backend.name != "sim":
+        return None
+    from epfuzz.sampler import mutate_schedule
+
+    def move(data: bytes, rng: Any) -> bytes:
+        try:
+            return mutate_schedule(data, harness.protocol, harness.proto, rng, harness.preset)
+        except Exception:  # noqa: BLE001 - a mutator must never stop the fuzzer; fall back to the input
+            return data
+
+    return move

@@ -16,8 +16,9 @@ from collections.abc import Callable
 
 from epfuzz.choices import ChoiceReader
 
-#: (move, weight): byte-level edits stay the most frequent
-MOVES = (("bytes", 5), ("field", 3), ("suffix", 2), ("fresh", 1))
+#: (move, weight): byte-level edits stay the most frequent; "schedule" is the PCT-style
+#: sampler (epfuzz.sampler), used when the harness passes one
+MOVES = (("bytes", 5), ("field", 3), ("suffix", 2), ("fresh", 1), ("schedule", 2))
 
 
 def byte_edit(data: bytes, max_size: int, rng: random.Random) -> bytes:
@@ -58,13 +59,17 @@ def _field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list
     return starts
 
 
-def make_mutator(decode: Callable[[ChoiceReader], object]) -> Callable[[bytes, int, int], bytes]:
-    names = [m for m, _ in MOVES]
-    weights = [w for _, w in MOVES]
+def make_mutator(decode: Callable[[ChoiceReader], object],
+                 schedule: Callable[[bytes, random.Random], bytes] | None = None) -> Callable[[bytes, int, int], bytes]:
+    moves = [m for m in MOVES if schedule is not None or m[0] != "schedule"]
+    names = [m for m, _ in moves]
+    weights = [w for _, w in moves]
 
     def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
         move = rng.choices(names, weights)[0]
+        if move == "schedule" and schedule is not None:
+            return schedule(data, rng)[:max_size]
         if move == "bytes" or (not data and move != "fresh"):
             return byte_edit(data, max_size, rng)
         if move == "fresh":

@@ -45,9 +45,11 @@ class GuardedReceiver(DispatchReceiver):
         self.total = sum(lay.tokens_in_channel) if wait_total else 0
         self.signalled = [0] * lay.num_channels
         self.fin = [False] * lay.num_channels
+        self.snap: bytes | None = None
 
     def start_epoch(self, epoch: int) -> None:
         super().start_epoch(epoch)
+        self.snap = None
         self.signalled = [0] * self.lay.num_channels
         self.fin = [False] * self.lay.num_channels
 
@@ -73,13 +75,18 @@ class GuardedReceiver(DispatchReceiver):
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
         lay = self.lay
+        # most wake-ups are data landings: re-read the signals only when their words changed
+        snap = mem.read(ops.SIGNAL, 0, 8 * lay.num_channels) if self.kind in ("faa", "write") else None
+        changed = snap is None or snap != self.snap
+        self.snap = snap
         for c in range(lay.num_channels):
             if self.finished[c]:
                 continue
             n = lay.tokens_in_channel[c]
-            for finish, tail in self._observe(mem, c, epoch):
-                self.signalled[c] = max(self.signalled[c], min(tail, n))
-                self.fin[c] = self.fin[c] or bool(finish)
+            if changed:
+                for finish, tail in self._observe(mem, c, epoch):
+                    self.signalled[c] = max(self.signalled[c], min(tail, n))
+                    self.fin[c] = self.fin[c] or bool(finish)
             t = self.tail[c]
             while t < self.signalled[c] and self._stamped(mem, c, t, epoch):
                 t += 1
@@ -92,11 +99,11 @@ class GuardedReceiver(DispatchReceiver):
         return out
 
     def state(self) -> tuple[Any, ...]:
-        return (*super().state(), tuple(self.signalled), tuple(self.fin))
+        return (*super().state(), tuple(self.signalled), tuple(self.fin), self.snap)
 
     def restore(self, state: tuple[Any, ...]) -> None:
         super().restore(state[:3])
-        self.signalled, self.fin = list(state[3]), list(state[4])
+        self.signalled, self.fin, self.snap = list(state[3]), list(state[4]), state[5]
 
 
 class GuardedDispatch(DispatchProtocol):
@@ -213,10 +220,11 @@ _PAIRS = (
         "trailer-checking receiver", "the signal on the data QP", {**_RO_RMW, "signal.other_qp": True}, _P4,
         {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_RMW, "signal.other_qp": False})),
     (4, "WRITE_WITH_IMM completion on another QP", _pair(
-        "deep_imm_other_qp", "WRITE_WITH_IMM (zero-length) on the next QP as the completion, RO window, "
+        "deep_imm_other_qp", "a flush, then a zero-length WRITE_WITH_IMM on the next QP as the completion, RO window, "
         "trailer-checking receiver: its CQE is unordered with the data QP (xQP)",
         "the WRITE_WITH_IMM on the data QP, whose CQE follows the data (A2a)",
-        {**_IMM, "signal.other_qp": True}, _P4, {}, {}, {**_IMM, "signal.other_qp": False})),
+        {**_IMM, "signal.other_qp": True}, _P4, {"flush_before_signal": True}, {"flush_before_signal": True},
+        {**_IMM, "signal.other_qp": False})),
     (9, "WRITE_WITH_IMM completion on the host path, data on the GPU path", _pair(
         "deep_gdr", "WRITE_WITH_IMM completion (host memory) trusted with a trailer check of the GPU-memory slot, "
         "no flush: the CQE (path) and the RO trailer (A2b) both pass a middle TLP", "a flush read before use",

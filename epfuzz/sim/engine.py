@@ -28,6 +28,7 @@ class Poll:
     position: int          # TLPs visible when the receiver looked
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
+    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
 
 
 @dataclass
@@ -203,7 +204,7 @@ def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
         if t.region in watch and not pending_local:
             consumed = rx.poll(mem, epoch)
             if consumed:
-                polls.append(Poll(pos, t.seq, [c.what for c in consumed]))
+                polls.append(Poll(pos, t.seq, [c.what for c in consumed], consumed))
                 for c in consumed:
                     if flush and c.region == ops.DATA:
                         deferred.append((c, t.seq))
