@@ -21,6 +21,7 @@ import importlib
 import json
 import os
 import random
+import re
 import statistics
 import sys
 import time
@@ -64,11 +65,28 @@ def rate(args: tuple[str, int, int, str | None]) -> tuple[str, int, int]:
     return name, hits, n
 
 
+LOG_LINE = re.compile(r"^  (\w+) seed (\d+): (\d+) execs, found (True|False), ([\d.]+) s$", re.M)
+
+
+def _resumed(log: str | None, names: list[str], cap: int) -> list[tuple[str, int, int, bool, float]]:
+    if not log:
+        return []
+    out = []
+    for name, seed, execs, found, secs in LOG_LINE.findall(Path(log).read_text()):
+        if name in names and (found == "True" or int(execs) == cap):
+            out.append((name, int(seed), int(execs), found == "True", float(secs)))
+    return out
+
+
 def run_trials(pool: ProcessPoolExecutor, a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Seed-major, a few in flight, so an interrupted run has some seeds of every protocol."""
     todo = [(n, s) for s in range(1, a.seeds + 1) for n in a.names]
     res: dict[str, list[dict[str, Any]]] = {n: [] for n in a.names}
     censored = dict.fromkeys(a.names, 0)
+    for name, seed, execs, found, secs in _resumed(a.resume, a.names, a.cap):
+        todo.remove((name, seed))
+        censored[name] += not found
+        res[name].append({"seed": seed, "execs": execs, "found": found, "seconds": secs})
     flight: dict[Future[Any], str] = {}
 
     def decided(name: str) -> bool:
@@ -101,6 +119,7 @@ def main() -> int:
     ap.add_argument("--extra", help="module to import first (registers more protocols)")
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--stop-when-decided", action="store_true")
+    ap.add_argument("--resume", help="a log of an earlier run: its finished trials are kept, not rerun")
     a = ap.parse_args()
     _load(a.extra)
     with ProcessPoolExecutor(a.jobs) as pool:

@@ -178,6 +178,9 @@ class GuardedDispatch(DispatchProtocol):
 _PLATFORM = {"chunking.mtu": 4096, "chunking.max_payload": 128, "knobs.adaptive_routing": False}
 _SLOT = {**DEEPEP_SLOT, **_PLATFORM}
 _RO_RMW = {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True, "knobs.atomic_mode": 0}
+#: PCI atomic mode 4 on an HCA that enforces IB o9-20: a fetch-and-add is one AtomicOp, held behind its own
+#: QP's writes (the #661 counter-argument), so only a signal on another QP can pass the data
+_RO_O920 = {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True, "knobs.atomic_mode": 4, "knobs.hca_o920": True}
 _GDR_TARGETS = {ops.DATA: 1, ops.SIGNAL: 1, ops.CQ: 0, ops.RECV: 0}
 _P1 = ("DeepEP #661", "DeepEP #674", "nccl#2210")
 _P2 = ("DeepEP #40", "DeepEP 458cdcb", "Mooncake #2542")
@@ -210,15 +213,15 @@ _PAIRS = (
         "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
         {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
     (4, "signal on the notify QP when QPs are fewer than channels", _pair(
-        "deep_notify_qp", "QP 0 reserved for notifications; data of channel c on QP 1 + c % (Q-1), its signal on "
+        "deep_notify_qp", "mode-4 atomics on an o9-20 HCA; QP 0 reserved for notifications; data of channel c on QP 1 + c % (Q-1), its signal on "
         "QP (1 + c) % Q after a local flush: another QP once Q <= c + 1, unordered with the data (xQP)",
-        "the signal on the channel's data QP", dict(_RO_RMW), _P4,
+        "the signal on the channel's data QP", dict(_RO_O920), _P4,
         {"notify_qp": True, "flush_before_signal": True},
         {"notify_qp": True, "signal_on_data_qp": True, "flush_before_signal": True})),
     (4, "fetch-and-add signal on another QP after a local flush", _pair(
-        "deep_other_qp", "the signal on the next QP after a flush (local completion only), RO window, "
-        "trailer-checking receiver", "the signal on the data QP", {**_RO_RMW, "signal.other_qp": True}, _P4,
-        {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_RMW, "signal.other_qp": False})),
+        "deep_other_qp", "the signal on the next QP after a flush (local completion only), RO window, o9-20 HCA, "
+        "trailer-checking receiver", "the signal on the data QP", {**_RO_O920, "signal.other_qp": True}, _P4,
+        {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_O920, "signal.other_qp": False})),
     (4, "WRITE_WITH_IMM completion on another QP", _pair(
         "deep_imm_other_qp", "a flush, then a zero-length WRITE_WITH_IMM on the next QP as the completion, RO window, "
         "trailer-checking receiver: its CQE is unordered with the data QP (xQP)",
