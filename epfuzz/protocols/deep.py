@@ -213,7 +213,8 @@ _PAIRS = (
         "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
         {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
     (4, "signal on the notify QP when QPs are fewer than channels", _pair(
-        "deep_notify_qp", "mode-4 atomics on an o9-20 HCA; QP 0 reserved for notifications; data of channel c on QP 1 + c % (Q-1), its signal on "
+        "deep_notify_qp", "mode-4 atomics on an o9-20 HCA; QP 0 reserved for notifications; data of channel c "
+        "on QP 1 + c % (Q-1), its signal on "
         "QP (1 + c) % Q after a local flush: another QP once Q <= c + 1, unordered with the data (xQP)",
         "the signal on the channel's data QP", dict(_RO_O920), _P4,
         {"notify_qp": True, "flush_before_signal": True},
