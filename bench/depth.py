@@ -150,8 +150,25 @@ def main() -> int:
         old = json.loads(OUT.read_text()) if OUT.exists() else {}
         old.update(table)
         OUT.write_text(json.dumps(old, indent=1) + "\n")
+        OUT.with_suffix(".md").write_text(render(old))
     return 0
 
 
+def render(table: dict[str, Any]) -> str:
+    """The README's depth table: random inputs through the decoder, per bad protocol."""
+    lines = ["| bad protocol | random: median execs (seeds found / run, cap) | min-max found | median s | date |",
+             "| --- | --- | --- | --- | --- |"]
+    for name, t in table.items():
+        found = [r["execs"] for r in t["runs"] if r["found"]]
+        med = f"> {t['cap']:,}" if t["median_execs"] >= t["cap"] else f"{t['median_execs']:,.0f}"
+        rng = f"{min(found):,}-{max(found):,}" if found else "-"
+        lines.append(f"| `{name}` | {med} ({t['found']}/{len(t['runs'])}, cap {t['cap']:,}) | {rng} | "
+                     f"{t['median_seconds']:.0f} | {t['date']} |")
+    return "\n".join(lines) + "\n"
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--render"]:
+        OUT.with_suffix(".md").write_text(render(json.loads(OUT.read_text())))
+        raise SystemExit(0)
     raise SystemExit(main())
