@@ -23,12 +23,12 @@ smoke)
     $py - "$shape" <<'EOF' | tee -a "$out/throughput.txt"
 import sys
 sys.path.insert(0, "bench")
-from cuda_litmus import scenario
+from cuda_litmus import DISPATCH_ANY, scenario
 from epfuzz.backends.cuda import CudaBackend
 b = CudaBackend()
 for path in ("p2p", "same", "host"):
     try:
-        o = b.run(scenario(sys.argv[1], path, "none"), repeats=20_000)
+        o = b.run(scenario(sys.argv[1], path, "none"), DISPATCH_ANY, repeats=20_000)
         print(sys.argv[1], path, o.summary.replace("\n", " | "))
     except Exception as e:  # noqa: BLE001
         print(sys.argv[1], path, "error:", str(e).splitlines()[0])

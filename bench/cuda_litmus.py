@@ -20,11 +20,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from epfuzz import codec  # noqa: E402
 from epfuzz.backends.cuda import CudaBackend  # noqa: E402
 from epfuzz.errors import Unsupported  # noqa: E402
+from epfuzz.protocols import get_protocol  # noqa: E402
 from epfuzz.scenario import Scenario  # noqa: E402
 
 PATHS = ("same", "p2p", "host")
+DISPATCH_ANY = get_protocol("dispatch_any")  # the protocol of every scenario() here
 FENCES = ("none", "threadfence", "threadfence_system")
 SPIN = 2000
 SKEW = 1 << 16  # cycles of torch's sleep kernel before every launch of 10 rounds
@@ -51,7 +54,7 @@ def scenario(shape: str, path: str, fence: str, spin: int = 0, skew: int = 0, sk
     gpu = {"path": path, "fence": fence, "store": store, "spin_cycles": spin, "incantations": incant}
     if skew:
         gpu |= {"launch_rounds": 10, "launch_skew": skew, "skew_consumer": skew_consumer}
-    return Scenario.from_dict({"protocol": "dispatch_any", "signal": signal, "payload": payload, "gpu": gpu})
+    return codec.load_dict({"protocol": "dispatch_any", "signal": signal, "payload": payload, "gpu": gpu})
 
 
 GROUPS = ("base", "fenced", "delay", "stress", "store")
@@ -100,7 +103,7 @@ def measure(b: CudaBackend, row: dict, cap: float, deadline: float) -> dict:
             note = "time cap"
             break
         try:
-            o = b.run(scn, repeats=min(BATCH, row["target"] - done))
+            o = b.run(scn, DISPATCH_ANY, repeats=min(BATCH, row["target"] - done))
         except Unsupported as e:
             note = str(e).split(": ", 1)[-1].split(",")[0]
             break
@@ -130,7 +133,7 @@ def cold_study(b: CudaBackend, runs: int, rounds: int) -> list[dict]:
             weak_runs = weak = 0
             at: list[int] = []
             for _ in range(runs):
-                o = b.run(scn, repeats=rounds)
+                o = b.run(scn, DISPATCH_ANY, repeats=rounds)
                 weak_runs += o.hits > 0
                 weak += o.hits
                 at += o.extra.get("first_weak_rounds", [])
@@ -176,7 +179,8 @@ def main() -> int:
             for r in cold_study(b, a.cold_study, 5000):
                 f.write(json.dumps(r) + "\n")
         return 0
-    b.run(scenario("slot-70-words-flag", "same", "none"), repeats=2000)  # builds the kernels outside any row's cap
+    # builds the kernels outside any row's cap
+    b.run(scenario("slot-70-words-flag", "same", "none"), DISPATCH_ANY, repeats=2000)
     deadline = time.monotonic() + a.budget
     rows = []
     out = Path(a.out)

@@ -32,7 +32,8 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz.scenario import Scenario  # noqa: E402
+from epfuzz import codec  # noqa: E402
+from epfuzz.protocols import get_protocol  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 
 OUT = ROOT / "bench" / "depth.json"
@@ -48,10 +49,11 @@ def trial(args: tuple[str, int, int, str | None]) -> tuple[str, int, int, bool, 
     name, seed, cap, extra = args
     _load(extra)
     rng = random.Random(seed)
+    proto = get_protocol(name)
     t0 = time.perf_counter()
     for i in range(1, cap + 1):
         data = rng.randbytes(rng.randrange(0, 129))
-        if simulate(Scenario.from_bytes(data, name)).violation is not None:
+        if simulate(codec.decode(data, name), proto).violation is not None:
             return name, seed, i, True, time.perf_counter() - t0
     return name, seed, cap, False, time.perf_counter() - t0
 
@@ -60,7 +62,8 @@ def rate(args: tuple[str, int, int, str | None]) -> tuple[str, int, int]:
     name, seed, n, extra = args
     _load(extra)
     rng = random.Random(1_000_003 * seed + 7)
-    hits = sum(simulate(Scenario.from_bytes(rng.randbytes(rng.randrange(0, 129)), name)).violation is not None
+    proto = get_protocol(name)
+    hits = sum(simulate(codec.decode(rng.randbytes(rng.randrange(0, 129)), name), proto).violation is not None
                for _ in range(n))
     return name, hits, n
 

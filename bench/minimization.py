@@ -15,7 +15,9 @@ import tempfile
 import time
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz.minimize import minimize
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -33,15 +35,15 @@ def shape(s: Scenario) -> dict[str, int]:
 
 
 def compare(data: bytes, lf: bytes, lf_time: float, proto: str) -> dict[str, object]:
-    before = Scenario.from_bytes(data, proto)
+    before = codec.decode(data, proto)
     t0 = time.perf_counter()
-    m = minimize(before)
+    m = minimize(before, get_protocol(before.protocol))
     ours_time = time.perf_counter() - t0
     return {
         "found": {"bytes": len(data), "shape": shape(before)},
         "libfuzzer_minimize_crash": {"bytes": len(lf), "seconds": round(lf_time, 1),
-                                     "shape": shape(Scenario.from_bytes(lf, proto))},
-        "epfuzz_minimize": {"bytes": len(m.result.to_bytes()), "seconds": round(ours_time, 2),
+                                     "shape": shape(codec.decode(lf, proto))},
+        "epfuzz_minimize": {"bytes": len(codec.encode(m.result)), "seconds": round(ours_time, 2),
                             "candidate_runs": m.runs, "shape": shape(m.result)},
     }
 
@@ -62,8 +64,8 @@ def main(seed: int = 5) -> dict[str, object]:
         del p
     res = {"fuzz_found": compare(data, lf, lf_time, PROTO),
            "noisy_661": None}
-    noisy = Scenario.from_dict(NOISY_661)
-    nd = noisy.to_bytes()
+    noisy = codec.load_dict(NOISY_661)
+    nd = codec.encode(noisy)
     with tempfile.TemporaryDirectory() as tmp:
         t = Path(tmp)
         (t / "crash").write_bytes(nd)

@@ -67,9 +67,9 @@ main({protocol!r}, sys.argv)
 
 def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]:
     """random or sampler: executions until the first finding, within `budget` seconds."""
+    from epfuzz import codec
     from epfuzz.protocols import get_protocol
     from epfuzz.sampler import SamplerSearch
-    from epfuzz.scenario import Scenario
     from epfuzz.sim.engine import simulate
 
     proto = get_protocol(name)
@@ -79,7 +79,7 @@ def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]
     n = 0
     while time.perf_counter() - t0 < budget:
         n += 1
-        scn = sampler.next_scenario() if sampler else Scenario.from_bytes(rng.randbytes(rng.randrange(0, 129)), name)
+        scn = sampler.next_scenario() if sampler else codec.decode(rng.randbytes(rng.randrange(0, 129)), name)
         if simulate(scn, proto).violation is not None:
             return {"execs": n, "seconds": time.perf_counter() - t0, "found": True}
     return {"execs": n, "seconds": budget, "found": False}
@@ -126,8 +126,9 @@ def one_trial(kind: str, name: str, seed: int, budget: float, instrument: str) -
 
 
 def bugs(which: str) -> list[str]:
-    from epfuzz.protocols.deep import DEEP_ZOO
     from epfuzz.protocols.zoo import ZOO
+
+    from epfuzz.protocols.deep import DEEP_ZOO
 
     deep = [z[2] for z in DEEP_ZOO]
     zoo = [z[2] for z in ZOO]

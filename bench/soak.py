@@ -22,7 +22,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz.protocols.zoo import ZOO  # noqa: E402
+from epfuzz.protocols import ZOO  # noqa: E402
 
 FIXED = [z[3] for z in ZOO] + ["write_imm_signal"]
 

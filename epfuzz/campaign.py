@@ -20,6 +20,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epfuzz.backends import get_backend
+from epfuzz.backends.base import Where
 from epfuzz.corpus import case_paths, load_case, sha1
 from epfuzz.errors import InputError
 from epfuzz.findings import replay_command
@@ -92,15 +94,15 @@ class Summary:
         return "\n".join(out)
 
 
-def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, preset: str,
+def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backend: str, preset: str,
                    extra: list[str] | None, run_dir: Path | None, seed: int | None) -> Summary:
     import shlex
 
     from epfuzz import vm
 
     name = harness_path(harness).stem if harness else plugin_name(protocol or "")
-    run_dir = run_dir or ROOT / "runs" / f"{name}-verbs-{time.strftime('%Y%m%d-%H%M%S')}"
-    args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", "verbs",
+    run_dir = run_dir or ROOT / "runs" / f"{name}-{backend}-{time.strftime('%Y%m%d-%H%M%S')}"
+    args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", backend,
             "--time", str(seconds), "--preset", preset, "--run-dir", "/mnt/out"]
     if protocol:
         args += ["--protocol", protocol]
@@ -145,11 +147,8 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     With the verbs backend on a host without RDMA, the whole campaign runs in the
     soft-RoCE guest, writing into the same run folder (shared read-write).
     """
-    if backend == "verbs" and os.environ.get("EPFUZZ_IN_GUEST") != "1":
-        from epfuzz.backends.verbs import VerbsBackend
-
-        if not VerbsBackend().runs_locally():
-            return _fuzz_in_guest(harness, protocol, seconds, preset, extra, run_dir, seed)
+    if get_backend(backend, require=False).where() is Where.GUEST:
+        return _fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
     if protocol:
         from epfuzz.protocols import get_protocol
 

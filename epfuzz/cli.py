@@ -11,6 +11,7 @@ import json
 import sys
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
@@ -18,7 +19,6 @@ from epfuzz.corpus import Case, case_paths, load_case, read_input
 from epfuzz.errors import EpfuzzError, HarnessError, InputError
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.scenario import Scenario
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
@@ -59,7 +59,7 @@ def load_any(path: Path, protocol: str | None, preset: str) -> Case:
     if proto is None:
         raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
     data = read_input(path)
-    return Case(path.name, Scenario.from_bytes(data, proto, preset), data, "")
+    return Case(path.name, codec.decode(data, proto, preset), data, "")
 
 
 def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
@@ -82,7 +82,7 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
 def cmd_run(a: argparse.Namespace) -> int:
     case = load_any(Path(a.path), a.protocol, a.preset)
     backend = get_backend(a.backend)
-    out = backend.run(case.scenario, repeats=a.repeats)
+    out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
     _print_outcome(case, out, a.verbose)
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
@@ -100,12 +100,13 @@ def cmd_replay(a: argparse.Namespace) -> int:
         try:
             case = load_any(path, a.protocol, a.preset)
             scn = case.scenario
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn)
+            proto = get_protocol(scn.protocol)
+            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, proto)
         except EpfuzzError as e:
             print(f"error: {e}", file=sys.stderr)
             errors += 1
             continue
-        expect = case.expect or ("clean" if get_protocol(scn.protocol).expect == "clean" else "")
+        expect = case.expect or ("clean" if proto.expect == "clean" else "")
         if expect and out.verdict != expect:
             changed += 1
             print(f"CHANGED {path}: expected {expect}, got {out.verdict}"
@@ -158,7 +159,7 @@ def cmd_explore(a: argparse.Namespace) -> int:
     from epfuzz.sim.explore import explore
 
     case = load_any(Path(a.path), a.protocol, a.preset)
-    res = explore(case.scenario, max_states=a.max_states)
+    res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")
         print(f"  visibility order (TLP seqs): {res.order}")
@@ -174,14 +175,15 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.minimize import minimize
 
     case = load_any(Path(a.path), a.protocol, a.preset)
-    m = minimize(case.scenario, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
+    proto = get_protocol(case.scenario.protocol)
+    m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
                  max_seconds=a.max_seconds)
     res, out = m.result, m.outcome
     before, after = m.sizes()
     name = f"{res.protocol}-min-{res.digest()}"
     path = Path(a.output) if a.output else Path(f"{name}.json")
-    new = Case(name, res, res.to_bytes(), "finding", a.backend,
-               out.violation.summary() if out.violation else "", signature(res, out))
+    new = Case(name, res, codec.encode(res), "finding", a.backend,
+               out.violation.summary() if out.violation else "", signature(res, out, proto))
     write_atomic(path, new.to_json().encode())
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
@@ -197,7 +199,7 @@ def cmd_explain(a: argparse.Namespace) -> int:
     from epfuzz.explain import explain, plot
 
     case = load_any(Path(a.path), a.protocol, a.preset)
-    exp = explain(case.scenario)
+    exp = explain(case.scenario, get_protocol(case.scenario.protocol))
     print(exp.text())
     if a.plot:
         print(f"picture: {plot(exp, Path(a.plot))}")

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.errors import InputError
 from epfuzz.scenario import Scenario
 
@@ -92,8 +93,8 @@ def load_case(path: Path) -> Case:
         raise InputError(f"{path}: expected a JSON object")
     try:
         if "scenario" not in obj:  # a bare scenario file
-            return Case(path.stem, Scenario.from_dict(obj), b"", "", "sim")
-        scn = Scenario.from_dict(obj["scenario"])
+            return Case(path.stem, codec.load_dict(obj), b"", "", "sim")
+        scn = codec.load_dict(obj["scenario"])
         expect = obj.get("expect", "")
         if expect not in ("finding", "clean"):
             raise InputError(f"{path}: 'expect' must be \"finding\" or \"clean\", got {expect!r}")
@@ -102,7 +103,7 @@ def load_case(path: Path) -> Case:
         raise InputError(f"{path}: {e}") from None
     except ValueError as e:
         raise InputError(f"{path}: bad 'input' hex ({e})") from None
-    if data and Scenario.from_bytes(data, scn.protocol, scn.preset) != scn:
+    if data and codec.decode(data, scn.protocol, scn.preset) != scn:
         raise InputError(f"{path}: 'input' bytes do not decode to 'scenario' (stale case?)")
     return Case(obj.get("name", path.stem), scn, data, expect, obj.get("backend", "sim"),
                 obj.get("note", ""), obj.get("signature", ""))

@@ -9,10 +9,14 @@ everything a user can get wrong (bad JSON, out-of-range field, unknown backend).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:
-    from epfuzz.oracle import Violation
+
+class Summarized(Protocol):
+    """What a `Finding` needs of the oracle's `Violation`. Named structurally so this
+    module, imported by nearly every other, imports none of them (no import circle)."""
+
+    def summary(self) -> str: ...
 
 
 class EpfuzzError(Exception):
@@ -50,7 +54,7 @@ class Finding(Exception):
     swallow a finding by accident.
     """
 
-    def __init__(self, violation: Violation, scenario: Any = None) -> None:
+    def __init__(self, violation: Summarized, scenario: Any = None) -> None:
         super().__init__(violation.summary())
         self.violation = violation
         self.scenario = scenario

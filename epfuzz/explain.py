@@ -14,10 +14,11 @@ from pathlib import Path
 
 from epfuzz.errors import InputError
 from epfuzz.ordering import TlpType
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.explore import explore
-from epfuzz.sim.nic import PK_ATOMIC, PK_IMM, PK_SEND, PK_VALUE, PK_WRITE, T_ADD, T_CQE, T_READ, Tlp
+from epfuzz.sim.packets import PacketKind, Tlp, TlpAction
 
 #: (label, dotted path, the value that should make it safe)
 KNOB_FLIPS = (
@@ -31,19 +32,19 @@ KNOB_FLIPS = (
     ("IDO", "knobs.ido", False),
 )
 
-PK_NAMES = {PK_WRITE: "RDMA WRITE", PK_VALUE: "RDMA WRITE (flag)", PK_ATOMIC: "FETCH_AND_ADD",
-            PK_IMM: "WRITE_WITH_IMM", PK_SEND: "SEND"}
+PK_NAMES = {PacketKind.WRITE: "RDMA WRITE", PacketKind.VALUE: "RDMA WRITE (flag)",
+            PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND"}
 
 
 def tlp_name(t: Tlp) -> str:
     a = t.attrs
     if a.type == TlpType.NP_DATA:
         base = "AtomicOp"
-    elif t.action == T_READ:
+    elif t.action == TlpAction.READ:
         base = "MemRd"
-    elif t.action == T_CQE:
+    elif t.action == TlpAction.CQE:
         base = "MemWr(CQE)"
-    elif t.action == T_ADD:
+    elif t.action == TlpAction.ADD:
         base = "MemWr(RMW)"
     else:
         base = "MemWr"
@@ -80,15 +81,15 @@ class Explanation:
         return "\n".join(self.lines)
 
 
-def _finding_survives(scn: Scenario) -> tuple[bool, str]:
+def _finding_survives(scn: Scenario, proto: Protocol) -> tuple[bool, str]:
     try:
-        return explore(scn, max_states=200_000).violation is not None, "exhaustive"
+        return explore(scn, proto, max_states=200_000).violation is not None, "exhaustive"
     except InputError:
-        return simulate(scn).violation is not None, "same schedule"
+        return simulate(scn, proto).violation is not None, "same schedule"
 
 
-def explain(scn: Scenario) -> Explanation:
-    run = simulate(scn)
+def explain(scn: Scenario, proto: Protocol) -> Explanation:
+    run = simulate(scn, proto)
     if run.violation is None:
         raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
     v = run.violation
@@ -132,7 +133,7 @@ def explain(scn: Scenario) -> Explanation:
         if scn.get_path(path) == safe:
             continue
         flipped = scn.with_path(path, safe)
-        survives, method = _finding_survives(flipped)
+        survives, method = _finding_survives(flipped, proto)
         (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
     L.append("")
     L.append(f"knobs without which the finding disappears ({method} check):")
@@ -159,7 +160,7 @@ def plot(exp: Explanation, path: Path) -> Path:
     # packets: x = arrival rank
     for rank, p in enumerate(run.packets):
         y = lanes.index(f"QP {p.qp}")
-        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PK_ATOMIC else "tab:blue")
+        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PacketKind.ATOMIC else "tab:blue")
         ax.text(rank + 0.45, y, PK_NAMES[p.kind].split()[0][:5], ha="center", va="center", fontsize=7)
     overtaken = {id(b) for _, b, _ in run.tlp_inversions}
     accept = v.position if v is not None and v.kind == "stale-accept" else None

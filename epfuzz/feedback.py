@@ -31,10 +31,11 @@ from typing import Any
 
 from epfuzz import ops
 from epfuzz.sim.engine import SimRun
-from epfuzz.sim.nic import T_ADD, T_COPY, T_CQE, T_READ, T_VALUE
+from epfuzz.sim.packets import TlpAction
 
 POOL = 1 << 14          # counters reserved for semantic features
-_ACTION = {T_COPY: "data", T_VALUE: "value", T_ADD: "add", T_READ: "read", T_CQE: "cqe"}
+_ACTION = {TlpAction.COPY: "data", TlpAction.VALUE: "value", TlpAction.ADD: "add", TlpAction.READ: "read",
+           TlpAction.CQE: "cqe"}
 Feature = tuple[Any, ...]
 
 
@@ -51,7 +52,7 @@ def reorder_pairs(run: SimRun) -> set[Feature]:
     tb = run.layout.token_bytes
     out: set[Feature] = {("ro", _tlp_class(a, tb), _tlp_class(b, tb), rule, a.region, b.region)
                          for a, b, rule in run.tlp_inversions}
-    out |= {("pk", a.kind, b.kind, rule, a.region, b.region) for a, b, rule in run.packet_inversions}
+    out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in run.packet_inversions}
     return out
 
 

@@ -6,26 +6,19 @@ import json
 import shlex
 from pathlib import Path
 
+from epfuzz.backends import get_backend
 from epfuzz.backends.base import Outcome
 from epfuzz.corpus import Case, write_atomic
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
-#: the knobs that decide whether an ordering bug exists; part of the dedup signature
-#: on the GPU the RDMA knobs mean nothing; the GPU form's fields tell bugs apart
-GPU_SIGNATURE_KNOBS = ("signal.kind", "gpu.path", "gpu.fence", "gpu.store", "gpu.signal_thread", "gpu.no_sync")
-SIGNATURE_KNOBS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_relaxed",
-                   "knobs.nic_relaxed_ordering", "knobs.atomic_mode", "knobs.hca_o920",
-                   "knobs.adaptive_routing", "knobs.ido")
 
-
-def signature(scn: Scenario, outcome: Outcome) -> str:
-    """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug."""
-    from epfuzz.protocols import get_protocol
-
+def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
+    """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug;
+    the backend that found it says which scenario fields make up the knob set."""
     v = outcome.violation
     kind = v.kind if v else "clean"
-    names = (GPU_SIGNATURE_KNOBS if outcome.backend == "cuda"
-             else get_protocol(scn.protocol).signature_knobs or SIGNATURE_KNOBS)
+    names = get_backend(outcome.backend, require=False).signature_fields(proto)
     knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names)
     rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
     return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
@@ -41,9 +34,9 @@ def file_stem(protocol: str) -> str:
     return "".join(ch if ch.isalnum() or ch in "._-" else "." for ch in protocol)
 
 
-def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
+def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome, proto: Protocol) -> Path:
     """Write the finding as a regression case (JSON with scenario and input bytes)."""
-    sig = signature(scn, outcome)
+    sig = signature(scn, outcome, proto)
     stem = file_stem(scn.protocol)
     case = Case(f"{stem}-{scn.digest()}", scn, data, "finding", outcome.backend,
                 outcome.violation.summary() if outcome.violation else "", sig)

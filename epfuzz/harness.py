@@ -19,12 +19,13 @@ from typing import Any
 
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
+from epfuzz import codec
 from epfuzz.backends import get_backend
+from epfuzz.backends.base import Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.feedback import features
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 
 
 class Harness:
@@ -34,30 +35,30 @@ class Harness:
         self.protocol = protocol
         self.preset = preset
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
-        if backend == "verbs" and not self.backend.runs_locally():
-            raise BackendUnavailable("backend verbs: no RDMA device in this kernel; `epfuzz fuzz HARNESS "
-                                     "--backend verbs` runs this harness inside the soft-RoCE guest")
+        if self.backend.where() is Where.GUEST:
+            raise BackendUnavailable(f"backend {backend}: it runs only inside the soft-RoCE guest from here; "
+                                     f"`epfuzz fuzz HARNESS --backend {backend}` runs this harness there")
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()
         self.counters: Any = None   # epfuzz.feedback.Counters when semantic feedback is on (EPFUZZ_FEEDBACK)
-        Scenario.from_bytes(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
+        codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
-        scn = Scenario.from_bytes(data, self.protocol, self.preset)
+        scn = codec.decode(data, self.protocol, self.preset)
         try:
-            outcome = self.backend.run(scn)
+            outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
         if self.counters is not None and self.backend.name == "sim":
             self.counters.emit(features(outcome.detail))
         if outcome.violation is None:
             return
-        sig = signature(scn, outcome)
+        sig = signature(scn, outcome, self.proto)
         if self.keep_going and sig in self.seen:
             return
         self.seen.add(sig)
-        path = write_finding(self.findings_dir, scn, data, outcome)
+        path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
         alarm = "" if self.proto.expect == "finding" else (
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(
@@ -124,11 +125,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     kwargs = {}
     if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
         from epfuzz.mutator import make_mutator
-        from epfuzz.scenario import _plan_for, _run_plan
-
-        plan = _plan_for(harness.protocol, harness.preset)
         guided = bool(os.environ.get("EPFUZZ_FEEDBACK"))
-        kwargs["custom_mutator"] = make_mutator(lambda r: _run_plan(plan, r, {}),
+        kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset),
                                                 schedule_move(harness) if guided else None)
     if os.environ.get("EPFUZZ_FEEDBACK"):  # semantic features as coverage (counters reserved before Setup)
         from epfuzz.feedback import Counters

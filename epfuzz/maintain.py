@@ -14,10 +14,13 @@ import tempfile
 from collections import defaultdict
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz.campaign import harness_path
 from epfuzz.corpus import Case, case_paths, load_case, read_input, write_atomic
 from epfuzz.errors import HarnessError, InputError
 from epfuzz.findings import file_stem, signature
+from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 
@@ -70,24 +73,25 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
 
     b = get_backend(backend)
     groups: dict[str, list[Path]] = defaultdict(list)
-    scenarios: dict[str, Scenario] = {}
+    scenarios: dict[str, tuple[Scenario, Protocol]] = {}
     for path in case_paths([run_dir]):
         try:
             if path.suffix == ".json":
                 scn = load_case(path).scenario
             elif path.name.startswith("crash-") and protocol:
-                scn = Scenario.from_bytes(read_input(path), protocol, preset)
+                scn = codec.decode(read_input(path), protocol, preset)
             else:
                 continue
         except InputError as e:
             print(f"error: {e}", file=sys.stderr)
             continue
-        out = b.run(scn)
+        proto = get_protocol(scn.protocol)  # a run folder may hold several protocols' findings
+        out = b.run(scn, proto)
         if out.violation is None:
             continue
-        sig = signature(scn, out)
+        sig = signature(scn, out, proto)
         groups[sig].append(path)
-        scenarios.setdefault(sig, scn)
+        scenarios.setdefault(sig, (scn, proto))
     if dest is not None:
         known = set()
         for p in case_paths([dest]) if dest.is_dir() else []:
@@ -95,14 +99,14 @@ def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str =
                 known.add(load_case(p).signature)
             except InputError:
                 continue
-        for sig, scn in scenarios.items():
-            mz = minimize(scn, backend=backend)
+        for sig, (scn, proto) in scenarios.items():
+            mz = minimize(scn, proto, backend=backend)
             m, out = mz.result, mz.outcome
-            msig = signature(m, out)
+            msig = signature(m, out, proto)
             if msig in known or sig in known:
                 continue
             name = f"{file_stem(m.protocol)}-{hashlib.sha1(msig.encode()).hexdigest()[:10]}"
-            case = Case(name, m, m.to_bytes(), "finding", backend,
+            case = Case(name, m, codec.encode(m), "finding", backend,
                         out.violation.summary() if out.violation else "", msig)
             write_atomic(dest / f"{name}.json", case.to_json().encode())
             known.add(msig)

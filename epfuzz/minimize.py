@@ -18,9 +18,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.backends import Backend, Outcome, get_backend
 from epfuzz.errors import EpfuzzError
-from epfuzz.scenario import Scenario, fixed_fields, iter_leaf_fields
+from epfuzz.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
+from epfuzz.pins import fixed_fields
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Scenario, iter_leaf_fields
 
 Predicate = Callable[[Scenario], bool]
 
@@ -39,7 +43,7 @@ class Minimized:
         return self.outcome.rate
 
     def sizes(self) -> tuple[int, int]:
-        return len(self.original.to_bytes()), len(self.result.to_bytes())
+        return len(codec.encode(self.original)), len(codec.encode(self.result))
 
 
 def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
@@ -71,13 +75,13 @@ def _smaller_ints(v: int, lo: int) -> list[int]:
     return out
 
 
-def _simplify_value(kind: str, meta: dict[str, Any], v: Any) -> list[Any]:
-    if kind == "int":
-        return _smaller_ints(v, meta["lo"])
-    if kind == "bool":
+def _simplify_value(spec: FieldSpec, v: Any) -> list[Any]:
+    if isinstance(spec, IntField):
+        return _smaller_ints(v, spec.lo)
+    if isinstance(spec, BoolField):
         return [False] if v else []
-    if kind == "choice":
-        return list(meta["options"][: meta["options"].index(v)])
+    if isinstance(spec, ChoiceField):
+        return list(spec.options[: spec.options.index(v)])
     return []
 
 
@@ -88,15 +92,14 @@ def candidates(scn: Scenario) -> Iterator[Scenario]:
 
     def valid(d: dict[str, Any]) -> Scenario | None:
         try:
-            return Scenario.from_dict(d)
+            return codec.load_dict(d)
         except EpfuzzError:
             return None
 
     leaves = list(iter_leaf_fields())
     # removals first: they shrink the most
     for path, f in leaves:
-        kind = f.metadata["kind"]
-        if kind not in ("ints", "items") or path in fixed:
+        if not isinstance(f, (IntsField, ItemsField)) or path in fixed:
             continue
         seq = scn.get_path(path)
         for i in range(len(seq)):
@@ -106,27 +109,26 @@ def candidates(scn: Scenario) -> Iterator[Scenario]:
             if c is not None:
                 yield c
     for path, f in leaves:
-        kind = f.metadata["kind"]
         if path in fixed:
             continue
-        if kind in ("int", "bool", "choice"):
-            for nv in _simplify_value(kind, f.metadata, scn.get_path(path)):
+        if isinstance(f, (IntField, BoolField, ChoiceField)):
+            for nv in _simplify_value(f, scn.get_path(path)):
                 c = valid(_set(doc, path, nv))
                 if c is not None:
                     yield c
-        elif kind == "ints":
+        elif isinstance(f, IntsField):
             lst = list(scn.get_path(path))
             for i, x in enumerate(lst):
-                for nv in _smaller_ints(x, f.metadata["lo"]):
+                for nv in _smaller_ints(x, f.lo):
                     c = valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
                     if c is not None:
                         yield c
-        elif kind == "items":
+        elif isinstance(f, ItemsField):
             items = list(_get(doc, path))
-            sub = f.metadata["cls"]
+            sub = f.cls
             for i, item in enumerate(items):
                 for sp, sf in iter_leaf_fields(sub):
-                    for nv in _simplify_value(sf.metadata["kind"], sf.metadata, item[sp]):
+                    for nv in _simplify_value(sf, item[sp]):
                         new = items[:i] + [{**item, sp: nv}] + items[i + 1:]
                         c = valid(_set(doc, path, new))
                         if c is not None:
@@ -140,9 +142,9 @@ def _get(doc: dict[str, Any], path: str) -> Any:
     return obj
 
 
-def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | None) -> Predicate:
+def reproduces(backend: Backend, proto: Protocol, repeats: int, threshold: float, kind: str | None) -> Predicate:
     def pred(s: Scenario) -> bool:
-        out = backend.run(s, repeats=repeats)
+        out = backend.run(s, proto, repeats=repeats)
         if out.violation is None or (kind and out.violation.kind != kind):
             return False
         return out.rate >= threshold
@@ -150,17 +152,17 @@ def reproduces(backend: Backend, repeats: int, threshold: float, kind: str | Non
     return pred
 
 
-def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
+def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
              predicate: Predicate | None = None, max_runs: int = 20000,
              max_seconds: float | None = None) -> Minimized:
     """Shrink until 1-minimal, or until `max_runs` candidates or `max_seconds` (then: the best so far)."""
     b = get_backend(backend)
     if b.deterministic:
         repeats = 1
-    first = b.run(scn, repeats=repeats)
+    first = b.run(scn, proto, repeats=repeats)
     if first.violation is None:
         raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
-    pred = predicate or reproduces(b, repeats, threshold, first.violation.kind)
+    pred = predicate or reproduces(b, proto, repeats, threshold, first.violation.kind)
     t0 = time.perf_counter()
     runs = 0
     current = scn
@@ -178,13 +180,13 @@ def minimize(scn: Scenario, backend: str = "sim", repeats: int = 1, threshold: f
                 accepted.append(cand)
                 improved = True
                 break
-    out = b.run(current, repeats=repeats)
+    out = b.run(current, proto, repeats=repeats)
     # a flaky reproduction can slip through once: on a nondeterministic backend, step back
     # through the accepted candidates until one reproduces again at the threshold
     while not b.deterministic and out.rate < threshold and len(accepted) > 1:
         accepted.pop()
         current = accepted[-1]
-        out = b.run(current, repeats=repeats)
+        out = b.run(current, proto, repeats=repeats)
     return Minimized(scn, current, runs, time.perf_counter() - t0, out)
 
 

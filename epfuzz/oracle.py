@@ -76,3 +76,14 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
     slots = np.unique((consume.offset + diff * CHUNK) // layout.token_bytes).tolist()
     v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
     return v
+
+
+def judge(consume: Consume, region: np.ndarray, expected: np.ndarray, layout: Layout, protocol: str,
+          epoch: int) -> Violation | None:
+    """The receiver step's verdict on one accepted range, for every backend alike.
+
+    `region` is the consumed region's bytes as the receiver saw them, `expected`
+    this epoch's data image: only data has an expected image; anything accepted
+    from another region as payload is wrong by construction.
+    """
+    return check(consume, region, expected if consume.region == ops.DATA else None, layout, protocol, epoch)

@@ -15,7 +15,9 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.presets import PRESETS
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.explore import explore
 
@@ -64,18 +66,19 @@ def litmus(row: Row, preset: str, platform: dict[str, Any]) -> Scenario | None:
                 doc[section][name] = value  # irrelevant without a fetch-and-add
                 continue
             return None
-    return Scenario.from_dict(doc)
+    return codec.load_dict(doc)
 
 
 def cell(row: Row, preset: str) -> str:
     free = {k: v for k, v in PLATFORM.items() if k not in PRESETS[preset].fixed}
+    proto = get_protocol("dispatch_any")  # the protocol every litmus() scenario names
     tried = 0
     for values in itertools.product(*free.values()):
         scn = litmus(row, preset, dict(zip(free, values)))
         if scn is None:
             return "n/a"
         tried += 1
-        if explore(scn).violation is not None:
+        if explore(scn, proto).violation is not None:
             return "UNSAFE"
     return "safe" if tried else "n/a"
 

@@ -23,10 +23,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Overtake, Scenario
+from epfuzz.sim.adversary import apply_overtakes
 from epfuzz.sim.engine import NET_WINDOW, build
-from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 
 MAX_DEPTH = 3
 
@@ -78,8 +80,8 @@ def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: i
 def mutate_schedule(data: bytes, protocol: str, proto: Protocol, rng: random.Random,
                     preset: str = "spec") -> bytes:
     """Custom-mutator move: keep the input's configuration, resample its schedule."""
-    scn = Scenario.from_bytes(data, protocol, preset)
-    return scn.replace(schedule=sample_schedule(scn, proto, rng)).to_bytes()
+    scn = codec.decode(data, protocol, preset)
+    return codec.encode(scn.replace(schedule=sample_schedule(scn, proto, rng)))
 
 
 class SamplerSearch:
@@ -91,5 +93,5 @@ class SamplerSearch:
 
     def next_scenario(self) -> Scenario:
         data = self.rng.randbytes(self.rng.randrange(0, 129))
-        scn = Scenario.from_bytes(data, self.protocol, self.preset)
+        scn = codec.decode(data, self.protocol, self.preset)
         return scn.replace(schedule=sample_schedule(scn, self.proto, self.rng))

@@ -1,18 +1,18 @@
 """The Scenario: the one IR that generation, replay, corpus and minimization share.
 
 A scenario is a tree of frozen dataclasses whose fields carry their own schema
-(range, choice list, tuple bounds) in `dataclasses.field(metadata=...)`. From that
-single declaration we derive the byte decoder the fuzzer drives, the byte encoder
-the corpus and the minimizer use, JSON load/dump with validation, and the list of
-"simplest values" the shrinker moves towards. Keeping the schema in one place is
-what makes `decode(encode(s)) == s` hold by construction rather than by care.
+(an `epfuzz.fields` spec: range, choice list, tuple bounds). From that single
+declaration `epfuzz.codec` derives the byte decoder the fuzzer drives, the byte
+encoder the corpus and the minimizer use, and JSON loading with validation.
+Keeping the schema in one place is what makes `decode(encode(s)) == s` hold by
+construction rather than by care.
 
 Every field's default is its simplest value (lowest integer, first choice, empty
 tuple), which is also what an all-zero byte string decodes to.
 
-Fields a protocol or a platform preset pins are *fixed*: the decoder draws no
-bytes for them (so the fuzzer spends no effort on dead knobs) and JSON that
-contradicts them is rejected with the name of the field.
+This module is pure data: it knows nothing of protocols or presets, so the
+protocol registry can build on it. The fields a protocol or preset pins are
+looked up in `epfuzz.pins` and applied by `epfuzz.codec`.
 """
 
 from __future__ import annotations
@@ -20,42 +20,50 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
-from epfuzz.choices import ChoiceReader, ChoiceWriter
-from epfuzz.errors import ScenarioError
+from epfuzz.fields import (
+    BoolField,
+    ChoiceField,
+    FieldSpec,
+    IntField,
+    IntsField,
+    ItemsField,
+    NameField,
+    SectionField,
+    declare,
+    iter_leaves,
+)
 
 # ---------------------------------------------------------------- schema helpers
 
 
 def _int(lo: int, hi: int, doc: str, *, hi_from: str | None = None, log: bool = False,
-         hi_fn: Any = None) -> Any:
-    return field(default=lo, metadata={"kind": "int", "lo": lo, "hi": hi, "hi_from": hi_from, "log": log,
-                                       "hi_fn": hi_fn, "doc": doc})
+         hi_fn: Callable[[Mapping[str, Any]], int] | None = None) -> Any:
+    return declare(IntField(lo, hi, doc, hi_from=hi_from, log=log, hi_fn=hi_fn))
 
 
 def _bool(doc: str) -> Any:
-    return field(default=False, metadata={"kind": "bool", "doc": doc})
+    return declare(BoolField(doc))
 
 
 def _choice(options: tuple[Any, ...], doc: str) -> Any:
-    return field(default=options[0], metadata={"kind": "choice", "options": options, "doc": doc})
+    return declare(ChoiceField(options, doc))
 
 
 def _ints(lo: int, hi: int, max_len: int, doc: str, *, len_from: str | None = None,
           hi_from: str | None = None, log: bool = False) -> Any:
-    return field(default=(), metadata={"kind": "ints", "lo": lo, "hi": hi, "max_len": max_len,
-                                       "len_from": len_from, "hi_from": hi_from, "log": log, "doc": doc})
+    return declare(IntsField(lo, hi, max_len, doc, len_from=len_from, hi_from=hi_from, log=log))
 
 
 def _items(cls: type, max_len: int, doc: str) -> Any:
-    return field(default=(), metadata={"kind": "items", "cls": cls, "max_len": max_len, "doc": doc})
+    return declare(ItemsField(cls, max_len, doc))
 
 
 def _section(cls: type) -> Any:
-    return field(default_factory=cls, metadata={"kind": "section", "cls": cls})
+    return declare(SectionField(cls))
 
 
 # ---------------------------------------------------------------- the IR
@@ -132,7 +140,7 @@ class Knobs:
 
 
 @dataclass(frozen=True, slots=True)
-class Spin:
+class SpinFault:
     """A GPU-side spin (clock loop) before a channel posts its op number `before_op`."""
 
     channel: int = _int(0, 7, "channel that spins", hi_from="topology.num_channels")
@@ -144,7 +152,7 @@ class Spin:
 class Faults:
     """Injected delays: GPU spins and NIC/port throttling."""
 
-    spins: tuple[Spin, ...] = _items(Spin, 4, "GPU spins")
+    spins: tuple[SpinFault, ...] = _items(SpinFault, 4, "GPU spins")
     qp_delay_ns: tuple[int, ...] = _ints(0, 65535, 8, "added network latency per QP",
                                          len_from="topology.num_qps", log=True)
     qp_rate_div: tuple[int, ...] = _ints(1, 16, 8, "per-QP throttle: link rate divided by this",
@@ -193,8 +201,8 @@ class Overtake:
 
 @dataclass(frozen=True, slots=True)
 class Scenario:
-    protocol: str = field(default="deepep_v2_dispatch", metadata={"kind": "name"})
-    preset: str = field(default="spec", metadata={"kind": "name"})
+    protocol: str = declare(NameField(value="deepep_v2_dispatch"))
+    preset: str = declare(NameField(value="spec"))
     # Codec order: the decisions that most often decide a verdict come first, so
     # the short inputs libFuzzer starts with already reach them.
     knobs: Knobs = _section(Knobs)
@@ -206,47 +214,14 @@ class Scenario:
     faults: Faults = _section(Faults)
     gpu: Gpu = _section(Gpu)
 
-    # -------------------------------------------------------------- codecs
-    @classmethod
-    def from_bytes(cls, data: bytes, protocol: str, preset: str = "spec") -> Scenario:
-        plan = _plan_for(protocol, preset)
-        reader = ChoiceReader(data)
-        return cls(protocol=protocol, preset=preset, **_run_plan(plan, reader, {}))
-
-    def to_bytes(self) -> bytes:
-        fixed = fixed_fields(self.protocol, self.preset)
-        writer = ChoiceWriter()
-        _encode_fields(self, "", writer, fixed, {})
-        # missing bytes decode as zeros, so trailing zeros carry nothing: drop them
-        return writer.getvalue().rstrip(b"\0")
+    # -------------------------------------------------------------- plain data
+    # (bytes and JSON *loading* need the pinned fields: see epfuzz.codec)
 
     def to_dict(self) -> dict[str, Any]:
         return _to_plain(self)
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, sort_keys=False)
-
-    @classmethod
-    def from_dict(cls, obj: Any) -> Scenario:
-        if not isinstance(obj, Mapping):
-            raise ScenarioError("<root>", f"expected a JSON object, got {type(obj).__name__}")
-        protocol = obj.get("protocol", "deepep_v2_dispatch")
-        preset = obj.get("preset", "spec")
-        if not isinstance(protocol, str):
-            raise ScenarioError("protocol", "expected a string")
-        if not isinstance(preset, str):
-            raise ScenarioError("preset", "expected a string")
-        fixed = fixed_fields(protocol, preset)  # raises for unknown names
-        body = _load_fields(cls, "", obj, fixed, {}, skip_names=True)
-        return cls(protocol=protocol, preset=preset, **body)
-
-    @classmethod
-    def from_json(cls, text: str | bytes) -> Scenario:
-        try:
-            obj = json.loads(text)
-        except (json.JSONDecodeError, UnicodeDecodeError) as e:
-            raise ScenarioError("<root>", f"invalid JSON: {e}") from None
-        return cls.from_dict(obj)
 
     def digest(self) -> str:
         """Stable short id: the corpus file name and the key findings are grouped by."""
@@ -275,162 +250,9 @@ class Scenario:
         return cq[channel] if channel < len(cq) else channel % self.topology.num_qps
 
 
-# ---------------------------------------------------------------- fixed fields
-
-
-def fixed_fields(protocol: str, preset: str) -> dict[str, Any]:
-    """Fields pinned by the protocol (how it registers/signals) and the preset (platform)."""
-    from epfuzz.presets import get_preset
-    from epfuzz.protocols import get_protocol
-
-    out = dict(get_preset(preset).fixed)
-    out.update(get_protocol(protocol).fixed)
-    return out
-
-
-def iter_leaf_fields(cls: type = Scenario, prefix: str = "") -> Iterator[tuple[str, dataclasses.Field[Any]]]:
-    """Every schema leaf as (dotted path, field), in codec order."""
-    for f in dataclasses.fields(cls):
-        kind = f.metadata.get("kind")
-        path = f"{prefix}{f.name}"
-        if kind == "section":
-            yield from iter_leaf_fields(f.metadata["cls"], path + ".")
-        elif kind != "name":
-            yield path, f
-
-
-# ---------------------------------------------------------------- walkers
-
-
-def _mantissa_range(lo: int, hi: int, bits: int) -> tuple[int, int]:
-    """Values with this bit length, within [lo, hi], as offsets from 2**(bits-1)."""
-    if bits == 0:
-        return 0, 0
-    base = 1 << (bits - 1)
-    return max(lo, base) - base, min(hi, 2 * base - 1) - base
-
-
-def _draw_int(r: ChoiceReader, lo: int, hi: int, log: bool) -> int:
-    """Log-scale fields draw a bit length, then the value within it: small sizes are as
-    likely as large ones, which keeps typical runs cheap while 16 KiB stays reachable."""
-    if not log:
-        return r.draw(lo, hi)
-    bits = r.draw(lo.bit_length(), hi.bit_length())
-    mlo, mhi = _mantissa_range(lo, hi, bits)
-    return ((1 << (bits - 1)) if bits else 0) + r.draw(mlo, mhi)
-
-
-def _write_int(w: ChoiceWriter, lo: int, hi: int, log: bool, v: int) -> None:
-    if not log:
-        w.write(lo, hi, v)
-        return
-    if not lo <= v <= hi:
-        raise ValueError(f"{v} outside [{lo}, {hi}]")
-    bits = v.bit_length()
-    w.write(lo.bit_length(), hi.bit_length(), bits)
-    mlo, mhi = _mantissa_range(lo, hi, bits)
-    w.write(mlo, mhi, v - ((1 << (bits - 1)) if bits else 0))
-
-
-def _resolve(meta: Mapping[str, Any], values: Mapping[str, Any], key: str, default: int) -> int:
-    fn = meta.get(f"{key}_fn")
-    if fn is not None:
-        return max(meta["lo"], min(default, fn(values)))
-    ref = meta.get(f"{key}_from")
-    if ref is None:
-        return default
-    n = int(values[ref])
-    return min(default, n - 1) if key == "hi" else min(default, n)
-
-
-# A decode plan is the schema walk done once per (protocol, preset): a list of
-# (name, path, kind, meta, fixed value or _FREE, sub-plan, class). It is what makes
-# decoding cheap enough to sit in the fuzzer's hot loop; `_encode_fields` walks the
-# same schema the other way (the round-trip property test keeps them in step).
-_FREE = object()
-_plans: dict[tuple[str, str], list[tuple[Any, ...]]] = {}
-
-
-def _plan_for(protocol: str, preset: str) -> list[tuple[Any, ...]]:
-    key = (protocol, preset)
-    plan = _plans.get(key)
-    if plan is None:
-        plan = _plans[key] = _make_plan(Scenario, "", fixed_fields(protocol, preset), skip_names=True)
-    return plan
-
-
-def _make_plan(cls: type, prefix: str, fixed: Mapping[str, Any], skip_names: bool = False) -> list[tuple[Any, ...]]:
-    plan = []
-    for f in dataclasses.fields(cls):
-        m = f.metadata
-        kind = m.get("kind")
-        path = f"{prefix}{f.name}"
-        if kind == "name" and skip_names:
-            continue
-        sub = None
-        if kind == "section" or kind == "items":
-            sub = _make_plan(m["cls"], path + ".", fixed)
-        plan.append((f.name, path, kind, m, fixed.get(path, _FREE), sub, m.get("cls")))
-    return plan
-
-
-def _run_plan(plan: list[tuple[Any, ...]], r: ChoiceReader, values: dict[str, Any]) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for name, path, kind, m, fixed, sub, cls in plan:
-        if kind == "section":
-            out[name] = cls(**_run_plan(sub, r, values))
-            continue
-        if fixed is not _FREE:
-            v = fixed
-        elif kind == "bool":
-            v = bool(r.draw(0, 1))
-        elif kind == "int":
-            v = _draw_int(r, m["lo"], _resolve(m, values, "hi", m["hi"]), m["log"])
-        elif kind == "choice":
-            opts = m["options"]
-            v = opts[r.draw(0, len(opts) - 1)]
-        elif kind == "ints":
-            n = r.draw(0, _resolve(m, values, "len", m["max_len"]))
-            hi = _resolve(m, values, "hi", m["hi"])
-            v = tuple(_draw_int(r, m["lo"], hi, m["log"]) for _ in range(n))
-        else:  # items
-            n = r.draw(0, m["max_len"])
-            v = tuple(cls(**_run_plan(sub, r, values)) for _ in range(n))
-        values[path] = v
-        out[name] = v
-    return out
-
-
-def _encode_fields(obj: Any, prefix: str, w: ChoiceWriter, fixed: Mapping[str, Any],
-                   values: dict[str, Any]) -> None:
-    for f in dataclasses.fields(obj):
-        m = f.metadata
-        kind = m.get("kind")
-        path = f"{prefix}{f.name}"
-        v = getattr(obj, f.name)
-        if kind == "name":
-            continue
-        if kind == "section":
-            _encode_fields(v, path + ".", w, fixed, values)
-            continue
-        values[path] = v
-        if path in fixed:
-            continue
-        if kind == "int":
-            _write_int(w, m["lo"], _resolve(m, values, "hi", m["hi"]), m["log"], v)
-        elif kind == "bool":
-            w.write(0, 1, int(v))
-        elif kind == "choice":
-            w.write(0, len(m["options"]) - 1, m["options"].index(v))
-        elif kind == "ints":
-            w.write(0, _resolve(m, values, "len", m["max_len"]), len(v))
-            hi = _resolve(m, values, "hi", m["hi"])
-            for x in v:
-                _write_int(w, m["lo"], hi, m["log"], x)
-        elif kind == "items":
-            w.write(0, m["max_len"], len(v))
-            for item in v:
-                _encode_fields(item, path + ".", w, fixed, values)
+def iter_leaf_fields(cls: type = Scenario, prefix: str = "") -> Iterator[tuple[str, FieldSpec]]:
+    """Every schema leaf as (dotted path, spec), in codec order."""
+    return iter_leaves(cls, prefix)
 
 
 def _to_plain(obj: Any) -> Any:
@@ -439,67 +261,3 @@ def _to_plain(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return [_to_plain(x) for x in obj]
     return obj
-
-
-def _check_int(path: str, v: Any, lo: int, hi: int) -> int:
-    if isinstance(v, bool) or not isinstance(v, int):
-        raise ScenarioError(path, f"expected an integer, got {json.dumps(v)}")
-    if not lo <= v <= hi:
-        raise ScenarioError(path, f"{v} is out of range [{lo}, {hi}]")
-    return v
-
-
-def _load_fields(cls: type, prefix: str, obj: Any, fixed: Mapping[str, Any], values: dict[str, Any],
-                 skip_names: bool = False) -> dict[str, Any]:
-    if not isinstance(obj, Mapping):
-        raise ScenarioError(prefix.rstrip(".") or "<root>", f"expected an object, got {json.dumps(obj)}")
-    known = {f.name for f in dataclasses.fields(cls)}
-    for key in obj:
-        if key not in known:
-            raise ScenarioError(f"{prefix}{key}", "unknown field")
-    out: dict[str, Any] = {}
-    for f in dataclasses.fields(cls):
-        m = f.metadata
-        kind = m.get("kind")
-        path = f"{prefix}{f.name}"
-        if kind == "name" and skip_names:
-            continue
-        if kind == "section":
-            sub = obj.get(f.name, {})
-            out[f.name] = m["cls"](**_load_fields(m["cls"], path + ".", sub, fixed, values))
-            continue
-        default = f.default_factory() if f.default is dataclasses.MISSING else f.default  # type: ignore[misc]
-        raw = obj.get(f.name, fixed.get(path, default))
-        if kind == "int":
-            v: Any = _check_int(path, raw, m["lo"], _resolve(m, values, "hi", m["hi"]))
-        elif kind == "bool":
-            if not isinstance(raw, bool):
-                raise ScenarioError(path, f"expected true or false, got {json.dumps(raw)}")
-            v = raw
-        elif kind == "choice":
-            if raw not in m["options"] or isinstance(raw, bool):
-                raise ScenarioError(path, f"{json.dumps(raw)} is not one of {list(m['options'])}")
-            v = raw
-        elif kind == "ints":
-            if not isinstance(raw, (list, tuple)):
-                raise ScenarioError(path, f"expected a list, got {json.dumps(raw)}")
-            max_len = _resolve(m, values, "len", m["max_len"])
-            if len(raw) > max_len:
-                raise ScenarioError(path, f"{len(raw)} entries, at most {max_len} allowed")
-            hi = _resolve(m, values, "hi", m["hi"])
-            v = tuple(_check_int(f"{path}[{i}]", x, m["lo"], hi) for i, x in enumerate(raw))
-        elif kind == "items":
-            if not isinstance(raw, (list, tuple)):
-                raise ScenarioError(path, f"expected a list, got {json.dumps(raw)}")
-            if len(raw) > m["max_len"]:
-                raise ScenarioError(path, f"{len(raw)} entries, at most {m['max_len']} allowed")
-            sub = m["cls"]
-            v = tuple(sub(**_load_fields(sub, f"{path}.", x, fixed, values)) for x in raw)
-        else:  # pragma: no cover
-            raise AssertionError(kind)
-        if path in fixed and v != fixed[path]:
-            raise ScenarioError(path, f"{json.dumps(v)} contradicts the value {json.dumps(fixed[path])} "
-                                      "fixed by the protocol or preset")
-        values[path] = v
-        out[f.name] = v
-    return out

@@ -13,10 +13,11 @@ import itertools
 from pathlib import Path
 from typing import Any
 
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.corpus import Case, sha1, write_atomic
 from epfuzz.findings import signature
-from epfuzz.protocols import REGISTRY
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.deep import seed_scenarios as deep_seeds
 from epfuzz.scenario import Scenario
 
@@ -89,13 +90,13 @@ def seed_scenarios(protocol: str) -> list[Scenario]:
             d["signal"]["other_qp"] = other and qps > 1
         elif other:
             continue
-        out.append(Scenario.from_dict(d))
+        out.append(codec.load_dict(d))
     if protocol == "dispatch_any":  # the GPU message-passing litmus, for the cuda backend (64K words)
-        out.append(Scenario.from_dict({"protocol": protocol, "signal": {"kind": "write", "at_end_only": True},
-                                       "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
+        out.append(codec.load_dict({"protocol": protocol, "signal": {"kind": "write", "at_end_only": True},
+                                    "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
     pinned = {k.split(".")[1]: v for k, v in REGISTRY.items[protocol].fixed.items() if k.startswith("knobs.")}
-    out.append(Scenario.from_dict(_with(SEED_661, protocol=protocol, preset="spec",
-                                        knobs={"reorder_window": 16, **pinned})))
+    out.append(codec.load_dict(_with(SEED_661, protocol=protocol, preset="spec",
+                                     knobs={"reorder_window": 16, **pinned})))
     return out
 
 
@@ -104,16 +105,17 @@ def write_all(root: Path = ROOT) -> list[Path]:
     for name in REGISTRY.items:
         folder = root / "corpus" / f"{name}_fuzzer"
         for scn in seed_scenarios(name):
-            data = scn.to_bytes()
+            data = codec.encode(scn)
             path = folder / sha1(data)
             if not path.exists():
                 write_atomic(path, data)
                 written.append(path)
     sim = get_backend("sim")
     for name, d, expect, why in regression_cases():
-        scn = Scenario.from_dict(d)
-        out = sim.run(scn)
-        case = Case(name, scn, scn.to_bytes(), expect, "sim", why, signature(scn, out))
+        scn = codec.load_dict(d)
+        proto = get_protocol(scn.protocol)
+        out = sim.run(scn, proto)
+        case = Case(name, scn, codec.encode(scn), expect, "sim", why, signature(scn, out, proto))
         path = root / "corpus" / "regressions" / f"{name}.json"
         text = case.to_json().encode()
         if not path.exists() or path.read_bytes() != text:

@@ -1,18 +1,39 @@
 """The one small interface every backend implements (sim, verbs, cuda).
 
-Three things, as shuttle's Scheduler has three methods: say whether you can run
-here (and why not), run one scenario, and say whether a verdict is reproducible
-from the scenario alone (deterministic) or needs repetitions and a rate.
+A backend says whether it can run here (and why not), where it runs (in this
+process, or only inside the epfuzz QEMU guest), whether a verdict is reproducible
+from the scenario alone (deterministic) or needs repetitions and a rate, and which
+scenario fields tell one of its bugs from another; and it runs one scenario. The
+harness, the campaign and crash dedup ask these questions instead of comparing
+backend names, so a new backend is one class.
 """
 
 from __future__ import annotations
 
 import abc
+import enum
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from epfuzz.oracle import Violation
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
+
+if TYPE_CHECKING:
+    from epfuzz.protocols.base import Protocol
+
+#: the scenario fields that decide whether an RDMA ordering bug exists: the dedup signature's knobs
+#: when the protocol names none of its own
+SIGNATURE_FIELDS = ("signal.kind", "signal.other_qp", "signal.fence", "knobs.mr_relaxed",
+                    "knobs.nic_relaxed_ordering", "knobs.atomic_mode", "knobs.hca_o920",
+                    "knobs.adaptive_routing", "knobs.ido")
+
+
+class Where(enum.Enum):
+    """Where a backend's runs happen, as seen from this process."""
+
+    HERE = "here"        # in this process
+    GUEST = "guest"      # only inside the epfuzz soft-RoCE QEMU guest (epfuzz/vm.py)
 
 
 @dataclass
@@ -43,6 +64,17 @@ class Backend(abc.ABC):
     def availability(self) -> tuple[bool, str]:
         """(can run here, why not / how): checked before any fuzzing starts."""
 
+    def where(self) -> Where:
+        """Where a run happens: a GUEST backend cannot be driven from this process by a fuzz
+        harness, so the campaign moves the whole harness into the guest instead."""
+        return Where.HERE
+
+    def signature_fields(self, proto: Protocol) -> tuple[str, ...]:
+        """The scenario fields (dotted paths) that tell one finding of this backend from another:
+        the protocol's own list, else the RDMA knobs that decide whether an ordering bug exists."""
+        return proto.signature_knobs or SIGNATURE_FIELDS
+
     @abc.abstractmethod
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
-        """Run the scenario; never raise for a protocol violation, report it."""
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
+        """Run the scenario of the (already resolved) protocol; never raise for a protocol
+        violation, report it."""

@@ -26,7 +26,7 @@ from typing import Any
 from epfuzz.backends.base import Backend, Outcome
 from epfuzz.errors import BackendUnavailable, Unsupported
 from epfuzz.oracle import Violation
-from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
@@ -55,9 +55,8 @@ def _extension() -> Any:
     )
 
 
-def params(scn: Scenario, rounds: int) -> dict[str, int]:
+def params(scn: Scenario, proto: Protocol, rounds: int) -> dict[str, int]:
     """The kernel parameters a scenario means, in MpParams order; pure, so it is tested without a GPU."""
-    proto = get_protocol(scn.protocol)
     lay = proto.layout(scn)
     g = scn.gpu
     n = lay.slots_per_channel
@@ -91,9 +90,16 @@ def litmus_name(scn: Scenario) -> str:
     return f"{scn.gpu.path}-mp-{sig}-{fence}"
 
 
+#: on the GPU the RDMA knobs mean nothing; the GPU form's fields tell bugs apart
+GPU_SIGNATURE_FIELDS = ("signal.kind", "gpu.path", "gpu.fence", "gpu.store", "gpu.signal_thread", "gpu.no_sync")
+
+
 class CudaBackend(Backend):
     name = "cuda"
     deterministic = False
+
+    def signature_fields(self, proto: Protocol) -> tuple[str, ...]:
+        return GPU_SIGNATURE_FIELDS
 
     def __init__(self) -> None:
         self._prepared: set[tuple[int, int]] = set()
@@ -109,14 +115,14 @@ class CudaBackend(Backend):
         peer = n >= 2 and torch.cuda.can_device_access_peer(0, 1)
         return True, f"{n} GPU(s) ({torch.cuda.get_device_name(0)}); NVLink/PCIe peer access 0->1: {peer}"
 
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         ok, why = self.availability()
         if not ok:
             raise BackendUnavailable(f"backend cuda cannot run here: {why}")
         import torch
 
         rounds = max(repeats, MIN_ROUNDS)
-        p = params(scn, rounds)
+        p = params(scn, proto, rounds)
         path = scn.gpu.path
         if path == "p2p":
             if torch.cuda.device_count() < 2 or not torch.cuda.can_device_access_peer(0, 1):

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from epfuzz.backends.base import Backend, Outcome
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 
@@ -14,8 +15,8 @@ class SimBackend(Backend):
     def availability(self) -> tuple[bool, str]:
         return True, "pure-Python emulator of the PCIe r5.0 ordering table and IB RC semantics"
 
-    def run(self, scn: Scenario, repeats: int = 1) -> Outcome:
-        run = simulate(scn)
+    def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
+        run = simulate(scn, proto)
         v = run.violation
         return Outcome("sim", v, runs=1, hits=int(v is not None), rules_fired=run.culprit_rules(),
                        summary=summarize(run), detail=run)

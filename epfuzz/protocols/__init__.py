@@ -1,70 +1,44 @@
-"""Built-in protocols, by name. `get_protocol` also loads `module:Attr` plug-ins."""
+"""The built-in protocols, one module per family, assembled into `REGISTRY` and the `ZOO` table.
+
+`get_protocol` also loads `module:Attr` plug-ins (`epfuzz.protocols.registry`).
+"""
 
 from __future__ import annotations
 
-import importlib
-import os
-import sys
-
-from epfuzz.errors import InputError
-from epfuzz.protocols.base import Consume, Layout, Protocol, Receiver, Registry
+from epfuzz.protocols import (
+    deep,
+    deepep,
+    early_credit_release,
+    flag_write_signal,
+    flush_other_qp,
+    gdr_no_flush,
+    geometry_index,
+    inband_tag,
+    shared_counter,
+    signal_reset_race,
+    stale_epoch_counter,
+)
+from epfuzz.protocols.base import Consume, Layout, Pattern, Protocol, Receiver
 from epfuzz.protocols.dispatch import DispatchProtocol
+from epfuzz.protocols.registry import Registry, ZooRow
+
+#: registration order is the order `epfuzz list` and seed generation use: DeepEP's own, then patterns 2-10
+FAMILIES = (deepep, flag_write_signal, inband_tag, flush_other_qp, shared_counter, stale_epoch_counter,
+            signal_reset_race, early_credit_release, gdr_no_flush, geometry_index)
 
 REGISTRY = Registry()
+for _family in FAMILIES:
+    for _proto in _family.PROTOCOLS:
+        REGISTRY.add(_proto)
 
-_DEEPEP = {"signal.kind": "faa", "signal.other_qp": False, "signal.fence": False,
-           "signal.encoding": "pack2", "signal.at_end_only": False}
+#: (number, title, bad protocol name, fixed protocol name) per bug-zoo pattern, read off the protocols
+ZOO: tuple[ZooRow, ...] = REGISTRY.zoo()
+#: the deep zoo (issue 15) has no `pattern` links: several pairs share a pattern; its table is deep.DEEP_ZOO
+for _proto in deep.PROTOCOLS:
+    REGISTRY.add(_proto)
 
-REGISTRY.add(DispatchProtocol(
-    "deepep_v2_dispatch",
-    "DeepEP V2 hybrid dispatch before #674: window registered with relaxed ordering, per-channel tail "
-    "raised by fetch-and-add (VA signal, pack2(finish, tail)) every update_interval tokens on the data QP",
-    {**_DEEPEP, "knobs.mr_relaxed": True}, "finding", ("DeepEP #661", "DeepEP #674", "nccl#2210")))
-REGISTRY.add(DispatchProtocol(
-    "deepep_v2_dispatch_fixed",
-    "DeepEP V2 hybrid dispatch after #674: the same, window registered NCCL_WIN_STRICT_ORDERING",
-    {**_DEEPEP, "knobs.mr_relaxed": False}, "clean", ("DeepEP #674",)))
-REGISTRY.add(DispatchProtocol(
-    "write_imm_signal",
-    "completion by RDMA WRITE_WITH_IMM on the data QP: the receiver trusts the CQE, which IB orders "
-    "after the QP's earlier data",
-    {"signal.kind": "write_imm", "signal.other_qp": False}, "clean", ("IB spec C9-? / o9-20",)))
-REGISTRY.add(DispatchProtocol(
-    "dispatch_any",
-    "the dispatch family with every signal and MR knob left to the fuzzer (litmus space for the safety "
-    "table: signal kind x placement x fence x MR ordering)",
-    {}, "finding", ("research notes: ten bug patterns",)))
+get_protocol = REGISTRY.get
+load_plugin = REGISTRY.load_plugin
 
-from epfuzz.protocols.deep import PROTOCOLS as _DEEP  # noqa: E402
-from epfuzz.protocols.zoo import PROTOCOLS as _ZOO  # noqa: E402
-
-for _p in (*_ZOO, *_DEEP):
-    REGISTRY.add(_p)
-
-
-def get_protocol(name: str) -> Protocol:
-    if name in REGISTRY.items:
-        return REGISTRY.items[name]
-    if ":" in name:
-        return load_plugin(name)
-    raise InputError(f"unknown protocol {name!r}; known: {', '.join(REGISTRY.items)} (or module:Attr)")
-
-
-def load_plugin(spec: str) -> Protocol:
-    """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`."""
-    mod_name, _, attr = spec.partition(":")
-    if os.getcwd() not in sys.path:  # user modules live beside the user, not in site-packages
-        sys.path.insert(0, os.getcwd())
-    try:
-        mod = importlib.import_module(mod_name)
-        obj = getattr(mod, attr)
-    except (ImportError, AttributeError) as e:
-        raise InputError(f"cannot load protocol {spec!r}: {e}") from None
-    proto = obj() if isinstance(obj, type) else obj
-    if not isinstance(proto, Protocol):
-        raise InputError(f"{spec!r} is not an epfuzz Protocol")
-    REGISTRY.items[spec] = proto
-    return proto
-
-
-__all__ = ["Consume", "DispatchProtocol", "Layout", "Protocol", "Receiver", "REGISTRY", "get_protocol"]
+__all__ = ["Consume", "DispatchProtocol", "Layout", "Pattern", "Protocol", "Receiver", "REGISTRY", "ZOO",
+           "ZooRow", "get_protocol", "load_plugin"]

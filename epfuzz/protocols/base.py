@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 from typing import Protocol as TypingProtocol
 
@@ -93,6 +93,14 @@ class Receiver(abc.ABC):
     def restore(self, state: tuple[Any, ...]) -> None: ...
 
 
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """A bug-zoo pattern: the bug as shipped and its fix are two protocols sharing one `Pattern`."""
+
+    number: int
+    title: str
+
+
 class Protocol(abc.ABC):
     """Subclass this (or instantiate `DispatchProtocol`) to fuzz your own protocol."""
 
@@ -115,6 +123,8 @@ class Protocol(abc.ABC):
     flush_on_accept: bool = False
     #: PCIe completer of each region (0 = one path for all); different completers are unordered
     targets: dict[str, int] = {}
+    #: the bug-zoo pattern this protocol is the buggy (expect "finding") or fixed ("clean") side of
+    pattern: Pattern | None = None
     #: scenario fields that tell one bug from another in crash dedup (None: epfuzz's default list)
     signature_knobs: tuple[str, ...] | None = None
 
@@ -149,14 +159,3 @@ def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[lis
             prog = out[s.channel]
             prog.insert(min(s.before_op, len(prog)), ops.Spin(s.ns))
     return out
-
-
-@dataclass
-class Registry:
-    items: dict[str, Protocol] = field(default_factory=dict)
-
-    def add(self, proto: Protocol) -> Protocol:
-        if not proto.name:
-            raise ValueError("a protocol needs a name")
-        self.items[proto.name] = proto
-        return proto

@@ -13,10 +13,14 @@ from __future__ import annotations
 from typing import Any
 
 from epfuzz import ops
-from epfuzz.protocols.base import Consume, Layout, MemoryView, Protocol, Receiver
+from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.scenario import Scenario
 
 FINISH = 1
+
+#: the strict same-QP fetch-and-add signal (DeepEP's pack2): the baseline most bug-zoo protocols pin
+STRICT_SAME_QP = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.kind": "faa",
+                  "signal.encoding": "pack2"}
 
 
 def pack2(finish: int, tail: int) -> int:
@@ -62,12 +66,13 @@ class DispatchProtocol(Protocol):
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
                  receiver_opts: dict[str, Any] | None = None, prologue_reset: bool | None = None,
-                 **options: Any) -> None:
+                 pattern: Pattern | None = None, **options: Any) -> None:
         self.name = name
         self.doc = doc
         self.fixed = fixed
         self.expect = expect  # type: ignore[assignment]
         self.sources = sources
+        self.pattern = pattern
         self.receiver_cls = receiver_cls or DispatchReceiver
         self.receiver_opts = receiver_opts or {}
         self.prologue_reset = prologue_reset

@@ -11,24 +11,19 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from epfuzz import ops
-from epfuzz.oracle import Violation, check
-from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Consume, Layout, Protocol, apply_spins
+from epfuzz.oracle import Violation
+from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.scenario import Scenario
-from epfuzz.sim.memory import Memory, expected_data
-from epfuzz.sim.nic import Packet, Tlp, Wr, post_and_send, respond
-from epfuzz.sim.pcie import apply_overtakes, packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.packets import Packet, Tlp, Wr
+from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.receive import Poll, Receiving
+from epfuzz.sim.requester import post_and_send
+from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 
-
-@dataclass
-class Poll:
-    position: int          # TLPs visible when the receiver looked
-    trigger: int           # seq of the TLP that woke it
-    accepted: list[str]
-    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
+__all__ = ["NET_WINDOW", "Poll", "SimRun", "build", "replay", "simulate"]
 
 
 @dataclass
@@ -82,8 +77,12 @@ class SimRun:
                 out.add(r)
         return frozenset(out)
 
-    def signature(self) -> tuple[object, ...]:
-        """A compact, comparable trace: same scenario -> same signature, always."""
+    def fingerprint(self) -> tuple[object, ...]:
+        """A compact, comparable trace: same scenario -> same fingerprint, always.
+
+        Not the dedup signature of a finding (`epfuzz.findings.signature`): this one
+        names the whole run, so two runs compare equal only if they did the same.
+        """
         return (
             tuple((w.id, w.channel, w.qp, w.post, w.start) for w in self.wrs),
             tuple((p.seq, p.qp, p.psn, p.arrive) for p in self.packets),
@@ -93,14 +92,13 @@ class SimRun:
         )
 
 
-def build(scn: Scenario, proto: Protocol | None = None,
+def build(scn: Scenario, proto: Protocol,
           arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
     """Everything up to (not including) memory replay: deterministic in the scenario.
 
     `arrival`, if given, chooses the packet arrival order instead of the schedule's
     net overtakes (exhaustive exploration of adaptive routing uses it).
     """
-    proto = proto or get_protocol(scn.protocol)
     lay = proto.layout(scn)
     psn = [0] * scn.topology.num_qps
     wrs: list[Wr] = []
@@ -125,110 +123,26 @@ def build(scn: Scenario, proto: Protocol | None = None,
     return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
 
 
-@dataclass
-class _Reading:
-    """Bytes the receiver accepted and is still reading (faults.rx_lag)."""
-
-    consume: Consume
-    epoch: int
-    left: int
-
-
-def replay(run: SimRun, proto: Protocol | None = None) -> SimRun:
+def replay(run: SimRun, proto: Protocol) -> SimRun:
     """Land TLPs in visibility order; wake the receiver; stop at the first violation."""
-    scn = run.scenario
-    proto = proto or get_protocol(scn.protocol)
-    lay = run.layout
-    mem = Memory(lay)
-    rx = proto.receiver(scn, lay)
-    watch = rx.watch
-    name = scn.protocol
-    lag = scn.faults.rx_lag
-    flush = proto.flush_on_accept
-    data_target = proto.targets.get(ops.DATA, 0)
-    epoch = -1
-    polls = run.polls
-    reading: list[_Reading] = []
-    deferred: list[tuple[Consume, int]] = []   # (consume, seq of the signal TLP) awaiting the flush
-    invisible_data = {t.seq for t in run.order if t.region == ops.DATA and t.target == data_target} if flush else set()
-
-    def close(e: int, pos: int) -> Violation | None:
-        if e >= 0 and not rx.done():
-            return Violation("hang", name, e, -1, "not every channel saw its final signal", position=pos)
-        return None
-
-    def verify(c: Consume, e: int, t: Tlp, pos: int) -> Violation | None:
-        expected = expected_data(lay, e) if c.region == ops.DATA else None
-        v = check(c, mem.regions[c.region], expected, lay, name, e)
-        if v is not None:
-            v.trigger, v.position = t.seq, pos
-        return v
-
-    # the receiver issues its own stores (resets) first and sees its own writes: it
-    # polls again only once all of this epoch's local stores have been applied
-    local_left: dict[int, int] = {}
-    for t in run.order:
-        if t.local:
-            local_left[t.epoch] = local_left.get(t.epoch, 0) + 1
-    pending_local = 0
+    step = Receiving(run.scenario, proto, run.layout, run.order, run.polls)
     pos = 0
     for t in run.order:
-        if t.epoch != epoch:
-            v = close(epoch, pos)
-            if v:
+        if t.epoch != step.epoch:
+            v = step.close(pos)
+            if v is not None:
                 run.violation = v
                 return run
-            if not proto.release_at_accept:
-                reading.clear()  # the credit follows the read: the sender waits for it
-            epoch = t.epoch
-            mem.start_epoch(epoch, poison=proto.poison, reset=proto.reset_signals)
-            rx.start_epoch(epoch)
-            pending_local = local_left.get(epoch, 0)
-        mem.apply(t)
+            step.start_epoch(t.epoch)
         pos += t.n
-        if t.local:
-            pending_local -= 1
-        if reading:
-            for r in reading:
-                c = r.consume
-                if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
-                    v = verify(c, r.epoch, t, pos)
-                    if v is not None:
-                        v.kind = "overwritten-while-read"
-                        run.violation = v
-                        return run
-                r.left -= t.n
-            reading = [r for r in reading if r.left > 0]
-        if flush:
-            invisible_data.discard(t.seq)
-        if t.region in watch and not pending_local:
-            consumed = rx.poll(mem, epoch)
-            if consumed:
-                polls.append(Poll(pos, t.seq, [c.what for c in consumed], consumed))
-                for c in consumed:
-                    if flush and c.region == ops.DATA:
-                        deferred.append((c, t.seq))
-                        continue
-                    v = verify(c, epoch, t, pos)
-                    if v is not None:
-                        run.violation = v
-                        return run
-                    if lag and c.region == ops.DATA:
-                        reading.append(_Reading(c, epoch, lag))
-        if deferred:  # the flush read completes once the data path's earlier TLPs are visible
-            still = []
-            for c, trig in deferred:
-                if any(s < trig for s in invisible_data):
-                    still.append((c, trig))
-                    continue
-                v = verify(c, epoch, t, pos)
-                if v is not None:
-                    run.violation = v
-                    return run
-            deferred = still
-    run.violation = close(epoch, pos)
+        v = step.land(t, pos)
+        if v is not None:
+            run.violation = v
+            return run
+    run.violation = step.close(pos)
     return run
 
 
-def simulate(scn: Scenario, proto: Protocol | None = None) -> SimRun:
+def simulate(scn: Scenario, proto: Protocol) -> SimRun:
+    """Build and replay `scn` under `proto` (the caller resolved it once, by the scenario's name)."""
     return replay(build(scn, proto), proto)

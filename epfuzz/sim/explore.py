@@ -7,6 +7,14 @@ receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs tha
 write disjoint data bytes commute, so the visible set determines the data region.
 With adaptive routing on, every packet arrival order (per epoch) is enumerated
 too, for scenarios of at most MAX_AR_PACKETS packets per epoch.
+
+The DFS is one scheduler over the replay's own receiver step (`Receiving.land`),
+as shuttle's DFS is one scheduler among others: the flush before reading data and
+the read lag (`faults.rx_lag`) are modelled exactly as in `simulate`, and what the
+receiver is still reading or waiting on is part of the merged state. Between
+epochs the end state of arrival order is carried over (one of the orders just
+explored, all clean), so a read lag reaching into the next epoch is explored
+from that one end state only.
 """
 
 from __future__ import annotations
@@ -14,16 +22,14 @@ from __future__ import annotations
 import itertools
 from dataclasses import dataclass
 
-from epfuzz import ops
 from epfuzz.errors import InputError
-from epfuzz.oracle import Violation, check
-from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Protocol, Receiver
+from epfuzz.oracle import Violation
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, build
-from epfuzz.sim.memory import Memory
-from epfuzz.sim.nic import Packet, Tlp
-from epfuzz.sim.pcie import tlp_pass_rule
+from epfuzz.sim.packets import Packet, Tlp
+from epfuzz.sim.pass_rules import tlp_pass_rule
+from epfuzz.sim.receive import Receiving
 
 MAX_UNITS_PER_EPOCH = 48
 
@@ -48,12 +54,8 @@ def _units(tlps: list[Tlp]) -> list[Tlp]:
 MAX_AR_PACKETS = 7
 
 
-def explore(scn: Scenario, proto: Protocol | None = None, max_states: int = 500_000) -> Exploration:
+def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Exploration:
     """Every allowed PCIe visibility order; with adaptive routing on, for every packet arrival order too."""
-    proto = proto or get_protocol(scn.protocol)
-    if proto.flush_on_accept or (proto.release_at_accept and scn.faults.rx_lag):
-        raise InputError(f"exhaustive exploration does not model {scn.protocol}'s flush or read lag yet; "
-                         "use epfuzz run or fuzz it")
     base = scn.replace(schedule=())
     if not scn.knobs.adaptive_routing:
         return _explore_run(build(base, proto), scn, proto, max_states)
@@ -82,51 +84,53 @@ def explore(scn: Scenario, proto: Protocol | None = None, max_states: int = 500_
 
 
 def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -> Exploration:
-    mem = Memory(run.layout)
-    rx = proto.receiver(scn, run.layout)
+    per_epoch = [_units([t for t in run.tlps if t.epoch == e]) for e in range(scn.payload.epochs)]
+    step = Receiving(scn, proto, run.layout, [u for units in per_epoch for u in units])
     budget = [max_states]
     states = 0
-    for epoch in range(scn.payload.epochs):
-        units = _units([t for t in run.tlps if t.epoch == epoch])
+    for epoch, units in enumerate(per_epoch):
         if len(units) > MAX_UNITS_PER_EPOCH:
             raise InputError(f"scenario too large to explore exhaustively ({len(units)} TLPs in epoch {epoch}, "
                              f"limit {MAX_UNITS_PER_EPOCH})")
-        mem.start_epoch(epoch, poison=proto.poison, reset=proto.reset_signals)
-        rx.start_epoch(epoch)
-        start = rx.state()
-        v, path, n = _explore_epoch(scn, units, epoch, mem, rx, budget)
+        step.start_epoch(epoch)
+        start = step.state()
+        v, path, n = _explore_epoch(scn, units, step, budget)
         states += n
         if v is not None:
             return Exploration(v, states, path)
-        # carry the epoch's end state into the next one (arrival order; disjoint writes commute)
-        rx.restore(start)
-        for t in units:
-            mem.apply(t)
-            if t.region in rx.watch:
-                rx.poll(mem, epoch)
+        # carry the epoch's end state into the next one: arrival order is one of the orders
+        # just explored, all clean, and disjoint writes commute
+        step.restore(start)
+        for i, t in enumerate(units):
+            step.land(t, i + 1)
     return Exploration(None, states, [])
 
 
-def _explore_epoch(scn: Scenario, units: list[Tlp], epoch: int, mem: Memory, rx: Receiver,
-                   budget: list[int]) -> tuple[Violation | None, list[int], int]:
-    lay = mem.layout
+def _blocked_by(scn: Scenario, units: list[Tlp]) -> list[int]:
+    """Bit j of entry i: unit i may not become visible while earlier unit j is pending."""
     window = scn.knobs.reorder_window
     can_pass = tlp_pass_rule()
-    n = len(units)
-    # blocked_by[i]: bit j set if unit i may not become visible while earlier unit j is pending
-    blocked_by = [0] * n
+    out = [0] * len(units)
     for i, t in enumerate(units):
         for j in range(i):
             e = units[j]
             if t.seq - e.seq > window or can_pass(t, e) is None:
-                blocked_by[i] |= 1 << j
+                out[i] |= 1 << j
+    return out
+
+
+def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving,
+                   budget: list[int]) -> tuple[Violation | None, list[int], int]:
+    """Depth first over "which pending unit becomes visible next": one scheduler of `step.land`."""
+    n = len(units)
+    blocked_by = _blocked_by(scn, units)
     seen: set[tuple[object, ...]] = set()
     path: list[int] = []
     full = (1 << n) - 1
-    local_mask = sum(1 << i for i, t in enumerate(units) if t.local)  # receiver polls after its own stores
+    mem = step.mem
 
     def dfs(mask: int) -> Violation | None:
-        key = (mask, rx.state(), mem.regions[ops.SIGNAL].tobytes(), mem.regions[ops.CQ].tobytes())
+        key = (mask, step.key())
         if key in seen:
             return None
         seen.add(key)
@@ -134,33 +138,23 @@ def _explore_epoch(scn: Scenario, units: list[Tlp], epoch: int, mem: Memory, rx:
         if budget[0] < 0:
             raise InputError("exhaustive exploration exceeded its state budget")
         if mask == full:
-            if not rx.done():
-                return Violation("hang", scn.protocol, epoch, -1, "not every channel saw its final signal")
-            return None
+            return step.close(-1)
         pending = full & ~mask
         for i in range(n):
             if not (pending >> i) & 1 or blocked_by[i] & pending:
                 continue
             t = units[i]
             snap = mem.snapshot()
-            rstate = rx.state()
-            mem.apply(t)
+            state = step.state()
             path.append(t.seq)
-            v = None
-            if t.region in rx.watch and (mask | (1 << i)) & local_mask == local_mask:
-                for c in rx.poll(mem, epoch):
-                    expected = mem.expected if c.region == ops.DATA else None
-                    v = check(c, mem.regions[c.region], expected, lay, scn.protocol, epoch)
-                    if v is not None:
-                        v.trigger, v.position = t.seq, len(path)
-                        break
+            v = step.land(t, len(path))
             if v is None:
                 v = dfs(mask | (1 << i))
             if v is not None:
                 return v
             path.pop()
             mem.restore(snap)
-            rx.restore(rstate)
+            step.restore(state)
         return None
 
     v = dfs(0)

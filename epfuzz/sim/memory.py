@@ -1,31 +1,18 @@
-"""Receiver memory (numpy byte arrays) and the exact image each epoch should leave there."""
+"""Receiver memory (numpy byte arrays) where TLPs land; `expected_data` is re-exported from `epfuzz.epoch`."""
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
-from epfuzz import ops
-from epfuzz.payload import canary, token_image
+from epfuzz.epoch import expected_data, start_writes
 from epfuzz.protocols.base import Layout
-from epfuzz.sim.nic import T_ADD, T_COPY, T_CQE, T_READ, T_VALUE, Tlp
+from epfuzz.sim.packets import Tlp, TlpAction
 
 MASK64 = (1 << 64) - 1
+# bound once: `TlpAction.X` is a slow attribute lookup on Python 3.11, and `apply` runs per TLP
+_COPY, _VALUE, _ADD, _READ, _CQE = TlpAction.COPY, TlpAction.VALUE, TlpAction.ADD, TlpAction.READ, TlpAction.CQE
 
-
-@lru_cache(maxsize=256)
-def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
-    """This epoch's data region as the sender means it (unused slots hold poison)."""
-    size = layout.sizes[ops.DATA]
-    img = canary(epoch, size).copy()
-    for c in range(layout.num_channels):
-        for s in range(layout.tokens_in_channel[c]):
-            off = layout.slot_offset(c, s)
-            img[off:off + layout.token_bytes] = np.frombuffer(
-                token_image(epoch, src, c, layout.token_of(c, s), layout.token_bytes), dtype=np.uint8)
-    img.flags.writeable = False
-    return img
+__all__ = ["Memory", "expected_data"]
 
 
 class Memory:
@@ -42,12 +29,8 @@ class Memory:
     def start_epoch(self, epoch: int, poison: bool = True, reset: bool = True) -> None:
         """Poison the slots with this epoch's canary; reset signal words and CQ (receiver cleanup)."""
         self.epoch = epoch
-        data = self.regions[ops.DATA]
-        if poison or epoch == 0:
-            data[:] = canary(epoch, data.size)
-        if reset or epoch == 0:
-            for name in (ops.SIGNAL, ops.CQ, ops.RECV):
-                self.regions[name][:] = 0
+        for name, image in start_writes(self.layout, epoch, poison, reset):
+            self.regions[name][:] = image
         self.expected = expected_data(self.layout, epoch)
 
     def u64(self, region: str, offset: int) -> int:
@@ -63,19 +46,19 @@ class Memory:
     def apply(self, t: Tlp) -> None:
         arr = self.regions[t.region]
         a = t.action
-        if a == T_COPY:  # value = source shift (0: the bytes the receiver expects there)
+        if a == _COPY:  # value = source shift (0: the bytes the receiver expects there)
             src = t.off + t.value
             arr[t.off:t.off + t.length] = self.expected[src:src + t.length]
-        elif a == T_VALUE:
+        elif a == _VALUE:
             arr[t.off:t.off + 8] = np.frombuffer((t.value & MASK64).to_bytes(8, "little"), dtype=np.uint8)
-        elif a == T_ADD:  # atomic: one TLP, or the RMW's write-back after its read
+        elif a == _ADD:  # atomic: one TLP, or the RMW's write-back after its read
             v = (self.u64(t.region, t.off) + t.value) & MASK64
             arr[t.off:t.off + 8] = np.frombuffer(v.to_bytes(8, "little"), dtype=np.uint8)
-        elif a == T_CQE:
+        elif a == _CQE:
             words = np.array([self.epoch + 1, t.value & 0xFFFFFFFF, (t.value >> 32) & 0xFFFFFFFF, t.qp],
                              dtype="<u4")
             arr[t.off:t.off + 16] = words.view(np.uint8)
-        elif a != T_READ:  # pragma: no cover
+        elif a != _READ:  # pragma: no cover
             raise AssertionError(a)
 
     def snapshot(self) -> dict[str, bytes]:

@@ -18,6 +18,7 @@ from epfuzz.cli import main as cli
 from epfuzz.corpus import load_case, sha1
 from epfuzz.minimize import is_one_minimal, reproduces
 from epfuzz.ossfuzz import package
+from epfuzz.protocols import get_protocol
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -93,8 +94,8 @@ def test_fuzz_run_then_triage_and_report(tmp_path):
     # 25 s run happened to find one.)
     sim = get_backend("sim")
     for c in kept:
-        kind = sim.run(c.scenario).violation.kind
-        assert is_one_minimal(c.scenario, reproduces(sim, 1, 0.5, kind)), c.name
+        kind = sim.run(c.scenario, get_protocol(c.scenario.protocol)).violation.kind
+        assert is_one_minimal(c.scenario, reproduces(sim, get_protocol(c.scenario.protocol), 1, 0.5, kind)), c.name
     assert cli(["triage", str(run_dir), "--keep", str(keep)]) == 1  # a second pass adds nothing
     assert len(list(keep.glob("*.json"))) == len(kept)
     assert cli(["report", str(run_dir)]) == 0

@@ -4,30 +4,35 @@ from __future__ import annotations
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, threads
 from epfuzz.errors import BackendUnavailable
-from epfuzz.scenario import Scenario
+from epfuzz.protocols import get_protocol
 
 OK, WHY = CudaBackend().availability()
+DISPATCH_ANY = get_protocol("dispatch_any")  # the protocol of mp()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda backend unavailable here: {WHY}")
 
 
+
+
 def mp(tokens=16, **gpu):
-    return Scenario.from_dict({"protocol": "dispatch_any", "signal": {"kind": "write", "at_end_only": True},
-                               "payload": {"num_tokens": tokens, "hidden_bytes": 16384, "meta_bytes": 16},
-                               "gpu": gpu})
+    return codec.load_dict({"protocol": "dispatch_any", "signal": {"kind": "write", "at_end_only": True},
+                            "payload": {"num_tokens": tokens, "hidden_bytes": 16384, "meta_bytes": 16},
+                            "gpu": gpu})
 
 
 def test_params_follow_the_scenario():
-    p = params(mp(4, fence="threadfence_system", store="release_sys", signal_thread="last", spin_cycles=100), 500)
+    p = params(mp(4, fence="threadfence_system", store="release_sys", signal_thread="last", spin_cycles=100),
+               DISPATCH_ANY, 500)
     assert (p["C"], p["n"], p["W"], p["k"], p["nchunks"]) == (1, 4, (16384 + 16) // 4, 4, 1)
     assert (p["sig_kind"], p["fence"], p["sig_last"], p["spin"], p["r0"], p["r1"]) == (3, 2, 1, 100, 1, 500)
     assert list(p)[-1] == "timeout" and len(p) == 15  # MpParams order, read by index in cuda_mp.cpp
     assert threads(p) == 1024  # a 16K-byte chunk keeps 1024 threads busy
-    faa = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
+    faa = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 2},
                               "topology": {"num_channels": 3}, "payload": {"num_tokens": 9}})
-    q = params(faa, 10)
+    q = params(faa, get_protocol(faa.protocol), 10)
     assert q["sig_kind"] == 2 and q["C"] == 3 and q["n"] == 3 and q["k"] == 2 and q["nchunks"] == 2
     assert threads(q) == 256
 
@@ -52,7 +57,7 @@ def test_unavailable_backend_says_why():
 @needs_gpu
 @pytest.mark.cuda
 def test_same_gpu_fenced_rounds_are_clean():
-    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), repeats=2000)
+    out = get_backend("cuda").run(mp(path="same", fence="threadfence_system"), DISPATCH_ANY, repeats=2000)
     assert out.runs == 2000 and out.hits == 0
 
 
@@ -63,7 +68,7 @@ def test_nvlink_fenced_rounds_are_clean():
 
     if torch.cuda.device_count() < 2:
         pytest.skip("needs two GPUs")
-    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), repeats=20000)
+    out = get_backend("cuda").run(mp(path="p2p", fence="threadfence_system"), DISPATCH_ANY, repeats=20000)
     assert out.hits == 0, out.summary
 
 
@@ -82,9 +87,10 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
 
     for path in sorted((Path(__file__).resolve().parents[2] / "corpus" / "cuda").glob("*.json")):
         scn = load_case(path).scenario
-        get_backend("cuda").run(scn, repeats=2000)  # runs to completion (no hang, no error)
+        proto = get_protocol(scn.protocol)
+        get_backend("cuda").run(scn, proto, repeats=2000)  # runs to completion (no hang, no error)
         fenced = scn.with_path("gpu.fence", "threadfence_system")
-        assert get_backend("cuda").run(fenced, repeats=50_000).hits == 0, path.name
+        assert get_backend("cuda").run(fenced, proto, repeats=50_000).hits == 0, path.name
 
 
 @needs_gpu
@@ -94,15 +100,15 @@ def test_unaligned_chunked_channels_are_checked_word_for_word(path):
     """Three channels, chunks of three 1,296-byte tokens: every word of every chunk must be written
     and checked through the head/vector/tail split; a word the split missed reads as stale in
     every round."""
-    scn = Scenario.from_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
-                              "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
-                                                                           "meta_bytes": 129},
-                              "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
+    scn = codec.load_dict({"protocol": "deepep_v2_dispatch", "signal": {"interval": 3},
+                           "topology": {"num_channels": 3}, "payload": {"num_tokens": 21, "hidden_bytes": 1137,
+                                                                        "meta_bytes": 129},
+                           "gpu": {"path": path, "fence": "threadfence_system", "store": "release_sys"}})
     if path == "host":
         scn = scn.with_path("signal.kind", "write")
-    p = params(scn, 2000)
+    p = params(scn, get_protocol(scn.protocol), 2000)
     assert p["nchunks"] > 1 and p["C"] == 3
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)
     assert out.runs == 2000 and out.hits == 0, out.summary
 
 
@@ -119,7 +125,7 @@ def test_launch_skew_sleeps_one_side_before_every_launch(path, skew_consumer):
         pytest.skip("needs two GPUs")
     scn = mp(path=path, fence="threadfence_system", launch_rounds=100, launch_skew=1 << 20,
              skew_consumer=skew_consumer)
-    out = get_backend("cuda").run(scn, repeats=2000)
+    out = get_backend("cuda").run(scn, get_protocol(scn.protocol), repeats=2000)
     assert out.violation is None and out.runs == 2000, out.summary
     assert "20 launch(es)" in out.summary
     assert out.extra["seconds"] >= 0.01, out.summary
@@ -138,9 +144,9 @@ def test_fresh_buffers_map_new_memory_for_every_run():
     b = get_backend("cuda")
     for fresh, grows in ((False, False), (True, True)):
         scn = mp(path="same", fence="threadfence_system", fresh_buffers=fresh)
-        b.run(scn, repeats=2000)
+        b.run(scn, get_protocol(scn.protocol), repeats=2000)
         before = segments()
-        out = b.run(scn, repeats=2000)
+        out = b.run(scn, get_protocol(scn.protocol), repeats=2000)
         assert out.hits == 0, out.summary
         assert (segments() > before) == grows, fresh
 

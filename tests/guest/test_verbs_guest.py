@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.backends.verbs import VerbsBackend
 from epfuzz.cli import main as cli
 from epfuzz.minimize import minimize
-from epfuzz.scenario import Scenario
+from epfuzz.protocols import get_protocol
 
 pytestmark = pytest.mark.skipif(os.environ.get("EPFUZZ_IN_GUEST") != "1",
                                 reason="runs inside the epfuzz soft-RoCE guest (tests/verbs/ boots it)")
@@ -24,29 +25,34 @@ SAME = {**CROSS, "signal": {"kind": "faa", "other_qp": False}}
 OUT = Path("/mnt/out")
 
 
+def run(doc: dict, repeats: int):
+    scn = codec.load_dict(doc)
+    return VerbsBackend().run(scn, get_protocol(scn.protocol), repeats=repeats)
+
+
 def test_cross_qp_signal_with_the_data_qp_delayed_is_found_in_most_runs():
-    out = VerbsBackend().run(Scenario.from_dict(CROSS), repeats=5)
+    out = run(CROSS, repeats=5)
     assert out.hits >= 3, out.summary
 
 
 def test_same_qp_write_then_fetch_and_add_is_clean_under_the_same_faults():
-    out = VerbsBackend().run(Scenario.from_dict(SAME), repeats=5)
+    out = run(SAME, repeats=5)
     assert out.hits == 0, out.summary
 
 
 @pytest.mark.parametrize("kind", ["write_imm", "send"])
 def test_completion_signals_on_the_data_qp_are_clean_with_channels_sharing_it(kind):
-    scn = Scenario.from_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 4, "hidden_bytes": 4096},
+    scn = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 4, "hidden_bytes": 4096},
                               "topology": {"num_channels": 2, "num_qps": 1}, "signal": {"kind": kind},
                               "knobs": {"mr_relaxed": True}})
-    out = VerbsBackend().run(scn, repeats=3)
+    out = VerbsBackend().run(scn, get_protocol(scn.protocol), repeats=3)
     assert out.hits == 0, out.summary
 
 
 def test_verbs_finding_minimizes():
-    big = Scenario.from_dict({**CROSS, "payload": {"num_tokens": 6, "hidden_bytes": 7168, "epochs": 2},
+    big = codec.load_dict({**CROSS, "payload": {"num_tokens": 6, "hidden_bytes": 7168, "epochs": 2},
                               "topology": {"num_qps": 2, "num_channels": 2, "channel_qp": [0, 0]}})
-    m = minimize(big, backend="verbs", repeats=3, threshold=1.0, max_seconds=150)
+    m = minimize(big, get_protocol(big.protocol), backend="verbs", repeats=3, threshold=1.0, max_seconds=150)
     r = m.result
     assert m.rate >= 0.6, m.result.to_json(indent=None)
     assert r.payload.num_tokens <= 6 and r.payload.epochs == 1 and r.topology.num_channels == 1
@@ -61,9 +67,9 @@ def test_throttling_the_data_qp_and_the_port_shapes_real_traffic():
     2026-11-30: 1, 2, 0, 3, 3, 0 per batch of 6), so 6 runs missed one time in five; 24 runs miss
     about one time in a thousand (0.75^24), at about 6 s."""
     slow_data = {**CROSS, "faults": {"qp_rate_div": [16]}, "payload": {"num_tokens": 16, "hidden_bytes": 16384}}
-    assert VerbsBackend().run(Scenario.from_dict(slow_data), repeats=24).hits >= 1
+    assert run(slow_data, repeats=24).hits >= 1
     port = {**SAME, "faults": {"port_rate_div": 8}}
-    out = VerbsBackend().run(Scenario.from_dict(port), repeats=2)
+    out = run(port, repeats=2)
     assert out.hits == 0, out.summary
 
 
@@ -75,10 +81,10 @@ def test_replay_reports_the_reproduction_rate(tmp_path, capsys):
 
 
 def test_scenarios_per_second_benchmark_line():
-    scn = Scenario.from_dict({**SAME, "faults": {}})
+    scn = codec.load_dict({**SAME, "faults": {}})
     b = VerbsBackend()
     t0 = time.perf_counter()
-    out = b.run(scn, repeats=20)
+    out = b.run(scn, get_protocol(scn.protocol), repeats=20)
     rate = out.runs / (time.perf_counter() - t0)
     line = {"verbs_scenarios_per_second_in_guest": round(rate, 1), "scenario": "2 tokens x 4 KiB, faa, same QP"}
     print(json.dumps(line))

@@ -50,9 +50,10 @@ def test_fixed_protocol_stays_clean_for_the_same_budget(tmp_path, name):
                                               ("verbs", "backend verbs")])
 def test_unavailable_backend_fails_at_once_with_the_reason(tmp_path, backend, message):
     from epfuzz.backends import get_backend
+    from epfuzz.backends.base import Where
 
     b = get_backend(backend, require=False)
-    if backend == "cuda" and b.availability()[0] or backend == "verbs" and b.runs_locally():
+    if b.availability()[0] and b.where() is Where.HERE:
         pytest.skip(f"{backend} can run here")
     p = run_harness("deepep_v2_dispatch", tmp_path, runs=10, extra=(f"--backend={backend}",))
     assert p.returncode == 2

@@ -11,10 +11,12 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.cli import main as cli
 from epfuzz.corpus import load_case
 from epfuzz.minimize import is_one_minimal, minimize, reproduces
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 
@@ -25,11 +27,11 @@ ROOT = Path(__file__).resolve().parents[2]
                                                                  HealthCheck.too_slow])
 @given(st.binary(min_size=8, max_size=64))
 def test_minimized_findings_are_one_minimal(data):
-    scn = Scenario.from_bytes(data, "dispatch_any")
-    run = simulate(scn)
+    scn = codec.decode(data, "dispatch_any")
+    run = simulate(scn, get_protocol(scn.protocol))
     assume(run.violation is not None)
-    m = minimize(scn)
-    pred = reproduces(get_backend("sim"), 1, 1.0, run.violation.kind)
+    m = minimize(scn, get_protocol(scn.protocol))
+    pred = reproduces(get_backend("sim"), get_protocol(scn.protocol), 1, 1.0, run.violation.kind)
     assert is_one_minimal(m.result, pred)
 
 
@@ -37,7 +39,7 @@ def test_clean_scenario_is_refused():
     from epfuzz.errors import EpfuzzError
 
     with pytest.raises(EpfuzzError, match="does not reproduce"):
-        minimize(Scenario(protocol="deepep_v2_dispatch_fixed"))
+        minimize(Scenario(protocol="deepep_v2_dispatch_fixed"), get_protocol("deepep_v2_dispatch_fixed"))
 
 
 def test_minimize_cli_writes_a_replayable_case(tmp_path, capsys):
@@ -45,7 +47,7 @@ def test_minimize_cli_writes_a_replayable_case(tmp_path, capsys):
     rc = cli(["minimize", str(ROOT / "corpus/regressions/cross-qp-spec.json"), "-o", str(out)])
     assert rc == 1
     case = load_case(out)
-    assert case.expect == "finding" and case.input == case.scenario.to_bytes()
+    assert case.expect == "finding" and case.input == codec.encode(case.scenario)
     assert cli(["replay", str(out)]) == 0
     assert "replay: epfuzz run" in capsys.readouterr().out
 

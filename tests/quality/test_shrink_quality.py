@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.explain import explain
 from epfuzz.minimize import minimize
-from epfuzz.scenario import Scenario
+from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import simulate
 
 #: a noisy DeepEP #661 finding, as a fuzzer would hand it over
@@ -27,9 +28,9 @@ BIG_661 = {
 
 @pytest.fixture(scope="module")
 def minimized():
-    scn = Scenario.from_dict(BIG_661)
-    assert simulate(scn).violation is not None
-    return minimize(scn)
+    scn = codec.load_dict(BIG_661)
+    assert simulate(scn, get_protocol(scn.protocol)).violation is not None
+    return minimize(scn, get_protocol(scn.protocol))
 
 
 def test_661_minimizes_to_one_channel_one_qp_smallest_token(minimized):
@@ -43,7 +44,7 @@ def test_661_minimizes_to_one_channel_one_qp_smallest_token(minimized):
 
 
 def test_661_explain_names_c2b_and_the_knob_set(minimized):
-    e = explain(minimized.result)
+    e = explain(minimized.result, get_protocol(minimized.result.protocol))
     assert e.rule_cells == {"C2b"}
     needed = {k.split("(")[-1].split("=")[0] for k in e.knobs_needed}
     assert {"knobs.mr_relaxed", "knobs.atomic_mode", "knobs.hca_o920"} <= needed
@@ -56,5 +57,5 @@ def test_explain_draws_a_picture(minimized, tmp_path):
     pytest.importorskip("matplotlib")
     from epfuzz.explain import plot
 
-    out = plot(explain(minimized.result), tmp_path / "t.png")
+    out = plot(explain(minimized.result, get_protocol(minimized.result.protocol)), tmp_path / "t.png")
     assert out.stat().st_size > 1000

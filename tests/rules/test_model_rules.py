@@ -1,18 +1,18 @@
-"""The emulator's rules beyond the PCIe table, one test each (epfuzz.sim.pcie.tlp_pass_rule)."""
+"""The emulator's rules beyond the PCIe table, one test each (epfuzz.sim.pass_rules.tlp_pass_rule)."""
 
 from __future__ import annotations
 
 from epfuzz.ordering import Attrs, TlpType
-from epfuzz.sim.nic import LOCAL_BARRIER, LOCAL_NONE, LOCAL_UNORDERED, T_COPY, Tlp
-from epfuzz.sim.pcie import packet_pass_rule, tlp_pass_rule
+from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
+from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 
 rule = tlp_pass_rule()
 
 
 def tlp(seq: int, *, type: TlpType = TlpType.POSTED, ro: bool = False, qp: int = 0, epoch: int = 0,
-        target: int = 0, local: int = LOCAL_NONE, dep: int = -1, hold: bool = False) -> Tlp:
+        target: int = 0, local: LocalStore = LocalStore.NONE, dep: int = -1, hold: bool = False) -> Tlp:
     t = Tlp()
-    t.seq, t.n, t.mps, t.epoch, t.attrs, t.action, t.qp = seq, 1, 256, epoch, Attrs(type, ro=ro), T_COPY, qp
+    t.seq, t.n, t.mps, t.epoch, t.attrs, t.action, t.qp = seq, 1, 256, epoch, Attrs(type, ro=ro), TlpAction.COPY, qp
     t.region, t.off, t.length, t.value, t.dep, t.hold, t.pkt, t.wr = "data", 0, 16, 0, dep, hold, 0, 0
     t.target, t.local = target, local
     return t
@@ -46,11 +46,11 @@ def test_o920_atomic_held_behind_its_qps_writes_only():
 
 
 def test_receiver_store_behind_a_barrier_is_never_passed():
-    assert rule(tlp(1, ro=True), tlp(0, local=LOCAL_BARRIER)) is None
+    assert rule(tlp(1, ro=True), tlp(0, local=LocalStore.BARRIER)) is None
 
 
 def test_receiver_store_without_barrier_races_the_epoch():
-    assert rule(tlp(1), tlp(0, local=LOCAL_UNORDERED)) == "no-barrier"
+    assert rule(tlp(1), tlp(0, local=LocalStore.UNORDERED)) == "no-barrier"
 
 
 def test_packets_keep_order_without_adaptive_routing():

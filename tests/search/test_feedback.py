@@ -8,9 +8,9 @@ import sys
 import textwrap
 from pathlib import Path
 
+from epfuzz import codec
 from epfuzz.feedback import accept_features, feature_index, features, reorder_pairs
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
 
@@ -18,7 +18,7 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def _run(doc: dict) -> object:
-    scn = Scenario.from_dict(doc)
+    scn = codec.load_dict(doc)
     return simulate(scn, get_protocol(scn.protocol))
 
 

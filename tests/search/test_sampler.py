@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import random
 
+from epfuzz import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sampler import SamplerSearch, mutate_schedule, sample_schedule
-from epfuzz.scenario import Scenario
 from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
 
 
 def test_schedule_has_one_to_three_change_points_that_reorder():
-    scn = Scenario.from_dict({**SEED_661, "schedule": []})
+    scn = codec.load_dict({**SEED_661, "schedule": []})
     proto = get_protocol(scn.protocol)
     rng = random.Random(1)
     reordered = 0
@@ -26,7 +26,7 @@ def test_schedule_has_one_to_three_change_points_that_reorder():
 
 def test_sampler_picks_the_single_signal_tlp_often():
     """One atomic among 57 data TLPs: uniform units would pick it ~1/58 of the time."""
-    scn = Scenario.from_dict({**SEED_661, "schedule": [], "chunking": {"max_payload": 128}})
+    scn = codec.load_dict({**SEED_661, "schedule": [], "chunking": {"max_payload": 128}})
     proto = get_protocol(scn.protocol)
     rng = random.Random(2)
     hits = sum(simulate(scn.replace(schedule=sample_schedule(scn, proto, rng, depth=1)), proto).violation is not None
@@ -37,10 +37,11 @@ def test_sampler_picks_the_single_signal_tlp_often():
 def test_mutator_move_keeps_the_configuration():
     proto = get_protocol("deep_gdr")
     rng = random.Random(3)
-    data = Scenario.from_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3},
-                               "topology": {"num_channels": 2}}).to_bytes()
-    before = Scenario.from_bytes(data, "deep_gdr")
-    after = Scenario.from_bytes(mutate_schedule(data, "deep_gdr", proto, rng), "deep_gdr")
+    data = codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3},
+                               "topology": {"num_channels": 2}})
+    data = codec.encode(data)
+    before = codec.decode(data, "deep_gdr")
+    after = codec.decode(mutate_schedule(data, "deep_gdr", proto, rng), "deep_gdr")
     assert after.schedule and after.replace(schedule=()) == before.replace(schedule=())
 
 

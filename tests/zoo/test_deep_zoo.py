@@ -9,10 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.deep import DEEP_ZOO, GuardedReceiver
 from epfuzz.sampler import SamplerSearch
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,7 +37,7 @@ def test_deep_zoo_has_eight_pairs_with_sources_harnesses_and_seeds():
 def test_guarded_receiver_waits_for_the_trailer():
     """The defence: a signal alone does not make a slot readable; the trailer must show this epoch."""
     proto = get_protocol("deep_ro_signal_fixed")
-    scn = Scenario.from_dict({"protocol": "deep_ro_signal_fixed", "payload": {"num_tokens": 2}})
+    scn = codec.load_dict({"protocol": "deep_ro_signal_fixed", "payload": {"num_tokens": 2}})
     run = simulate(scn, proto)
     assert run.violation is None and run.polls
     assert isinstance(proto.receiver(scn, run.layout), GuardedReceiver)
@@ -64,6 +64,6 @@ def test_deep_fixed_protocol_clean_under_sampler_and_random(fixed):
     search = SamplerSearch(fixed, proto, 11)
     rng = random.Random(11)
     for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), Scenario.from_bytes(rng.randbytes(rng.randrange(0, 129)), fixed)):
+        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
             run = simulate(scn, proto)
             assert run.violation is None, (run.violation.summary(), scn.to_json(None))

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
+from epfuzz import codec
 from epfuzz.cli import main as cli
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 
@@ -25,13 +25,13 @@ def _cwd(monkeypatch):
 def test_plugin_loads_by_module_and_attr():
     p = get_protocol("examples.seqflag:SeqFlag")
     assert p.expect == "finding"
-    s = Scenario.from_dict({"protocol": "examples.seqflag:SeqFlag",
+    s = codec.load_dict({"protocol": "examples.seqflag:SeqFlag",
                             "knobs": {"nic_relaxed_ordering": True, "reorder_window": 8}})
-    assert explore(s).violation is not None
+    assert explore(s, get_protocol(s.protocol)).violation is not None
     safe = s.replace(protocol="examples.seqflag:SeqFlagAtomic", knobs=s.knobs.__class__(
         nic_relaxed_ordering=True, reorder_window=8, atomic_mode=4))
-    assert explore(safe).violation is None
-    assert simulate(safe.with_path("payload.epochs", 3)).violation is None
+    assert explore(safe, get_protocol(safe.protocol)).violation is None
+    assert simulate(safe.with_path("payload.epochs", 3), get_protocol(safe.protocol)).violation is None
 
 
 def test_unknown_plugin_is_a_one_line_error(capsys):

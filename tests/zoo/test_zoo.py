@@ -10,8 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.protocols import REGISTRY
-from epfuzz.protocols.zoo import ZOO
+from epfuzz.protocols import REGISTRY, ZOO
 
 ROOT = Path(__file__).resolve().parents[2]
 BAD_BUDGET = 60_000

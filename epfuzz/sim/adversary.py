@@ -8,6 +8,9 @@ pairwise rule table; conversely every order that does can be reached with at mos
 one overtake per element (place the elements in target order, left to right).
 So this encoding is complete for the rule table, and the default (empty) schedule
 is arrival order: the minimizer's "fewer deviations" means fewer overtakes.
+
+What may pass what is a `PassRule`; the emulator's two are in `epfuzz.sim.pass_rules`
+(TLPs at the root complex, packets on the network).
 """
 
 from __future__ import annotations
@@ -15,9 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
-from epfuzz.ordering import may_pass as _may_pass
-from epfuzz.ordering import passing_rule_name
-from epfuzz.sim.nic import LOCAL_UNORDERED, Packet, Tlp
+from epfuzz.sim.packets import Packet, Tlp
 
 T = TypeVar("T", Packet, Tlp)
 #: (later, earlier) -> the rule clause that permits the pass, or None
@@ -87,46 +88,3 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
     rank = {id(x): i for i, x in enumerate(order)}
     inversions = [(a, b, r) for a, b, r in inversions if id(b) in rank and rank[id(a)] < rank[id(b)]]
     return order, inversions
-
-
-def tlp_pass_rule() -> PassRule:
-    """May TLP `later` become visible before the earlier-arrived TLP `earlier`?
-
-    Beyond the PCIe table (`epfuzz.ordering`): epochs are barriers; a receiver's
-    own store at an epoch start is a barrier unless the protocol lets the next
-    epoch race it ("no-barrier"); an RMW write never passes its read; an o9-20
-    atomic never passes its QP's earlier TLPs; TLPs of different QPs are unordered
-    (IB gives no cross-QP order, "xQP"); TLPs to different completers are
-    unordered (PCIe ordering is per path, "path"). The reorder window is applied
-    by `apply_overtakes`, unit by unit.
-    """
-
-    def rule(later: Tlp, earlier: Tlp) -> str | None:
-        if later.epoch != earlier.epoch:          # epochs are separated by a barrier
-            return None
-        if earlier.local or later.local:          # the receiver's own stores at the epoch start
-            return "no-barrier" if LOCAL_UNORDERED in (earlier.local, later.local) else None
-        if later.dep == earlier.seq:              # RMW write waits for its read's completion
-            return None
-        if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
-            return None
-        if later.qp != earlier.qp:                # IB: no ordering across QPs; the responder
-            return "xQP"                          # processes them independently
-        if later.target != earlier.target:        # PCIe orders a path, not different completers
-            return "path"
-        if not _may_pass(later.attrs, earlier.attrs):
-            return None
-        return passing_rule_name(later.attrs, earlier.attrs)
-
-    return rule
-
-
-def packet_pass_rule(adaptive_routing: bool) -> PassRule:
-    """Adaptive routing lets a packet overtake earlier ones; without it the wire is FIFO per QP."""
-
-    def rule(later: Packet, earlier: Packet) -> str | None:
-        if not adaptive_routing or later.epoch != earlier.epoch:
-            return None
-        return "AR" if later.qp == earlier.qp else "cross-QP"
-
-    return rule

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import random
 
+from epfuzz import codec
 from epfuzz.ordering import may_pass
-from epfuzz.scenario import Overtake, Scenario
+from epfuzz.protocols import get_protocol
+from epfuzz.scenario import Overtake
 from epfuzz.sim.engine import build
 from epfuzz.sim.explore import _units
+
+ANY = get_protocol("dispatch_any")  # every scenario here is dispatch_any's
 
 
 def _check_order(run):
@@ -33,18 +37,18 @@ def test_random_schedules_respect_the_table():
     rng = random.Random(7)
     for _ in range(300):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 60)))
-        s = Scenario.from_bytes(data, "dispatch_any")
+        s = codec.decode(data, "dispatch_any")
         moves = tuple(Overtake("pcie", rng.randrange(200), rng.randrange(1, 64)) for _ in range(6))
-        run = build(s.replace(schedule=moves, payload=s.payload.__class__(num_tokens=2, hidden_bytes=1024)))
+        run = build(s.replace(schedule=moves, payload=s.payload.__class__(num_tokens=2, hidden_bytes=1024)), ANY)
         _check_order(run)
 
 
 def test_units_cover_every_byte_once():
-    s = Scenario.from_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 3, "hidden_bytes": 3000},
+    s = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 3, "hidden_bytes": 3000},
                             "chunking": {"max_payload": 256, "mtu": 1024},
                             "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "reorder_window": 64},
                             "schedule": [{"index": 5, "distance": 9}, {"index": 30, "distance": 20}]})
-    run = build(s)
+    run = build(s, ANY)
     data = sorted((t.off, t.length) for t in run.order if t.region == "data")
     pos = 0
     for off, length in data:
@@ -54,6 +58,6 @@ def test_units_cover_every_byte_once():
 
 
 def test_empty_schedule_is_arrival_order():
-    s = Scenario.from_bytes(b"\x05" * 40, "dispatch_any").replace(schedule=())
-    run = build(s)
+    s = codec.decode(b"\x05" * 40, "dispatch_any").replace(schedule=())
+    run = build(s, ANY)
     assert [t.seq for t in run.order] == [t.seq for t in run.tlps]

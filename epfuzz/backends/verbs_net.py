@@ -1,0 +1,72 @@
+"""The verbs backend's network: two rxe devices on a veth pair, and tc shaping per QP.
+
+QPs on one rxe device never touch a netdev, so a delay or a throttle there changes
+nothing; two rxe devices on a veth pair, routed so RoCE traffic really crosses the
+netdevs, make tc's netem and rate limits real (recipe in README, "The verbs backend
+and its guest"). A per-QP delay is a prio band whose u32 filter matches the BTH
+destination QPN.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+from pathlib import Path
+
+from epfuzz.errors import HarnessError
+
+IP = {"veth0": "198.18.0.1", "veth1": "198.18.0.2"}  # benchmark range; it never leaves the guest
+#: the rate a throttle divisor of 1 stands for on the guest's veth
+LINK_MBIT = 1000
+
+
+def rdma_devices() -> list[str]:
+    try:
+        return sorted(os.listdir("/sys/class/infiniband"))
+    except OSError:
+        return []
+
+
+def _sh(cmd: str) -> None:
+    p = subprocess.run(cmd, shell=True, capture_output=True, text=True, timeout=60)
+    if p.returncode != 0:
+        raise HarnessError(f"guest setup failed: {cmd}: {p.stderr.strip()}")
+
+
+def setup_rxe_pair() -> tuple[str, str]:
+    """Two rxe devices on a veth pair, routed so RoCE traffic really crosses the netdevs; idempotent."""
+    if {"rxe_v0", "rxe_v1"} <= set(rdma_devices()):
+        return "rxe_v0", "rxe_v1"
+    _sh("ip link add veth0 type veth peer name veth1")
+    for dev in ("veth0", "veth1"):
+        _sh(f"ip addr add {IP[dev]}/32 dev {dev} && ip link set {dev} up")
+    _sh(f"ip route add {IP['veth1']}/32 dev veth0 table 100 && ip route add {IP['veth0']}/32 dev veth1 table 101")
+    _sh("ip rule add pref 10 oif veth0 lookup 100 && ip rule add pref 11 oif veth1 lookup 101")
+    _sh("ip rule add pref 1000 lookup local && ip rule del pref 0 lookup local")
+    for dev in ("all", "veth0", "veth1"):
+        _sh(f"sysctl -qw net.ipv4.conf.{dev}.accept_local=1 net.ipv4.conf.{dev}.rp_filter=0")
+    mac = {d: Path(f"/sys/class/net/{d}/address").read_text().strip() for d in ("veth0", "veth1")}
+    _sh(f"ip neigh add {IP['veth1']} lladdr {mac['veth1']} dev veth0 nud permanent")
+    _sh(f"ip neigh add {IP['veth0']} lladdr {mac['veth0']} dev veth1 nud permanent")
+    _sh("rdma link add rxe_v0 type rxe netdev veth0 && rdma link add rxe_v1 type rxe netdev veth1")
+    return "rxe_v0", "rxe_v1"
+
+
+def shape(dev: str, per_qp: dict[int, tuple[int, int]], port_div: int) -> None:
+    """tc on the sender's netdev: one prio band per shaped QP (netem delay and rate on the packets
+    whose BTH destination QPN matches, u32 at offset 32 of the IP packet), everything else through
+    the last band (netem rate when the port is throttled). A shaped QP's band is not also under the
+    port's rate (a simplification). `per_qp`: destination QPN -> (delay ns, rate divisor)."""
+    subprocess.run(f"tc qdisc del dev {dev} root", shell=True, capture_output=True)
+    shaped = sorted(per_qp.items())[:15]
+    if not shaped and port_div <= 1:
+        return
+    n = len(shaped) + 1
+    _sh(f"tc qdisc add dev {dev} root handle 1: prio bands {max(n, 2)} priomap " + " ".join([str(n - 1)] * 16))
+    default = f"netem rate {LINK_MBIT // port_div}mbit" if port_div > 1 else "pfifo"
+    _sh(f"tc qdisc add dev {dev} parent 1:{n} handle {n}0: {default}")
+    for band, (qpn, (delay_ns, div)) in enumerate(shaped, start=1):
+        rate = f" rate {LINK_MBIT // div}mbit" if div > 1 else ""
+        _sh(f"tc qdisc add dev {dev} parent 1:{band} handle {band}0: netem delay {max(1, delay_ns // 1000)}us{rate}")
+        _sh(f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 "
+            f"flowid 1:{band}")

@@ -1,0 +1,127 @@
+"""The verbs runner's resources: two RDMA devices, and per scenario two MRs, two CQs and QP pairs.
+
+`Devices` opens the sender's and the receiver's device once; `Devices.wire` makes
+what one scenario needs and returns it as a `Wiring`, the typed context the
+runner passes around instead of long argument lists. Only imported where pyverbs
+exists (an RDMA host, or the epfuzz guest).
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+import numpy as np
+import pyverbs.enums as e
+from pyverbs.addr import AHAttr, GlobalRoute
+from pyverbs.cq import CQ
+from pyverbs.device import Context
+from pyverbs.mr import MR
+from pyverbs.pd import PD
+from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
+
+from epfuzz import ops
+from epfuzz.protocols.base import Layout, Protocol
+
+if TYPE_CHECKING:
+    from epfuzz.scenario import Scenario
+
+ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
+          | e.IBV_ACCESS_REMOTE_ATOMIC)
+RO_FLAG = getattr(e, "IBV_ACCESS_RELAXED_ORDERING", 0)
+
+
+class MrView:
+    """The receiver's MR seen through the protocol's MemoryView."""
+
+    def __init__(self, mr: MR, base: dict[str, int]) -> None:
+        self.mr = mr
+        self.base = base
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return self.mr.read(length, self.base[region] + offset)
+
+    def u64(self, region: str, offset: int) -> int:
+        return int.from_bytes(self.read(region, offset, 8), "little")
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        w = np.frombuffer(self.read(region, offset, 16), dtype="<u4")
+        return int(w[0]), int(w[1]), int(w[2]), int(w[3])
+
+
+@dataclass
+class Wiring:
+    """The verbs resources of one scenario run, shared by its repeats and epochs."""
+
+    scn: Scenario
+    proto: Protocol
+    lay: Layout
+    base: dict[str, int]          # region -> offset, the same in both MRs
+    staging: int                  # receiver MR: SEND landing slots; sender MR: scratch sources
+    recvs: int                    # receives posted per QP per epoch
+    rmr: MR
+    smr: MR
+    cqs: tuple[CQ, CQ]            # the sender's, the receiver's
+    pairs: list[tuple[QP, QP]]    # (sender QP, receiver QP) per scenario QP
+    mem: MrView
+    cq_lock: threading.Lock       # pyverbs CQs are polled from the posting and the receiver thread
+
+    def qp_index(self, qpn: int) -> int:
+        for i, (a, b) in enumerate(self.pairs):
+            if qpn in (a.qp_num, b.qp_num):
+                return i
+        return 0
+
+
+class Devices:
+    """The sender's and the receiver's RDMA device (one name twice for loopback on an HCA port)."""
+
+    def __init__(self, send_dev: str, recv_dev: str, gid_index: int = 1) -> None:
+        self.ctx = (Context(name=send_dev), Context(name=recv_dev))
+        self.pd = (PD(self.ctx[0]), PD(self.ctx[1]))
+        self.gid_index = gid_index
+        #: the sender's netdev, where tc shapes traffic (None: no shaping)
+        self.netdev: str | None = "veth0" if send_dev == "rxe_v0" else None
+
+    def qp_pair(self, cqs: tuple[CQ, CQ]) -> tuple[QP, QP]:
+        cap = QPCap(max_send_wr=1024, max_recv_wr=1024, max_send_sge=1, max_recv_sge=1)
+        qps = tuple(QP(self.pd[i], QPInitAttr(qp_type=e.IBV_QPT_RC, scq=cqs[i], rcq=cqs[i], cap=cap,
+                                              sq_sig_all=1)) for i in (0, 1))
+        for i in (0, 1):
+            j = 1 - i
+            attr = QPAttr()
+            attr.qp_access_flags = ACCESS
+            attr.path_mtu = e.IBV_MTU_1024
+            attr.dest_qp_num = qps[j].qp_num
+            attr.rq_psn = 0
+            attr.sq_psn = 0
+            attr.max_dest_rd_atomic = 1
+            attr.max_rd_atomic = 1
+            attr.min_rnr_timer = 12
+            attr.timeout = 14
+            attr.retry_cnt = 7
+            attr.rnr_retry = 7
+            gid = self.ctx[j].query_gid(port_num=1, index=self.gid_index)
+            attr.ah_attr = AHAttr(gr=GlobalRoute(dgid=gid, sgid_index=self.gid_index), is_global=1, port_num=1)
+            qps[i].to_init(attr)
+            qps[i].to_rtr(attr)
+            qps[i].to_rts(attr)
+        return qps[0], qps[1]
+
+    def wire(self, scn: Scenario, proto: Protocol) -> Wiring:
+        lay = proto.layout(scn)
+        base, off = {}, 0
+        for name in ops.REGIONS:
+            base[name] = off
+            off += (lay.sizes[name] + 63) // 64 * 64
+        staging = off                       # SEND landing slots (16 B each), one ring per QP
+        recvs = lay.max_signals * lay.num_channels
+        off += scn.topology.num_qps * recvs * 16
+        total = max(off, 64)
+        rmr = MR(self.pd[1], total, ACCESS | (RO_FLAG if scn.knobs.mr_relaxed else 0))
+        smr = MR(self.pd[0], total + 4096, ACCESS)
+        cqs = (CQ(self.ctx[0], 1024), CQ(self.ctx[1], 1024))
+        pairs = [self.qp_pair(cqs) for _ in range(scn.topology.num_qps)]
+        return Wiring(scn, proto, lay, base, staging, recvs, rmr, smr, cqs, pairs, MrView(rmr, base),
+                      threading.Lock())

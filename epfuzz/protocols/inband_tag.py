@@ -1,0 +1,79 @@
+"""Bug-zoo pattern 3: in-band tag at the end of the payload instead of a signal.
+
+`inband_tag` is the bug as shipped (no signal at all: the receiver trusts an in-band tag at the end
+of each slot), `inband_tag_fixed` the fix as shipped. Both are the dispatch sender
+(`epfuzz.protocols.dispatch`) with fields pinned and the receiver defined here; `sources` on each
+names the issues and commits they reproduce.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epfuzz import ops
+from epfuzz.payload import CHUNK, token_checksum_ok
+from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
+from epfuzz.protocols.dispatch import DispatchProtocol
+from epfuzz.scenario import Scenario
+
+
+class TagReceiver(Receiver):
+    """Polls each slot's last 16 bytes (DeepEP keeps topk_idx there) for this epoch's stamp.
+
+    With `checksum`, it also checks the token's CRC32 before accepting (the fix:
+    trust the data, not a tag that may land before the rest of it).
+    """
+
+    watch = frozenset({ops.DATA})
+
+    def __init__(self, scn: Scenario, lay: Layout, checksum: bool = False) -> None:
+        self.lay = lay
+        self.checksum = checksum
+        self.accepted = [[False] * n for n in lay.tokens_in_channel]
+
+    def start_epoch(self, epoch: int) -> None:
+        self.accepted = [[False] * n for n in self.lay.tokens_in_channel]
+
+    def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
+        lay = self.lay
+        out = []
+        for c, row in enumerate(self.accepted):
+            for i, done in enumerate(row):
+                if done:
+                    continue
+                off = lay.slot_offset(c, i)
+                tail = off + lay.token_bytes - CHUNK
+                w = mem.u32x4(ops.DATA, tail)
+                if w[0] != epoch or w[2] != lay.token_of(c, i):
+                    continue
+                if self.checksum and not token_checksum_ok(mem.read(ops.DATA, off, lay.token_bytes)):
+                    continue
+                row[i] = True
+                out.append(Consume(ops.DATA, off, lay.token_bytes, c, f"slot {i} of channel {c} (tag seen)"))
+        return out
+
+    def done(self) -> bool:
+        return all(all(r) for r in self.accepted)
+
+    def state(self) -> tuple[Any, ...]:
+        return tuple(tuple(r) for r in self.accepted)
+
+    def restore(self, state: tuple[Any, ...]) -> None:
+        self.accepted = [list(r) for r in state]
+
+
+PATTERN = Pattern(3, "in-band tag at the end of the payload instead of a signal")
+
+BAD = DispatchProtocol(
+    "inband_tag", "no signal: the receiver polls the tag at the END of each slot (topk_idx) and trusts the "
+    "slot once it shows this epoch; one MTU packet is several MemWr TLPs that RO may reorder",
+    {"knobs.mr_relaxed": True}, "finding", ("DeepEP #437", "DeepEP #491"),
+    no_signal=True, receiver_cls=TagReceiver,
+    pattern=PATTERN)
+FIXED = DispatchProtocol(
+    "inband_tag_fixed", "the same tag, but the slot is accepted only when the whole token's checksum matches",
+    {"knobs.mr_relaxed": True}, "clean", ("DeepEP #491",),
+    no_signal=True, receiver_cls=TagReceiver, receiver_opts={"checksum": True},
+    pattern=PATTERN)
+
+PROTOCOLS = (BAD, FIXED)

@@ -1,0 +1,79 @@
+"""Protocols by name, plug-ins loaded on first use, and the bug-zoo table derived from them.
+
+The zoo table is read off the protocols' `pattern` links (a buggy and a fixed
+protocol sharing one `Pattern`), so adding a pattern is adding its two protocols:
+no second list of names to keep in step.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import NamedTuple
+
+from epfuzz.errors import InputError
+from epfuzz.protocols.base import Pattern, Protocol
+
+
+class ZooRow(NamedTuple):
+    """One bug-zoo pattern: its number, title, and the names of its buggy and fixed protocols."""
+
+    number: int
+    title: str
+    bad: str
+    fixed: str
+
+
+@dataclass
+class Registry:
+    items: dict[str, Protocol] = field(default_factory=dict)
+
+    def add(self, proto: Protocol) -> Protocol:
+        if not proto.name:
+            raise ValueError("a protocol needs a name")
+        self.items[proto.name] = proto
+        return proto
+
+    def get(self, name: str) -> Protocol:
+        """A registered protocol, or a `module:Attr` plug-in (loaded and registered on first use)."""
+        if name in self.items:
+            return self.items[name]
+        if ":" in name:
+            return self.load_plugin(name)
+        raise InputError(f"unknown protocol {name!r}; known: {', '.join(self.items)} (or module:Attr)")
+
+    def load_plugin(self, spec: str) -> Protocol:
+        """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`."""
+        mod_name, _, attr = spec.partition(":")
+        if os.getcwd() not in sys.path:  # user modules live beside the user, not in site-packages
+            sys.path.insert(0, os.getcwd())
+        try:
+            mod = importlib.import_module(mod_name)
+            obj = getattr(mod, attr)
+        except (ImportError, AttributeError) as e:
+            raise InputError(f"cannot load protocol {spec!r}: {e}") from None
+        proto = obj() if isinstance(obj, type) else obj
+        if not isinstance(proto, Protocol):
+            raise InputError(f"{spec!r} is not an epfuzz Protocol")
+        self.items[spec] = proto
+        return proto
+
+    def zoo(self) -> tuple[ZooRow, ...]:
+        """One row per pattern, by number; each pattern must have one buggy and one fixed protocol."""
+        sides: dict[Pattern, dict[str, str]] = {}
+        for name, proto in self.items.items():
+            if proto.pattern is None:
+                continue
+            side = sides.setdefault(proto.pattern, {})
+            if proto.expect in side:
+                raise ValueError(f"pattern {proto.pattern.number}: {side[proto.expect]} and {name} are "
+                                 f"both expected {proto.expect!r}")
+            side[proto.expect] = name
+        rows = []
+        for pat, side in sides.items():
+            if set(side) != {"finding", "clean"}:
+                raise ValueError(f"pattern {pat.number} needs a buggy and a fixed protocol, has {side}")
+            rows.append(ZooRow(pat.number, pat.title, side["finding"], side["clean"]))
+        return tuple(sorted(rows))

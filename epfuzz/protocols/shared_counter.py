@@ -1,0 +1,51 @@
+"""Bug-zoo pattern 5: one cumulative counter shared by in-flight chunks.
+
+`shared_counter` is the bug as shipped (one counter shared by every chunk in flight),
+`shared_counter_fixed` the fix as shipped. Both are the dispatch sender
+(`epfuzz.protocols.dispatch`) with fields pinned and the receiver defined here; `sources` on each
+names the issues and commits they reproduce.
+"""
+
+from __future__ import annotations
+
+from epfuzz import ops
+from epfuzz.protocols.base import Layout, MemoryView, Pattern
+from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
+from epfuzz.scenario import Scenario
+
+
+class SharedCounterReceiver(DispatchReceiver):
+    """All channels add their token counts to one word.
+
+    Bad (NVSHMEM #84 shape): channel c treats `counter >= k` as "my first k slots
+    landed", although other channels' adds count too. Fixed: wait for the total.
+    """
+
+    def __init__(self, scn: Scenario, lay: Layout, wait_total: bool = False) -> None:
+        super().__init__(scn, lay)
+        self.wait_total = wait_total
+
+    def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
+        value = mem.u64(ops.SIGNAL, 0)
+        n = self.lay.tokens_in_channel[c]
+        if self.wait_total:
+            total = sum(self.lay.tokens_in_channel)
+            return [(1, n)] if value >= total else [(0, 0)]
+        return [(int(value >= n), min(value, n))]
+
+
+PATTERN = Pattern(5, "one cumulative counter shared by in-flight chunks")
+
+BAD = DispatchProtocol(
+    "shared_counter", "every chunk adds to ONE counter and a chunk's consumer treats counter >= its count as "
+    "'my data landed' (ADD + >=, weak signals)",
+    {**STRICT_SAME_QP, "signal.encoding": "counter"}, "finding", ("NVSHMEM #84", "aws-ofi-nccl #1229"),
+    shared_word=True, receiver_cls=SharedCounterReceiver,
+    pattern=PATTERN)
+FIXED = DispatchProtocol(
+    "shared_counter_fixed", "one counter, but consumers wait for the total of all chunks",
+    {**STRICT_SAME_QP, "signal.encoding": "counter"}, "clean", ("NVSHMEM #84",),
+    shared_word=True, receiver_cls=SharedCounterReceiver, receiver_opts={"wait_total": True},
+    pattern=PATTERN)
+
+PROTOCOLS = (BAD, FIXED)

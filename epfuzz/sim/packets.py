@@ -1,0 +1,86 @@
+"""The units the emulator moves: work requests, network packets and PCIe TLP runs.
+
+The requester (`epfuzz.sim.requester`) makes `Wr`s and `Packet`s, the responder
+(`epfuzz.sim.responder`) turns packets into `Tlp`s, the adversary
+(`epfuzz.sim.adversary`) reorders both, and memory (`epfuzz.sim.memory`) applies
+TLPs by their `TlpAction`. The enums are `IntEnum`s so that the kinds stay as
+cheap to compare and hash as the plain integers they replaced.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class PacketKind(IntEnum):
+    """What an IB packet asks of the responder."""
+
+    WRITE = 0    # RDMA WRITE payload (one MTU piece of a data WR)
+    VALUE = 1    # RDMA WRITE of an 8-byte flag
+    ATOMIC = 2   # FETCH_AND_ADD
+    IMM = 3      # RDMA WRITE_WITH_IMM (a piece; the last one makes the CQE)
+    SEND = 4     # SEND into a posted receive (message plus CQE)
+
+
+class TlpAction(IntEnum):
+    """What a TLP does to receiver memory when it becomes visible."""
+
+    COPY = 0     # write sender bytes (value: source shift)
+    VALUE = 1    # write the 8-byte value
+    ADD = 2      # atomic add (one AtomicOp, or the write-back of a read-modify-write)
+    READ = 3     # the MemRd of a read-modify-write: changes nothing
+    CQE = 4      # write a 16-byte completion entry
+
+
+class LocalStore(IntEnum):
+    """Whether a TLP is the receiver's own store at an epoch start, and how it is ordered.
+
+    NONE is 0 so that `if t.local` asks "is this a receiver-local store?".
+    """
+
+    NONE = 0         # traffic from the network
+    BARRIER = 1      # ordered before the epoch's traffic
+    UNORDERED = 2    # racing the epoch's traffic
+
+
+class Packet:
+    n = 1  # one unit for the adversary: packets are never split
+
+    __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index")
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Packet(seq={self.seq}, qp={self.qp}, psn={self.psn}, kind={self.kind}, off={self.off})"
+
+
+class Tlp:
+    """A run of `n` same-attribute TLPs over one contiguous byte range.
+
+    Payload of one WR is split into max-payload-size TLPs; keeping them as one run
+    (split lazily when the adversary moves something into the middle) makes cost
+    scale with packets, not bytes. `seq` is the arrival index of the run's first
+    TLP; its TLPs have seq .. seq+n-1.
+    """
+
+    __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
+                 "dep", "hold", "pkt", "wr", "target", "local")
+
+    def __repr__(self) -> str:  # pragma: no cover
+        a = self.attrs
+        return f"Tlp(seq={self.seq}, n={self.n}, {a.type.name}, ro={a.ro}, {self.region}+{self.off})"
+
+    def split(self, k: int) -> tuple[Tlp, Tlp]:
+        """Split after the first k TLPs of the run (0 < k < n)."""
+        cut = (self.off // self.mps + k) * self.mps
+        head, tail = Tlp(), Tlp()
+        for name in Tlp.__slots__:
+            v = getattr(self, name)
+            setattr(head, name, v)
+            setattr(tail, name, v)
+        head.n, head.length = k, cut - self.off
+        tail.seq, tail.n, tail.off, tail.length = self.seq + k, self.n - k, cut, self.off + self.length - cut
+        return head, tail
+
+
+class Wr:
+    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done")

@@ -1,0 +1,57 @@
+"""Which element may pass which: the rules the adversary (`epfuzz.sim.adversary`) checks.
+
+`tlp_pass_rule` is the PCIe ordering table (`epfuzz.ordering`) plus what the
+emulator adds around it at the root complex; `packet_pass_rule` is the network's
+rule (in order per QP unless adaptive routing is on). A rule returns the name of
+the clause that permits the pass, or None; that name is what findings report.
+"""
+
+from __future__ import annotations
+
+from epfuzz.ordering import may_pass as _may_pass
+from epfuzz.ordering import passing_rule_name
+from epfuzz.sim.adversary import PassRule
+from epfuzz.sim.packets import LocalStore, Packet, Tlp
+
+
+def tlp_pass_rule() -> PassRule:
+    """May TLP `later` become visible before the earlier-arrived TLP `earlier`?
+
+    Beyond the PCIe table (`epfuzz.ordering`): epochs are barriers; a receiver's
+    own store at an epoch start is a barrier unless the protocol lets the next
+    epoch race it ("no-barrier"); an RMW write never passes its read; an o9-20
+    atomic never passes its QP's earlier TLPs; TLPs of different QPs are unordered
+    (IB gives no cross-QP order, "xQP"); TLPs to different completers are
+    unordered (PCIe ordering is per path, "path"). The reorder window is applied
+    by `apply_overtakes`, unit by unit.
+    """
+
+    def rule(later: Tlp, earlier: Tlp) -> str | None:
+        if later.epoch != earlier.epoch:          # epochs are separated by a barrier
+            return None
+        if earlier.local or later.local:          # the receiver's own stores at the epoch start
+            return "no-barrier" if LocalStore.UNORDERED in (earlier.local, later.local) else None
+        if later.dep == earlier.seq:              # RMW write waits for its read's completion
+            return None
+        if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
+            return None
+        if later.qp != earlier.qp:                # IB: no ordering across QPs; the responder
+            return "xQP"                          # processes them independently
+        if later.target != earlier.target:        # PCIe orders a path, not different completers
+            return "path"
+        if not _may_pass(later.attrs, earlier.attrs):
+            return None
+        return passing_rule_name(later.attrs, earlier.attrs)
+
+    return rule
+
+
+def packet_pass_rule(adaptive_routing: bool) -> PassRule:
+    """Adaptive routing lets a packet overtake earlier ones; without it the wire is FIFO per QP."""
+
+    def rule(later: Packet, earlier: Packet) -> str | None:
+        if not adaptive_routing or later.epoch != earlier.epoch:
+            return None
+        return "AR" if later.qp == earlier.qp else "cross-QP"
+
+    return rule

@@ -1,0 +1,150 @@
+"""The receiver step: land one TLP, wake the receiver, judge what it accepts.
+
+`engine.replay` drives it in one visibility order; `explore` drives it in every
+order the rules allow (depth first, restoring `state()` between branches). Both
+therefore model the same receiver: its own stores first, the flush before reading
+data (`flush_on_accept`), and data still being read for `faults.rx_lag` TLPs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epfuzz import ops
+from epfuzz.oracle import Violation, judge
+from epfuzz.protocols.base import Consume, Layout, Protocol
+from epfuzz.scenario import Scenario
+from epfuzz.sim.memory import Memory, expected_data
+from epfuzz.sim.packets import Tlp
+
+
+@dataclass
+class Poll:
+    position: int          # TLPs visible when the receiver looked
+    trigger: int           # seq of the TLP that woke it
+    accepted: list[str]
+    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
+
+
+#: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
+Reading = tuple[Consume, int, int]
+
+
+class Receiving:
+    """Receiver memory, the protocol's receiver, and what it is still reading or waiting on."""
+
+    def __init__(self, scn: Scenario, proto: Protocol, layout: Layout, tlps: Sequence[Tlp],
+                 polls: list[Poll] | None = None) -> None:
+        self.mem = Memory(layout)
+        self.rx = proto.receiver(scn, layout)
+        self.proto = proto
+        self.name = scn.protocol
+        self.lag = scn.faults.rx_lag
+        self.flush = proto.flush_on_accept
+        self.polls = polls
+        data_target = proto.targets.get(ops.DATA, 0)
+        #: data-path TLPs not yet visible, which a flush read waits for
+        self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target) \
+            if self.flush else frozenset()
+        # the receiver issues its own stores (resets) first and sees its own writes: it
+        # polls again only once all of this epoch's local stores have been applied
+        self.local_left: dict[int, int] = {}
+        for t in tlps:
+            if t.local:
+                self.local_left[t.epoch] = self.local_left.get(t.epoch, 0) + 1
+        self.pending_local = 0
+        self.reading: tuple[Reading, ...] = ()
+        self.deferred: tuple[tuple[Consume, int], ...] = ()  # (consume, seq of the signal TLP) awaiting the flush
+        self.epoch = -1
+
+    def start_epoch(self, epoch: int) -> None:
+        if not self.proto.release_at_accept:
+            self.reading = ()  # the credit follows the read: the sender waits for it
+        self.epoch = epoch
+        self.mem.start_epoch(epoch, poison=self.proto.poison, reset=self.proto.reset_signals)
+        self.rx.start_epoch(epoch)
+        self.pending_local = self.local_left.get(epoch, 0)
+
+    def close(self, position: int) -> Violation | None:
+        """The epoch is over: a receiver still waiting for a signal hangs."""
+        if self.epoch >= 0 and not self.rx.done():
+            return Violation("hang", self.name, self.epoch, -1, "not every channel saw its final signal",
+                             position=position)
+        return None
+
+    def state(self) -> tuple[Any, ...]:
+        """Everything `land` changes except memory (see `key`/`snapshot`)."""
+        return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local,
+                None if self.polls is None else len(self.polls))
+
+    def restore(self, state: tuple[Any, ...]) -> None:
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, n = state
+        self.rx.restore(rs)
+        if self.polls is not None:
+            del self.polls[n:]
+
+    def key(self) -> tuple[Any, ...]:
+        """What the receiver's future depends on, given the set of visible TLPs (for state merging)."""
+        m = self.mem.regions
+        return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes())
+
+    def _verify(self, c: Consume, epoch: int, t: Tlp, position: int) -> Violation | None:
+        lay = self.mem.layout
+        v = judge(c, self.mem.regions[c.region], expected_data(lay, epoch), lay, self.name, epoch)
+        if v is not None:
+            v.trigger, v.position = t.seq, position
+        return v
+
+    def land(self, t: Tlp, position: int) -> Violation | None:
+        """Make `t` visible (`position` TLPs visible after it); the first violation it reveals."""
+        self.mem.apply(t)
+        if t.local:
+            self.pending_local -= 1
+        v = self._still_reading(t, position)
+        if v is not None:
+            return v
+        if self.flush:
+            self.invisible = self.invisible - {t.seq}
+        epoch = self.epoch
+        if t.region in self.rx.watch and not self.pending_local:
+            consumed = self.rx.poll(self.mem, epoch)
+            if consumed and self.polls is not None:
+                self.polls.append(Poll(position, t.seq, [c.what for c in consumed], consumed))
+            for c in consumed:
+                if self.flush and c.region == ops.DATA:
+                    self.deferred += ((c, t.seq),)
+                    continue
+                v = self._verify(c, epoch, t, position)
+                if v is not None:
+                    return v
+                if self.lag and c.region == ops.DATA:
+                    self.reading += ((c, epoch, self.lag),)
+        return self._flushed(t, position) if self.deferred else None
+
+    def _still_reading(self, t: Tlp, position: int) -> Violation | None:
+        """Data accepted earlier and still being read must not change under the reader."""
+        if not self.reading:
+            return None
+        for c, e, _ in self.reading:
+            if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
+                v = self._verify(c, e, t, position)
+                if v is not None:
+                    v.kind = "overwritten-while-read"
+                    return v
+        self.reading = tuple((c, e, left - t.n) for c, e, left in self.reading if left - t.n > 0)
+        return None
+
+    def _flushed(self, t: Tlp, position: int) -> Violation | None:
+        """The flush read completes once the data path's earlier TLPs are visible."""
+        still = []
+        for c, trig in self.deferred:
+            if any(s < trig for s in self.invisible):
+                still.append((c, trig))
+                continue
+            v = self._verify(c, self.epoch, t, position)
+            if v is not None:
+                return v
+        self.deferred = tuple(still)
+        return None

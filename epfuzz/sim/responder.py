@@ -1,0 +1,184 @@
+"""Responder NIC: packets in arrival order to TLPs in root-complex arrival order.
+
+Payload becomes posted MemWr TLPs split at max-payload-size boundaries, carrying
+RO when the MR and the NIC allow it. A FETCH_AND_ADD becomes one AtomicOp
+(non-posted with data, PCI_ATOMIC_MODE=4) or a MemRd followed, after its
+completion, by a MemWr (mode 0). Atomics and CQEs (WRITE_WITH_IMM, SEND; strict
+MemWr TLPs) are executed only once every earlier packet of the QP has arrived:
+the responder executes requests in PSN order, and only RDMA WRITE payload may be
+placed out of order under adaptive routing. With o9-20 enforced, an atomic
+additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
+`epfuzz.sim.pass_rules.tlp_pass_rule`).
+"""
+
+from __future__ import annotations
+
+from epfuzz import ops
+from epfuzz.ordering import Attrs, TlpType
+from epfuzz.scenario import Scenario
+from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
+
+#: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)
+LocalStoreSpec = tuple[str, int, int, bool]
+
+_LOCAL_ATTRS = Attrs(TlpType.POSTED)
+# members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
+# EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
+_WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
+                                        PacketKind.SEND)
+_COPY, _SET = TlpAction.COPY, TlpAction.VALUE
+_NONE = LocalStore.NONE
+
+
+class Responder:
+    """One responder NIC for one run: turns each arriving packet into TLPs, in order.
+
+    `targets` maps regions to PCIe completers (0 = the default path); `prologue`
+    gives, per epoch, the receiver's own stores that precede the epoch's traffic.
+    """
+
+    def __init__(self, scn: Scenario, layout_max_signals: int, tlp_base: int,
+                 targets: dict[str, int] | None = None,
+                 prologue: dict[int, list[LocalStoreSpec]] | None = None) -> None:
+        k = scn.knobs
+        self.targets = targets or {}
+        self.prologue = prologue or {}
+        self.max_signals = layout_max_signals
+        self.mps = scn.chunking.max_payload
+        self.ro = k.mr_relaxed and k.nic_relaxed_ordering
+        self.nf = k.num_functions
+        self.ido = k.ido
+        self.o920 = k.hca_o920
+        self.atomic_op = k.atomic_mode == 4
+        self.next_seq = tlp_base
+        self.out: list[Tlp] = []
+        self._attrs: dict[tuple[TlpType, bool, int], Attrs] = {}
+        # per-QP in-order execution: PSNs arrived, lowest PSN not yet arrived, packets waiting for it
+        self.arrived: dict[int, set[int]] = {}
+        self.low: dict[int, int] = {}
+        self.held: dict[int, list[Packet]] = {}
+
+    def run(self, arrivals: list[Packet]) -> list[Tlp]:
+        """All TLPs of `arrivals` (packets in arrival order), the epochs' local stores first."""
+        for p in arrivals:
+            self.low.setdefault(p.qp, p.psn)
+            self.low[p.qp] = min(self.low[p.qp], p.psn)
+        epoch = -1
+        receive, execute = self.receive, self.execute_in_order
+        for p in arrivals:
+            if p.epoch != epoch:
+                epoch = p.epoch
+                self.local_stores(epoch)
+            receive(p)
+            execute(p.qp, p.psn)
+        return self.out
+
+    def attrs(self, tp: TlpType, ro: bool, qp: int) -> Attrs:
+        """Shared attribute objects: one per (type, RO, requester ID)."""
+        key = (tp, ro, qp % self.nf)
+        a = self._attrs.get(key)
+        if a is None:
+            a = self._attrs[key] = Attrs(tp, ro=ro, ido=self.ido, rid=qp % self.nf)
+        return a
+
+    def new_tlp(self, epoch: int, attrs: Attrs, action: TlpAction, qp: int, region: str, off: int,
+                length: int, value: int, n: int = 1, dep: int = -1, hold: bool = False, pkt: int = -1,
+                wr: int = -1, local: LocalStore = LocalStore.NONE) -> Tlp:
+        """Append a run of `n` TLPs at the next arrival index: the one place a TLP is built."""
+        t = Tlp()
+        t.seq, t.n, t.mps = self.next_seq, n, self.mps
+        self.next_seq += n
+        t.epoch, t.attrs, t.action, t.qp = epoch, attrs, action, qp
+        t.region, t.off, t.length, t.value = region, off, length, value
+        t.dep, t.hold, t.pkt, t.wr = dep, hold, pkt, wr
+        t.target, t.local = self.targets.get(region, 0), local
+        self.out.append(t)
+        return t
+
+    def emit(self, tp: TlpType, ro: bool, action: TlpAction, p: Packet, region: str, off: int, length: int,
+             value: int, *, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
+        """A TLP run made for packet `p`."""
+        return self.new_tlp(p.epoch, self.attrs(tp, ro, p.qp), action, p.qp, region, off, length, value,
+                            n, dep, hold, p.seq, p.wr)
+
+    def local_stores(self, epoch: int) -> None:
+        """The receiver's own stores before `epoch`'s traffic: behind a barrier, or racing it."""
+        for region, off, value, ordered in self.prologue.get(epoch, ()):
+            self.new_tlp(epoch, _LOCAL_ATTRS, TlpAction.VALUE, -1, region, off, 8, value,
+                         local=LocalStore.BARRIER if ordered else LocalStore.UNORDERED)
+
+    def receive(self, p: Packet) -> None:
+        """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
+        kind = p.kind
+        if kind == _WRITE:
+            self.payload(p, _COPY, p.value)
+        elif kind == _VALUE:
+            self.payload(p, _SET, p.value)
+        elif kind == _ATOMIC:  # executed in PSN order, even when writes are placed out of order
+            self.held.setdefault(p.qp, []).append(p)
+        elif kind == _IMM:
+            if p.length:
+                self.payload(p, _COPY, 0)  # the packet's value is the immediate, not a shift
+            if p.last:
+                self.held.setdefault(p.qp, []).append(p)
+        elif kind == _SEND:
+            self.payload(p, _SET, p.value)
+            self.held.setdefault(p.qp, []).append(p)
+
+    def payload(self, p: Packet, action: TlpAction, value: int) -> None:
+        """MemWr TLPs split at max-payload-size address boundaries, as one run."""
+        if not p.length:
+            return
+        mps = self.mps
+        n = (p.off + p.length - 1) // mps - p.off // mps + 1
+        last = self.out[-1] if self.out else None
+        if (action == _COPY and last is not None and last.action == _COPY
+                and last.wr == p.wr and last.value == value and last.local == _NONE
+                and last.off + last.length == p.off and p.off % mps == 0):
+            last.n += n        # the next packet of the same WR, right behind: extend the run
+            last.length += p.length
+            self.next_seq += n
+            return
+        self.emit(TlpType.POSTED, self.ro, action, p, p.region, p.off, p.length, value, n=n)
+
+    def execute_in_order(self, qp: int, psn: int) -> None:
+        """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached."""
+        s = self.arrived.setdefault(qp, set())
+        s.add(psn)
+        lo = self.low[qp]
+        while lo in s:
+            lo += 1
+        self.low[qp] = lo
+        held = self.held.get(qp)
+        if held:
+            keep = []
+            for h in held:
+                if h.psn < lo:
+                    self.complete(h)
+                else:
+                    keep.append(h)
+            self.held[qp] = keep
+
+    def complete(self, p: Packet) -> None:
+        """The in-order completion point of packet p (CQE, or an o9-20 atomic)."""
+        if p.kind == _ATOMIC:
+            self.atomic(p, hold=self.o920)
+        else:
+            self.emit(TlpType.POSTED, False, TlpAction.CQE, p, ops.CQ,
+                      (p.channel * self.max_signals + p.cq_slot) * 16, 16, p.value)
+
+    def atomic(self, p: Packet, hold: bool) -> None:
+        """One AtomicOp (PCI atomic mode 4), or MemRd then the MemWr that waits for its completion."""
+        if self.atomic_op:
+            self.emit(TlpType.NP_DATA, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, hold=hold)
+        else:
+            rd = self.emit(TlpType.READ, False, TlpAction.READ, p, p.region, p.off, 8, 0, hold=hold)
+            self.emit(TlpType.POSTED, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, dep=rd.seq,
+                      hold=hold)
+
+
+def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,
+            targets: dict[str, int] | None = None,
+            prologue: dict[int, list[LocalStoreSpec]] | None = None) -> list[Tlp]:
+    """Responder NIC: packets in arrival order to TLPs in root-complex arrival order."""
+    return Responder(scn, layout_max_signals, tlp_base, targets, prologue).run(arrivals)

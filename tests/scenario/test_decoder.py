@@ -1,0 +1,48 @@
+"""The public decoder a harness or mutator drives, and the typed field specs behind it."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from epfuzz import codec
+from epfuzz.choices import ChoiceReader
+from epfuzz.errors import InputError
+from epfuzz.fields import FieldSpec, Kind
+from epfuzz.protocols import REGISTRY
+from epfuzz.scenario import SpinFault, iter_leaf_fields
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=200), st.sampled_from(sorted(REGISTRY.items)))
+def test_decoder_for_decodes_as_decode(data, protocol):
+    decode = codec.decoder_for(protocol, "mlx5-default")
+    r = ChoiceReader(data)
+    s = decode(r)
+    assert s == codec.decode(data, protocol, "mlx5-default")
+    assert s.protocol == protocol and s.preset == "mlx5-default"
+    # the canonical encoding is never longer than what the decoder read
+    assert len(codec.encode(s)) <= r.pos
+
+
+def test_decoder_for_rejects_unknown_names_at_once():
+    with pytest.raises(InputError, match="unknown protocol"):
+        codec.decoder_for("nope")
+    with pytest.raises(InputError, match="unknown preset"):
+        codec.decoder_for("dispatch_any", "nope")
+
+
+def test_every_leaf_is_typed():
+    leaves = dict(iter_leaf_fields())
+    assert all(isinstance(spec, FieldSpec) for spec in leaves.values())
+    assert leaves["payload.num_tokens"].kind is Kind.INT
+    assert leaves["faults.spins"].kind is Kind.ITEMS and leaves["faults.spins"].cls is SpinFault
+
+
+def test_spin_faults_keep_their_json_field_names():
+    s = codec.load_dict({"protocol": "dispatch_any", "topology": {"num_channels": 2},
+                         "faults": {"spins": [{"channel": 1, "before_op": 2, "ns": 300}]}})
+    assert s.faults.spins == (SpinFault(channel=1, before_op=2, ns=300),)
+    assert s.to_dict()["faults"]["spins"] == [{"channel": 1, "before_op": 2, "ns": 300}]
+    assert codec.load_json(s.to_json()) == s
