@@ -81,6 +81,13 @@ def _resumed(log: str | None, names: list[str], cap: int) -> list[tuple[str, int
     return out
 
 
+def tabulate_log(a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
+    res: dict[str, list[dict[str, Any]]] = {n: [] for n in a.names}
+    for name, seed, execs, found, secs in _resumed(a.resume, a.names, a.cap):
+        res[name].append({"seed": seed, "execs": execs, "found": found, "seconds": secs})
+    return res
+
+
 def run_trials(pool: ProcessPoolExecutor, a: argparse.Namespace) -> dict[str, list[dict[str, Any]]]:
     """Seed-major, a few in flight, so an interrupted run has some seeds of every protocol."""
     todo = [(n, s) for s in range(1, a.seeds + 1) for n in a.names]
@@ -123,6 +130,7 @@ def main() -> int:
     ap.add_argument("--no-write", action="store_true")
     ap.add_argument("--stop-when-decided", action="store_true")
     ap.add_argument("--resume", help="a log of an earlier run: its finished trials are kept, not rerun")
+    ap.add_argument("--from-log", action="store_true", help="with --resume: only tabulate the log, run nothing")
     a = ap.parse_args()
     _load(a.extra)
     with ProcessPoolExecutor(a.jobs) as pool:
@@ -136,17 +144,21 @@ def main() -> int:
             for name, (hits, n) in totals.items():
                 print(f"{name}: {hits} / {n} = {hits / n:.2e}", flush=True)
             return 0
-        res = run_trials(pool, a)
+        res = tabulate_log(a) if a.from_log else run_trials(pool, a)
     table = {}
     for name, runs in res.items():
-        # trials not run after the decision would each have been >= the cap
-        execs = [r["execs"] for r in runs] + [a.cap] * (a.seeds - len(runs))
+        # trials not run after the decision would each have been >= the cap; an interrupted
+        # run (a log cut short) is tabulated over the trials it has, and says so
+        decided = sum(not r["found"] for r in runs) > a.seeds // 2
+        execs = [r["execs"] for r in runs] + ([a.cap] * (a.seeds - len(runs)) if decided else [])
         table[name] = {"median_execs": statistics.median(execs), "found": sum(r["found"] for r in runs),
                        "trials": len(runs), "cap": a.cap, "min": min(execs), "max": max(execs),
                        "median_seconds": statistics.median(r["seconds"] for r in runs),
                        "date": time.strftime("%Y-%m-%d"), "runs": runs}
         t = table[name]
-        t["decided_early"] = len(runs) < a.seeds
+        t["decided_early"] = len(runs) < a.seeds and decided
+        t["trials_run"] = len(runs)
+        t["seeds"] = a.seeds
         print(f"{name}: median {t['median_execs']} execs [{t['min']}-{t['max']}], found {t['found']}/{t['trials']}"
               f" (cap {a.cap}), median {t['median_seconds']:.1f} s", flush=True)
     if not a.no_write:
@@ -164,6 +176,9 @@ def render(table: dict[str, Any]) -> str:
     for name, t in table.items():
         found = [r["execs"] for r in t["runs"] if r["found"]]
         med = f"> {t['cap']:,}" if t["median_execs"] >= t["cap"] else f"{t['median_execs']:,.0f}"
+        seeds = t.get("seeds", len(t["runs"]))
+        if len(t["runs"]) < seeds and not t.get("decided_early"):
+            med += f" (partial: {len(t['runs'])} of {seeds} seeds)"
         rng = f"{min(found):,}-{max(found):,}" if found else "-"
         lines.append(f"| `{name}` | {med} ({t['found']}/{len(t['runs'])}, cap {t['cap']:,}) | {rng} | "
                      f"{t['median_seconds']:.0f} | {t['date']} |")
