@@ -18,7 +18,6 @@ from epfuzz.backends import get_backend
 from epfuzz.corpus import Case, sha1, write_atomic
 from epfuzz.findings import signature
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.protocols.deep import seed_scenarios as deep_seeds
 from epfuzz.scenario import Scenario
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -68,6 +67,14 @@ def regression_cases() -> list[tuple[str, dict[str, Any], str, str]]:
         cases.append((f"cross-qp-{preset}", _with(cross, preset=preset), "finding",
                       "signal on another QP, data QP delayed: no ordering between QPs (nccl#2302)"))
     return cases
+
+
+def deep_seeds(protocol: str) -> list[Scenario]:
+    """Small scenarios within a deep-zoo protocol's pins (the grid below sets fields those pin)."""
+    return [codec.load_dict({"protocol": protocol, "payload": {"num_tokens": tokens},
+                             "topology": {"num_channels": channels, "num_qps": qps},
+                             "knobs": {"reorder_window": 16}})
+            for tokens, channels, qps in ((1, 1, 1), (3, 2, 2), (7, 1, 1), (4, 3, 2))]
 
 
 def seed_scenarios(protocol: str) -> list[Scenario]:

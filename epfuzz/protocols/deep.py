@@ -245,15 +245,3 @@ _PAIRS = (
 #: (pattern, title, bad name, fixed name), like zoo.ZOO
 DEEP_ZOO: tuple[tuple[int, str, str, str], ...] = tuple((num, title, b.name, f.name) for num, title, (b, f) in _PAIRS)
 PROTOCOLS = tuple(p for _, _, pair in _PAIRS for p in pair)
-
-
-def seed_scenarios(protocol: str) -> list[Scenario]:
-    """Small scenarios within the protocol's pins (the zoo's seed grid sets fields these pin)."""
-    from epfuzz import codec  # the codec needs the registry, which imports this module
-
-    out = []
-    for tokens, channels, qps in ((1, 1, 1), (3, 2, 2), (7, 1, 1), (4, 3, 2)):
-        out.append(codec.load_dict({"protocol": protocol, "payload": {"num_tokens": tokens},
-                                       "topology": {"num_channels": channels, "num_qps": qps},
-                                       "knobs": {"reorder_window": 16}}))
-    return out
