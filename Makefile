@@ -9,7 +9,7 @@ HARNESS   ?= deepep_v2_dispatch
 PRESET    ?= spec
 SOAK_TIME ?= 1800
 
-.PHONY: install fuzz test replay lint seeds bench soak rxe-vm vm-deps clean
+.PHONY: install fuzz test replay lint seeds bench bench-search soak rxe-vm vm-deps clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -52,6 +52,12 @@ seeds: install
 
 bench: install
 	$(PY) bench/run.py
+
+# issue 15: guided vs libFuzzer vs random vs the schedule sampler, N trials per (bug, fuzzer) at BUDGET seconds
+BUDGET ?= 300
+TRIALS ?= 20
+bench-search: install
+	$(PY) bench/search.py --budget $(BUDGET) --trials $(TRIALS)
 
 soak: install
 	$(PY) bench/soak.py $(SOAK_TIME)

@@ -16,6 +16,7 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
 import epfuzz.sim.engine  # noqa: F401
@@ -23,6 +24,7 @@ from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
+from epfuzz.feedback import features
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 
@@ -40,6 +42,7 @@ class Harness:
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.seen: set[str] = set()
+        self.counters: Any = None   # epfuzz.feedback.Counters when semantic feedback is on (EPFUZZ_FEEDBACK)
         codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
@@ -48,6 +51,8 @@ class Harness:
             outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
+        if self.counters is not None and self.backend.name == "sim":
+            self.counters.emit(features(outcome.detail))
         if outcome.violation is None:
             return
         sig = signature(scn, outcome, self.proto)
@@ -121,9 +126,30 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     kwargs = {}
     if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
         from epfuzz.mutator import make_mutator
-        kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset))
+        guided = bool(os.environ.get("EPFUZZ_FEEDBACK"))
+        kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset),
+                                                schedule_move(harness) if guided else None)
+    if os.environ.get("EPFUZZ_FEEDBACK"):  # semantic features as coverage (counters reserved before Setup)
+        from epfuzz.feedback import Counters
+
+        harness.counters = Counters()
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
     # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
+
+
+def schedule_move(harness: Harness) -> Any:
+    """The schedule sampler as a mutator move (sim backend: it builds the arrival order)."""
+    if harness.backend.name != "sim":
+        return None
+    from epfuzz.sampler import mutate_schedule
+
+    def move(data: bytes, rng: Any) -> bytes:
+        try:
+            return mutate_schedule(data, harness.protocol, harness.proto, rng, harness.preset)
+        except Exception:  # noqa: BLE001 - a mutator must never stop the fuzzer; fall back to the input
+            return data
+
+    return move

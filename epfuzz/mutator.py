@@ -18,6 +18,9 @@ from epfuzz.choices import ChoiceReader
 
 #: (move, weight): byte-level edits stay the most frequent
 MOVES = (("bytes", 5), ("field", 3), ("suffix", 2), ("fresh", 1))
+#: guided mode (a schedule sampler given, epfuzz.sampler): resampling the schedule of a kept input is the
+#: main move, and a fresh input gets a sampled schedule too
+GUIDED_MOVES = (("bytes", 2), ("field", 3), ("suffix", 1), ("fresh", 2), ("schedule", 6))
 
 
 def byte_edit(data: bytes, max_size: int, rng: random.Random) -> bytes:
@@ -58,13 +61,18 @@ def _field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list
     return starts
 
 
-def make_mutator(decode: Callable[[ChoiceReader], object]) -> Callable[[bytes, int, int], bytes]:
-    names = [m for m, _ in MOVES]
-    weights = [w for _, w in MOVES]
+def make_mutator(decode: Callable[[ChoiceReader], object],
+                 schedule: Callable[[bytes, random.Random], bytes] | None = None) -> Callable[[bytes, int, int], bytes]:
+    moves = GUIDED_MOVES if schedule is not None else MOVES
+    names = [m for m, _ in moves]
+    weights = [w for _, w in moves]
 
     def mutate(data: bytes, max_size: int, seed: int) -> bytes:
         rng = random.Random(seed)
         move = rng.choices(names, weights)[0]
+        if schedule is not None and move in ("schedule", "fresh"):
+            base = data if move == "schedule" else rng.randbytes(rng.randrange(1, min(max_size, 128) + 1))
+            return schedule(base, rng)[:max_size]
         if move == "bytes" or (not data and move != "fresh"):
             return byte_edit(data, max_size, rng)
         if move == "fresh":

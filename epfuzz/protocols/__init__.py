@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 from epfuzz.protocols import (
+    deep,
     deepep,
     early_credit_release,
     flag_write_signal,
@@ -32,6 +33,9 @@ for _family in FAMILIES:
 
 #: (number, title, bad protocol name, fixed protocol name) per bug-zoo pattern, read off the protocols
 ZOO: tuple[ZooRow, ...] = REGISTRY.zoo()
+#: the deep zoo (issue 15) has no `pattern` links: several pairs share a pattern; its table is deep.DEEP_ZOO
+for _proto in deep.PROTOCOLS:
+    REGISTRY.add(_proto)
 
 get_protocol = REGISTRY.get
 load_plugin = REGISTRY.load_plugin

@@ -9,7 +9,7 @@ data (`flush_on_accept`), and data still being read for `faults.rx_lag` TLPs.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from epfuzz import ops
@@ -26,6 +26,7 @@ class Poll:
     position: int          # TLPs visible when the receiver looked
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
+    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
 
 
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
@@ -112,7 +113,7 @@ class Receiving:
         if t.region in self.rx.watch and not self.pending_local:
             consumed = self.rx.poll(self.mem, epoch)
             if consumed and self.polls is not None:
-                self.polls.append(Poll(position, t.seq, [c.what for c in consumed]))
+                self.polls.append(Poll(position, t.seq, [c.what for c in consumed], consumed))
             for c in consumed:
                 if self.flush and c.region == ops.DATA:
                     self.deferred += ((c, t.seq),)

@@ -1,0 +1,247 @@
+"""Deep bugs: zoo patterns in the corners where real ones survive testing.
+
+Each bad protocol here is a zoo pattern (same sources) behind a defence that
+holds almost always: the receiver checks each slot's trailer (DeepEP keeps
+topk_idx in the slot's last 16 bytes) for this epoch's stamp before it trusts a
+signal, and the slot has DeepEP's BF16 dispatch size (7168 bf16 hidden values
+and 64 metadata bytes: 14,400 bytes, four packets and 113 TLPs at MPS 128). A
+stale accept then needs the signal *and* the trailer to become visible before
+some middle part of the token -- two reorderings at once -- and, for most, a
+code path taken only in a rare corner of the configuration (a remainder batch,
+channels sharing fewer QPs, a counter field that wraps). The fixed forms close
+the corner the way the fixes did. Depth is measured, not assumed: bench/depth.py.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from epfuzz import ops
+from epfuzz.payload import CHUNK
+from epfuzz.protocols.base import Consume, Layout, MemoryView
+from epfuzz.protocols.dispatch import FINISH, DispatchProtocol, DispatchReceiver, data_wrs, pack2
+from epfuzz.scenario import Scenario
+
+#: DeepEP V2 BF16 dispatch slot: 7168 bf16 hidden values, no scales, topk idx + weights
+DEEPEP_SLOT = {"payload.hidden_bytes": 14336, "payload.scale_bytes": 0, "payload.meta_bytes": 64}
+_VA_SIGNAL = {"signal.kind": "faa", "signal.other_qp": False, "signal.fence": False,
+              "signal.encoding": "pack2", "signal.at_end_only": False}
+
+
+class GuardedReceiver(DispatchReceiver):
+    """DeepEP's forward warp plus a trailer check: a slot the signal covers is read only
+    once its last 16 bytes carry this epoch and its token index.
+
+    `width` > 0 reads a scaled-down packed word: the tail in the low `width` bits and
+    the finish flag right above it (finish means "all my slots are written").
+    """
+
+    def __init__(self, scn: Scenario, lay: Layout, width: int = 0, shared: bool = False, wait_total: bool = False,
+                 epoch_base: bool = False) -> None:
+        super().__init__(scn, lay, epoch_base=epoch_base)
+        self.watch = self.watch | {ops.DATA}
+        self.width = width
+        self.shared = shared
+        self.total = sum(lay.tokens_in_channel) if wait_total else 0
+        self.signalled = [0] * lay.num_channels
+        self.fin = [False] * lay.num_channels
+        self.snap: bytes | None = None
+
+    def start_epoch(self, epoch: int) -> None:
+        super().start_epoch(epoch)
+        self.snap = None
+        self.signalled = [0] * self.lay.num_channels
+        self.fin = [False] * self.lay.num_channels
+
+    def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
+        if self.shared:  # NVSHMEM #84 shape: one word for all channels, read as "my count landed"
+            value = mem.u64(ops.SIGNAL, 0)
+            n = self.lay.tokens_in_channel[c]
+            if self.total:  # the fix: the word is complete only when every channel's count is in
+                return [(1, n)] if value >= self.total else [(0, 0)]
+            return [(int(value >= n), min(value, n))]
+        if not self.width:
+            return super()._observe(mem, c, epoch)
+        word = mem.u64(ops.SIGNAL, c * 8)
+        finish = (word >> self.width) & 1
+        tail = self.lay.tokens_in_channel[c] if finish else word & ((1 << self.width) - 1)
+        return [(finish, tail)]
+
+    def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
+        lay = self.lay
+        w = mem.u32x4(ops.DATA, lay.slot_offset(c, slot) + lay.token_bytes - CHUNK)
+        return w[0] == epoch and w[2] == lay.token_of(c, slot)
+
+    def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
+        out: list[Consume] = []
+        lay = self.lay
+        # most wake-ups are data landings: re-read the signals only when their words changed
+        snap = mem.read(ops.SIGNAL, 0, 8 * lay.num_channels) if self.kind in ("faa", "write") else None
+        changed = snap is None or snap != self.snap
+        self.snap = snap
+        for c in range(lay.num_channels):
+            if self.finished[c]:
+                continue
+            n = lay.tokens_in_channel[c]
+            if changed:
+                for finish, tail in self._observe(mem, c, epoch):
+                    self.signalled[c] = max(self.signalled[c], min(tail, n))
+                    self.fin[c] = self.fin[c] or bool(finish)
+            t = self.tail[c]
+            while t < self.signalled[c] and self._stamped(mem, c, t, epoch):
+                t += 1
+            if t > self.tail[c]:
+                out.append(Consume(ops.DATA, lay.slot_offset(c, self.tail[c]), (t - self.tail[c]) * lay.token_bytes,
+                                   c, f"slots [{self.tail[c]}, {t}) of channel {c} (signal and trailer seen)"))
+                self.tail[c] = t
+            if self.fin[c] and self.tail[c] == n:
+                self.finished[c] = True
+        return out
+
+    def state(self) -> tuple[Any, ...]:
+        return (*super().state(), tuple(self.signalled), tuple(self.fin), self.snap)
+
+    def restore(self, state: tuple[Any, ...]) -> None:
+        super().restore(state[:3])
+        self.signalled, self.fin, self.snap = list(state[3]), list(state[4]), state[5]
+
+
+class GuardedDispatch(DispatchProtocol):
+    """The dispatch sender with the guarded receiver and one optional corner path.
+
+    `remainder_flag`: the last, partial batch of a channel (more tokens than one
+    interval, not a multiple of it) is finished by an RDMA WRITE of pack2(finish, n)
+    instead of the fetch-and-add (the pre-458cdcb flag signal, on a rarely taken path).
+    `notify_qp`: QP 0 is kept for notifications, data of channel c goes on QP
+    1 + c % (Q - 1) and the signal on QP (1 + c) % Q, which is the data QP only while
+    Q > C (DeepEP asks for num_sms * 16 + 1 QPs; with fewer, channels share them).
+    `width`: the signal packs the tail into `width` bits with finish right above.
+    """
+
+    def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str, sources: tuple[str, ...] = (),
+                 *, remainder_flag: bool = False, notify_qp: bool = False, signal_on_data_qp: bool = False,
+                 width: int = 0, wait_total: bool = False, epoch_base: bool = False, **options: Any) -> None:
+        opts = {"width": width, "shared": bool(options.get("shared_word")), "wait_total": wait_total,
+                "epoch_base": epoch_base}
+        super().__init__(name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver, receiver_opts=opts,
+                         **options)
+        self.remainder_flag = remainder_flag
+        self.notify_qp = notify_qp
+        self.signal_on_data_qp = signal_on_data_qp
+        self.width = width
+
+    def _qps(self, scn: Scenario, c: int) -> tuple[int, int]:
+        nq = scn.topology.num_qps
+        if not self.notify_qp:
+            qp = scn.qp_of_channel(c)
+            return qp, ((qp + 1) % nq if scn.signal.other_qp else qp)
+        dqp = 1 + c % (nq - 1) if nq > 1 else 0
+        return dqp, (dqp if self.signal_on_data_qp else (1 + c) % nq)
+
+    def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        programs: list[list[ops.Op]] = []
+        for c in range(lay.num_channels):
+            dqp, sqp = self._qps(scn, c)
+            n = lay.tokens_in_channel[c]
+            interval = n if scn.signal.at_end_only else scn.signal.interval
+            prog: list[ops.Op] = []
+            signaled = k = 0
+            wrs = data_wrs(scn, lay, c)
+            for i, (first, cnt, off, length) in enumerate(wrs):
+                prog.append(ops.Write(dqp, ops.DATA, off, length))
+                done = first + cnt
+                last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
+                if last_piece and (done - signaled >= interval or done == n):
+                    if self.flush_before_signal:
+                        prog.append(ops.Flush(dqp))
+                    prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                    signaled, k = done, k + 1
+            if n == 0:
+                prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
+            programs.append(prog)
+        return programs
+
+    def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
+        interval = scn.signal.interval
+        if self.remainder_flag and tail == n and n > interval and n % interval:
+            return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(FINISH, n))
+        if self.width:
+            finish = FINISH if tail == n else 0
+            return ops.AtomicAdd(qp, ops.SIGNAL, c * 8, (finish << self.width) + tail - old)
+        return super()._signal(scn, c, qp, old, tail, n, k, epoch)
+
+
+# ---------------------------------------------------------------- the deep zoo
+
+#: DeepEP's 4 KiB IB MTU, a PCIe max payload of 128 bytes (the minimum, common on server root ports),
+#: a fabric without adaptive routing
+_PLATFORM = {"chunking.mtu": 4096, "chunking.max_payload": 128, "knobs.adaptive_routing": False}
+_SLOT = {**DEEPEP_SLOT, **_PLATFORM}
+_RO_RMW = {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True, "knobs.atomic_mode": 0}
+#: PCI atomic mode 4 on an HCA that enforces IB o9-20: a fetch-and-add is one AtomicOp, held behind its own
+#: QP's writes (the #661 counter-argument), so only a signal on another QP can pass the data
+_RO_O920 = {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True, "knobs.atomic_mode": 4, "knobs.hca_o920": True}
+_GDR_TARGETS = {ops.DATA: 1, ops.SIGNAL: 1, ops.CQ: 0, ops.RECV: 0}
+_P1 = ("DeepEP #661", "DeepEP #674", "nccl#2210")
+_P2 = ("DeepEP #40", "DeepEP 458cdcb", "Mooncake #2542")
+_P4 = ("nccl#2302", "DeepEP gpu_barrier", "DeepEP #700")
+_P9 = ("NVSHMEM #75", "NCCL #2439", "NCCL #2092")
+
+
+def _pair(name: str, bad_doc: str, fixed_doc: str, pins: dict[str, Any], sources: tuple[str, ...],
+          bad: dict[str, Any], fix: dict[str, Any], fixed_pins: dict[str, Any] | None = None
+          ) -> tuple[GuardedDispatch, GuardedDispatch]:
+    return (GuardedDispatch(name, bad_doc, pins, "finding", sources, **bad),
+            GuardedDispatch(f"{name}_fixed", fixed_doc, fixed_pins or pins, "clean", sources, **fix))
+
+
+_IMM = {**_SLOT, "knobs.mr_relaxed": True, "signal.kind": "write_imm"}
+_PAIRS = (
+    (1, "RO atomic signal and RO trailer both overtake a middle TLP", _pair(
+        "deep_ro_signal", "DeepEP V2 before #674 (RO window, interval 3) with a trailer-checking receiver: a stale "
+        "accept needs the trailer's MemWr (A2b) and the fetch-and-add (C2b) both to pass one middle TLP",
+        "the window registered strict (#674)", {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": True,
+                                                 "signal.interval": 3}, _P1, {}, {},
+        {**_VA_SIGNAL, **_SLOT, "knobs.mr_relaxed": False, "signal.interval": 3})),
+    (2, "remainder batch finished by an RDMA WRITE flag", _pair(
+        "deep_remainder_flag", "RO window, PCI atomic mode 0 (the fetch-and-add is safe); only a channel's last, "
+        "partial batch (more than 6 tokens, not a multiple of 6) is finished by an RDMA WRITE of pack2(1, n), "
+        "whose RO MemWr may pass the data (A2b)", "every batch finished by the fetch-and-add",
+        {**_RO_RMW, "signal.interval": 6}, _P2, {"remainder_flag": True}, {})),
+    (2, "flag written with RDMA WRITE after the data", _pair(
+        "deep_flag_write", "tail raised by an RDMA WRITE of pack2(finish, tail) on an RO window, trailer-checking "
+        "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
+        {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
+    (4, "signal on the notify QP when QPs are fewer than channels", _pair(
+        "deep_notify_qp", "mode-4 atomics on an o9-20 HCA; QP 0 reserved for notifications; data of channel c "
+        "on QP 1 + c % (Q-1), its signal on "
+        "QP (1 + c) % Q after a local flush: another QP once Q <= c + 1, unordered with the data (xQP)",
+        "the signal on the channel's data QP", dict(_RO_O920), _P4,
+        {"notify_qp": True, "flush_before_signal": True},
+        {"notify_qp": True, "signal_on_data_qp": True, "flush_before_signal": True})),
+    (4, "fetch-and-add signal on another QP after a local flush", _pair(
+        "deep_other_qp", "the signal on the next QP after a flush (local completion only), RO window, o9-20 HCA, "
+        "trailer-checking receiver", "the signal on the data QP", {**_RO_O920, "signal.other_qp": True}, _P4,
+        {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_O920, "signal.other_qp": False})),
+    (4, "WRITE_WITH_IMM completion on another QP", _pair(
+        "deep_imm_other_qp", "a flush, then a zero-length WRITE_WITH_IMM on the next QP as the completion, RO window, "
+        "trailer-checking receiver: its CQE is unordered with the data QP (xQP)",
+        "the WRITE_WITH_IMM on the data QP, whose CQE follows the data (A2a)",
+        {**_IMM, "signal.other_qp": True}, _P4, {"flush_before_signal": True}, {"flush_before_signal": True},
+        {**_IMM, "signal.other_qp": False})),
+    (9, "WRITE_WITH_IMM completion on the host path, data on the GPU path", _pair(
+        "deep_gdr", "WRITE_WITH_IMM completion (host memory) trusted with a trailer check of the GPU-memory slot, "
+        "no flush: the CQE (path) and the RO trailer (A2b) both pass a middle TLP", "a flush read before use",
+        {**_IMM, "signal.other_qp": False}, _P9, {"targets": _GDR_TARGETS},
+        {"targets": _GDR_TARGETS, "flush_on_accept": True})),
+    (7, "signal-word reset racing an empty channel's signal", _pair(
+        "deep_reset_race", "the receiver zeroes its tail words with a plain store after a call, with no barrier: "
+        "only a channel with no tokens signals so early in the next call that the reset can land after it (hang)",
+        "the reset ordered before the barrier that releases the next call", dict(_RO_RMW),
+        ("UCCL-EP #993", "rocm-systems #11569"), {"reset_signals": False, "prologue_reset": False},
+        {"reset_signals": False, "prologue_reset": True})),
+)
+
+#: (pattern, title, bad name, fixed name), like zoo.ZOO
+DEEP_ZOO: tuple[tuple[int, str, str, str], ...] = tuple((num, title, b.name, f.name) for num, title, (b, f) in _PAIRS)
+PROTOCOLS = tuple(p for _, _, pair in _PAIRS for p in pair)

@@ -1,0 +1,97 @@
+"""A PCT-style sampler for the adversary's overtake schedule.
+
+Random bytes through the decoder give overtakes whose `index` is uniform over TLP
+*units*: with DeepEP-sized slots and a 128-byte max payload a token is 59 units
+and a signal is one, so the rare reorderings that deep bugs need (a signal or a
+slot's trailer moving back past one particular TLP) are drawn about once in
+hundreds of overtakes. PCT (Burckhardt et al., ASPLOS'10) samples the *events*
+instead: the base schedule is arrival order, and d change points each take one
+event out of its place. Here an event is a run of TLPs (one packet's payload, an
+atomic, a CQE) or a packet; a change point picks one uniformly among them, then
+its first or last unit (where a trailer or a tail sits) or one inside, and moves
+it back a log-uniform distance. A depth-d bug is then hit with probability about
+1/(events * 3 * 7)^d instead of 1/units^d, whatever the slot size.
+
+Usable three ways: `sample_schedule` (a schedule for a decoded scenario),
+`SamplerSearch` (the sampler alone as a baseline: fresh random configuration,
+sampled schedule) and `mutate_schedule` (a custom-mutator move on fuzz bytes).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+from typing import Any
+
+from epfuzz import codec
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Overtake, Scenario
+from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.engine import NET_WINDOW, build
+from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
+
+MAX_DEPTH = 3
+
+
+def _position(order: Sequence[Any], unit: int) -> int:
+    """Index of arrival unit `unit` in the current order, counted in units."""
+    acc = 0
+    for x in order:
+        if x.seq <= unit < x.seq + x.n:
+            return acc + unit - x.seq
+        acc += x.n
+    return 0
+
+
+def _pick_unit(ev: Any, rng: random.Random) -> int:
+    r = rng.randrange(3)
+    if r == 0 or ev.n == 1:
+        return ev.seq + ev.n - 1          # the last unit: a trailer, a tail, a signal
+    if r == 1:
+        return ev.seq
+    return ev.seq + rng.randrange(ev.n)
+
+
+def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: int | None = None
+                    ) -> tuple[Overtake, ...]:
+    """d change points (1..MAX_DEPTH) over the scenario's arrival order."""
+    run = build(scn.replace(schedule=()), proto)
+    d = depth or rng.randint(1, MAX_DEPTH)
+    net = scn.knobs.adaptive_routing and len(run.packets) > 1
+    moves: dict[str, list[tuple[int, int]]] = {"pcie": [], "net": []}
+    out: list[Overtake] = []
+    for _ in range(d):
+        stage = "net" if net and rng.random() < 0.5 else "pcie"
+        events = run.packets if stage == "net" else run.tlps
+        if not events:
+            break
+        unit = _pick_unit(rng.choice(events), rng)
+        if stage == "net":
+            order, _ = apply_overtakes(events, moves["net"], packet_pass_rule(True), NET_WINDOW)
+        else:
+            order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), scn.knobs.reorder_window)
+        index = _position(order, unit)
+        distance = min(64, 1 << rng.randrange(7)) if rng.random() < 0.5 else rng.randint(1, 64)
+        moves[stage].append((index, distance))
+        out.append(Overtake(stage, index, distance))
+    return tuple(out)
+
+
+def mutate_schedule(data: bytes, protocol: str, proto: Protocol, rng: random.Random,
+                    preset: str = "spec") -> bytes:
+    """Custom-mutator move: keep the input's configuration, resample its schedule."""
+    scn = codec.decode(data, protocol, preset)
+    return codec.encode(scn.replace(schedule=sample_schedule(scn, proto, rng)))
+
+
+class SamplerSearch:
+    """The sampler alone: a random configuration through the decoder, a sampled schedule."""
+
+    def __init__(self, protocol: str, proto: Protocol, seed: int, preset: str = "spec") -> None:
+        self.protocol, self.proto, self.preset = protocol, proto, preset
+        self.rng = random.Random(seed)
+
+    def next_scenario(self) -> Scenario:
+        data = self.rng.randbytes(self.rng.randrange(0, 129))
+        scn = codec.decode(data, self.protocol, self.preset)
+        return scn.replace(schedule=sample_schedule(scn, self.proto, self.rng))
