@@ -285,8 +285,9 @@ def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_
                 payload(p, T_COPY, 0)  # the packet's value is the immediate, not a shift
             if p.last:
                 held.setdefault(q, []).append(p)
-        elif p.kind == PK_SEND:
-            payload(p, T_VALUE)
+        elif p.kind == PK_SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
+            emit(TlpType.POSTED, ro, T_VALUE, p, ops.RECV, (p.channel * layout_max_signals + p.cq_slot) * 16, 8,
+                 p.value)
             held.setdefault(q, []).append(p)
         s = arrived.setdefault(q, set())
         s.add(p.psn)
