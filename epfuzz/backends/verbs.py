@@ -12,11 +12,11 @@ found in k of R.
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import json
 import os
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from epfuzz.backends.base import Backend, Outcome, Where
@@ -32,11 +32,11 @@ RESULT_MARK = "EPFUZZ-VERBS-RESULT "
 
 
 def guest_main(argv: list[str]) -> int:
-    """Inside the guest: run one scenario R times and print a JSON result line."""
+    """Inside the guest: run the scenario in file argv[0] argv[1] times and print a JSON result line."""
     from epfuzz.backends.verbs_runner import local_runner
     from epfuzz.protocols import get_protocol
 
-    scn = Scenario.from_json(base64.b64decode(argv[0]))
+    scn = Scenario.from_json(Path(argv[0]).read_text())
     repeats = int(argv[1])
     res = local_runner().run(scn, get_protocol(scn.protocol), repeats)
     print(RESULT_MARK + json.dumps(res), flush=True)
@@ -44,11 +44,11 @@ def guest_main(argv: list[str]) -> int:
 
 
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
-    """Boot the guest for one scenario and read its result line."""
+    """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line."""
     from epfuzz import vm
 
-    payload = base64.b64encode(scn.to_json(indent=None).encode()).decode()
-    rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs {payload} {repeats}", timeout=600, stream=False)
+    rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
+                       stream=False, files={"scenario.json": scn.to_json(indent=None).encode()})
     line = next((x for x in lines if x.startswith(RESULT_MARK)), None)
     if rc != 0 or line is None:
         raise EpfuzzError("verbs run in the guest failed: " + " | ".join(lines[-6:]))
