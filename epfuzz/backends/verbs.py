@@ -60,9 +60,12 @@ class VerbsBackend(Backend):
     name = "verbs"
     deterministic = False
 
+    _local: bool = False   # once true, stays true (devices do not vanish): asked on every run
+
     def runs_locally(self) -> bool:
-        return importlib.util.find_spec("pyverbs") is not None and (
+        self._local = self._local or importlib.util.find_spec("pyverbs") is not None and (
             bool(rdma_devices()) or os.environ.get("EPFUZZ_IN_GUEST") == "1")
+        return self._local
 
     def where(self) -> Where:
         return Where.HERE if self.runs_locally() else Where.GUEST
@@ -77,9 +80,10 @@ class VerbsBackend(Backend):
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
-        ok, why = self.availability()
-        if not ok:
-            raise BackendUnavailable(f"backend verbs cannot run here: {why}")
+        if not self.runs_locally():
+            ok, why = self.availability()
+            if not ok:
+                raise BackendUnavailable(f"backend verbs cannot run here: {why}")
         repeats = max(1, repeats)
         if self.runs_locally():
             from epfuzz.backends.verbs_runner import local_runner
@@ -91,7 +95,7 @@ class VerbsBackend(Backend):
         if res["violation"]:
             d = res["violation"]
             v = Violation(d["kind"], d["protocol"], d["epoch"], d["channel"], d["what"], bad_bytes=d["bad_bytes"],
-                          tokens=d["tokens"])
+                          bad_chunks=[(int(o), str(c)) for o, c in d["bad_chunks"]], tokens=d["tokens"])
         return Outcome("verbs", v, runs=res["runs"], hits=res["hits"],
                        summary=f"found in {res['hits']} of {res['runs']} runs on soft-RoCE" +
                        (f": {res['summary']}" if res["summary"] else ""), extra=res)
