@@ -28,6 +28,8 @@ def test_verbs_suite_in_the_guest(tmp_path):
     assert any(" passed" in x and "failed" not in x for x in lines), tail
     bench = json.loads((tmp_path / "verbs_bench.json").read_text())
     assert bench["verbs_scenarios_per_second_in_guest"] > 0
+    print(json.dumps(bench))  # the measured rates, shown with -rP
+    print((tmp_path / "verbs_rates.jsonl").read_text())
 
 
 def test_a_failed_boot_is_one_clear_error(monkeypatch, tmp_path):
