@@ -58,7 +58,8 @@ class AtomicAdd:
 
 @dataclass(frozen=True, slots=True)
 class WriteImm:
-    """RDMA WRITE_WITH_IMM (length may be 0): the receiver learns `imm` from CQ entry `cq_slot`."""
+    """RDMA WRITE_WITH_IMM (length may be 0): the receiver learns `imm` from CQ entry `cq_slot` of
+    the posting channel (every backend reads it so; `imm` itself is the protocol's, never routing)."""
 
     qp: int
     region: str
@@ -71,7 +72,8 @@ class WriteImm:
 
 @dataclass(frozen=True, slots=True)
 class Send:
-    """SEND of a 64-bit value into recv slot `slot`, then a CQE in CQ entry `slot`."""
+    """SEND of a 64-bit value into recv entry `slot` of the posting channel, then a CQE in its CQ
+    entry `slot`."""
 
     qp: int
     value: int

@@ -47,6 +47,8 @@ MODULE_TREES = ("drivers/infiniband/core", "drivers/infiniband/sw/rxe", "net/sch
                 "drivers/net/net_failover.ko", "net/core/failover.ko", "drivers/virtio", "net/ipv6",
                 "net/ipv4/udp_tunnel.ko")
 EXIT_MARK = "EPFUZZ-GUEST-EXIT"
+INIT_MARK = "epfuzz-guest: init"            # the guest's init runs: the kernel has booted
+RUNNING_MARK = "epfuzz-guest: running"      # the command starts: its output follows
 ANSI = re.compile(r"\x1b(\[[0-9;?]*[A-Za-z]|[c()][0-9A-Za-z]?)")
 BOOT_TIMEOUT = 120
 
@@ -56,6 +58,7 @@ class VmError(EpfuzzError):
 
 
 INIT = r"""#!/bin/sh
+echo "epfuzz-guest: init"
 export PATH=/usr/sbin:/usr/bin:/sbin:/bin
 mount -t proc proc /proc; mount -t sysfs sys /sys; mount -t devtmpfs dev /dev 2>/dev/null
 mkdir -p /dev/pts /tmp /mnt/epfuzz; mount -t devpts devpts /dev/pts; mount -t tmpfs tmp /tmp
@@ -64,9 +67,11 @@ for m in virtio_pci virtio_net 9pnet_virtio 9p rdma_rxe ib_uverbs sch_netem sch_
   modprobe $m 2>/dev/null
 done
 mount -t 9p -o trans=virtio,version=9p2000.L,ro epfuzz /mnt/epfuzz || echo "epfuzz-guest: 9p mount failed"
-mkdir -p /mnt/out; mount -t 9p -o trans=virtio,version=9p2000.L out /mnt/out 2>/dev/null
+mkdir -p /mnt/out /mnt/cmd; mount -t 9p -o trans=virtio,version=9p2000.L out /mnt/out 2>/dev/null
+mount -t 9p -o trans=virtio,version=9p2000.L,ro cmd /mnt/cmd 2>/dev/null
 ip link set lo up
-cmd=$(sed -n 's/.*epfuzz.cmd=\([^ ]*\).*/\1/p' /proc/cmdline | base64 -d)
+if [ -f /mnt/cmd/command ]; then cmd="sh /mnt/cmd/command"
+else cmd=$(sed -n 's/.*epfuzz.cmd=\([^ ]*\).*/\1/p' /proc/cmdline | base64 -d); fi
 cd /mnt/epfuzz
 export PYTHONPATH=/mnt/epfuzz PYTHONDONTWRITEBYTECODE=1 PYTHONUNBUFFERED=1 HOME=/tmp EPFUZZ_IN_GUEST=1
 if [ "$cmd" = "shell" ]; then setsid sh -c 'exec sh </dev/ttyS0 >/dev/ttyS0 2>&1'; rc=0
@@ -74,7 +79,6 @@ else sh -c "$cmd"; rc=$?; fi
 echo "EPFUZZ-GUEST-EXIT $rc"
 sync; echo o > /proc/sysrq-trigger; sleep 5
 """
-
 
 def _run(cmd: list[str], timeout: int, **kw: object) -> subprocess.CompletedProcess[str]:
     try:
@@ -184,33 +188,53 @@ def build(force: bool = False, log: bool = True) -> Path:
     return out
 
 
+def _qemu_argv(img: Path, memory_mb: int, append: str, shares: dict[str, tuple[Path, bool]]) -> list[str]:
+    """QEMU under TCG with the project and each folder of `shares` (tag -> (path, read-only)) over 9p."""
+    argv = ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp", "2", "-m", str(memory_mb),
+            "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "rootfs.cpio"), "-append", append,
+            "-nographic", "-no-reboot", "-nic", "user,model=virtio-net-pci,restrict=on"]
+    for tag, (path, readonly) in {"epfuzz": (ROOT, True), **shares}.items():
+        argv += ["-fsdev", f"local,id={tag},path={path.resolve()},security_model=none" + (",readonly=on" * readonly),
+                 "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag}"]
+    return argv
+
+
 def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 1536,
-        out_dir: Path | None = None) -> tuple[int, list[str]]:
+        out_dir: Path | None = None, files: dict[str, bytes] | None = None) -> tuple[int, list[str]]:
     """Boot the guest, run `command` (sh) in the project folder, power off; (exit code, console lines).
 
     The project is shared read-only at /mnt/epfuzz; `out_dir`, if given, read-write at /mnt/out.
+    The command and `files` (name -> bytes) go in through a read-only share at /mnt/cmd, so their
+    size is not bounded by the kernel command line (2,048 bytes, where a longer one never boots).
     """
     img = build(log=stream)
-    # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does
-    command = f"echo 'epfuzz-guest: running'; {command}"
-    cmd = ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp", "2", "-m", str(memory_mb),
-           "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "rootfs.cpio"),
-           "-append", f"console=ttyS0 rdinit=/init.sh panic=-1 quiet epfuzz.cmd="
-                      f"{base64.b64encode(command.encode()).decode()}",
-           "-nographic", "-no-reboot", "-nic", "user,model=virtio-net-pci,restrict=on",
-           "-fsdev", f"local,id=epfuzz,path={ROOT},security_model=none,readonly=on",
-           "-device", "virtio-9p-pci,fsdev=epfuzz,mount_tag=epfuzz"]
-    if out_dir is not None:
-        out_dir.mkdir(parents=True, exist_ok=True)
-        cmd += ["-fsdev", f"local,id=out,path={out_dir.resolve()},security_model=none",
-                "-device", "virtio-9p-pci,fsdev=out,mount_tag=out"]
-    if shutil.which(cmd[0]) is None:
+    if shutil.which("qemu-system-x86_64") is None:
         raise VmError("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
+    with tempfile.TemporaryDirectory(prefix="epfuzz-cmd-") as tmp:
+        cmd_dir = Path(tmp)
+        # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does
+        (cmd_dir / "command").write_text(f"echo '{RUNNING_MARK}'\n{command}\n")
+        for name, data in (files or {}).items():
+            (cmd_dir / name).write_bytes(data)
+        shares = {"cmd": (cmd_dir, True)}
+        if out_dir is not None:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            shares["out"] = (out_dir, False)
+        argv = _qemu_argv(img, memory_mb, "console=ttyS0 rdinit=/init.sh panic=-1 quiet", shares)
+        return _console(argv, timeout, stream)
+
+
+def _console(argv: list[str], timeout: float, stream: bool) -> tuple[int, list[str]]:
+    """Run QEMU and follow its console to the guest's exit mark; QEMU is killed on every exit path.
+
+    Two clocks: the guest must reach its init within BOOT_TIMEOUT (the BIOS prints lines before the
+    kernel runs, so a console that is not silent is no sign of a boot), and the command must end
+    within `timeout`."""
     lines: deque[str] = deque(maxlen=4000)
     rc: int | None = None
-    booted = False
+    booted = started = False
     start = time.monotonic()
-    proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True)
 
     def _term(signum: int, frame: object) -> None:  # SIGTERM must not orphan QEMU: unwind to finally
@@ -222,7 +246,7 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
         fd = proc.stdout.fileno()
         os.set_blocking(fd, False)
         buf = ""
-        while True:
+        while rc is None:
             try:
                 chunk = os.read(fd, 65536).decode(errors="replace")
             except BlockingIOError:
@@ -235,20 +259,19 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
                     lines.append(line)
                     if line.startswith(EXIT_MARK):
                         rc = int(line.split()[1])
-                    elif stream and booted:
+                    elif stream and started:
                         print(line, flush=True)
-                    if "epfuzz-guest" in line or line.startswith("+") or not booted and "Run /init.sh" in line:
-                        booted = True
-            elif proc.poll() is not None and not chunk:
+                    booted = booted or INIT_MARK in line or "Run /init.sh" in line
+                    started = started or RUNNING_MARK in line
+            elif proc.poll() is not None:
                 break
             else:
                 time.sleep(0.05)
-            if rc is not None:
-                break
             now = time.monotonic() - start
-            if not booted and now > BOOT_TIMEOUT and not lines:
-                raise VmError(f"guest did not boot in {BOOT_TIMEOUT} s")
-            if now > timeout:
+            if not booted and now > BOOT_TIMEOUT:
+                raise VmError(f"guest did not boot in {BOOT_TIMEOUT} s: the kernel never reached the guest's init; "
+                              "last console lines: " + " | ".join(list(lines)[-5:]))
+            if rc is None and now > timeout:
                 raise VmError(f"guest command timed out after {timeout} s; last console lines: "
                               + " | ".join(list(lines)[-5:]))
         if rc is None:
@@ -273,14 +296,9 @@ def main(argv: list[str]) -> int:
         if shutil.which(tool) is None:
             raise VmError(f"{tool} is not installed (apt-get install qemu-system-x86 mmdebstrap cpio)")
     if argv[0] == "shell":
-        img = build()
-        os.execvp("qemu-system-x86_64", ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp",
-                                         "2", "-m", "1024", "-kernel", str(img / "vmlinuz"), "-initrd",
-                                         str(img / "rootfs.cpio"), "-append",
-                                         "console=ttyS0 rdinit=/init.sh panic=-1 epfuzz.cmd="
-                                         + base64.b64encode(b"shell").decode(), "-nographic", "-no-reboot",
-                                         "-fsdev", f"local,id=epfuzz,path={ROOT},security_model=none,readonly=on",
-                                         "-device", "virtio-9p-pci,fsdev=epfuzz,mount_tag=epfuzz"])
+        append = "console=ttyS0 rdinit=/init.sh panic=-1 epfuzz.cmd=" + base64.b64encode(b"shell").decode()
+        qemu = _qemu_argv(build(), 1024, append, {})
+        os.execvp(qemu[0], qemu)
     rest = argv[1:]
     if rest and rest[0] == "--":
         rest = rest[1:]

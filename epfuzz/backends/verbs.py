@@ -12,11 +12,11 @@ found in k of R.
 
 from __future__ import annotations
 
-import base64
 import importlib.util
 import json
 import os
 import shutil
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from epfuzz import codec
@@ -33,11 +33,11 @@ RESULT_MARK = "EPFUZZ-VERBS-RESULT "
 
 
 def guest_main(argv: list[str]) -> int:
-    """Inside the guest: run one scenario R times and print a JSON result line."""
+    """Inside the guest: run the scenario in file argv[0] argv[1] times and print a JSON result line."""
     from epfuzz.backends.verbs_runner import local_runner
     from epfuzz.protocols import get_protocol
 
-    scn = codec.load_json(base64.b64decode(argv[0]))
+    scn = codec.load_json(Path(argv[0]).read_text())
     repeats = int(argv[1])
     res = local_runner().run(scn, get_protocol(scn.protocol), repeats)
     print(RESULT_MARK + json.dumps(res), flush=True)
@@ -45,11 +45,11 @@ def guest_main(argv: list[str]) -> int:
 
 
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
-    """Boot the guest for one scenario and read its result line."""
+    """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line."""
     from epfuzz import vm
 
-    payload = base64.b64encode(scn.to_json(indent=None).encode()).decode()
-    rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs {payload} {repeats}", timeout=600, stream=False)
+    rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
+                       stream=False, files={"scenario.json": scn.to_json(indent=None).encode()})
     line = next((x for x in lines if x.startswith(RESULT_MARK)), None)
     if rc != 0 or line is None:
         raise EpfuzzError("verbs run in the guest failed: " + " | ".join(lines[-6:]))
@@ -61,9 +61,12 @@ class VerbsBackend(Backend):
     name = "verbs"
     deterministic = False
 
+    _local: bool = False   # once true, stays true (devices do not vanish): asked on every run
+
     def runs_locally(self) -> bool:
-        return importlib.util.find_spec("pyverbs") is not None and (
+        self._local = self._local or importlib.util.find_spec("pyverbs") is not None and (
             bool(rdma_devices()) or os.environ.get("EPFUZZ_IN_GUEST") == "1")
+        return self._local
 
     def where(self) -> Where:
         return Where.HERE if self.runs_locally() else Where.GUEST
@@ -78,9 +81,10 @@ class VerbsBackend(Backend):
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
-        ok, why = self.availability()
-        if not ok:
-            raise BackendUnavailable(f"backend verbs cannot run here: {why}")
+        if not self.runs_locally():
+            ok, why = self.availability()
+            if not ok:
+                raise BackendUnavailable(f"backend verbs cannot run here: {why}")
         repeats = max(1, repeats)
         if self.runs_locally():
             from epfuzz.backends.verbs_runner import local_runner
@@ -92,7 +96,7 @@ class VerbsBackend(Backend):
         if res["violation"]:
             d = res["violation"]
             v = Violation(d["kind"], d["protocol"], d["epoch"], d["channel"], d["what"], bad_bytes=d["bad_bytes"],
-                          tokens=d["tokens"])
+                          bad_chunks=[(int(o), str(c)) for o, c in d["bad_chunks"]], tokens=d["tokens"])
         return Outcome("verbs", v, runs=res["runs"], hits=res["hits"],
                        summary=f"found in {res['hits']} of {res['runs']} runs on soft-RoCE" +
                        (f": {res['summary']}" if res["summary"] else ""), extra=res)

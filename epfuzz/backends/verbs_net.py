@@ -9,7 +9,9 @@ destination QPN.
 
 from __future__ import annotations
 
+import atexit
 import os
+import re
 import subprocess
 from pathlib import Path
 
@@ -52,21 +54,45 @@ def setup_rxe_pair() -> tuple[str, str]:
     return "rxe_v0", "rxe_v1"
 
 
+#: the shaping each netdev has now (set by this process). One tc process costs 0.1-0.4 s in the
+#: TCG guest, most of a short run: a run whose shaping is already in place pays nothing, and any
+#: other pays one `tc -batch`; runs leave their shaping for the next (cleared at exit)
+_shaped: dict[str, tuple[tuple[tuple[int, tuple[int, int]], ...], int]] = {}
+
+
+def _clear_at_exit() -> None:
+    for dev in list(_shaped):
+        subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
+
+
+atexit.register(_clear_at_exit)
+
+
 def shape(dev: str, per_qp: dict[int, tuple[int, int]], port_div: int) -> None:
     """tc on the sender's netdev: one prio band per shaped QP (netem delay and rate on the packets
     whose BTH destination QPN matches, u32 at offset 32 of the IP packet), everything else through
     the last band (netem rate when the port is throttled). A shaped QP's band is not also under the
     port's rate (a simplification). `per_qp`: destination QPN -> (delay ns, rate divisor)."""
-    subprocess.run(f"tc qdisc del dev {dev} root", shell=True, capture_output=True)
     shaped = sorted(per_qp.items())[:15]
-    if not shaped and port_div <= 1:
+    want = (tuple(shaped), max(port_div, 1))
+    if _shaped.get(dev) == want:
         return
-    n = len(shaped) + 1
-    _sh(f"tc qdisc add dev {dev} root handle 1: prio bands {max(n, 2)} priomap " + " ".join([str(n - 1)] * 16))
-    default = f"netem rate {LINK_MBIT // port_div}mbit" if port_div > 1 else "pfifo"
-    _sh(f"tc qdisc add dev {dev} parent 1:{n} handle {n}0: {default}")
-    for band, (qpn, (delay_ns, div)) in enumerate(shaped, start=1):
-        rate = f" rate {LINK_MBIT // div}mbit" if div > 1 else ""
-        _sh(f"tc qdisc add dev {dev} parent 1:{band} handle {band}0: netem delay {max(1, delay_ns // 1000)}us{rate}")
-        _sh(f"tc filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 "
-            f"flowid 1:{band}")
+    _shaped.pop(dev, None)  # unknown until every command below has succeeded
+    cmds = [f"qdisc del dev {dev} root"]  # fails when nothing is there: the only failure allowed
+    if shaped or port_div > 1:
+        n = len(shaped) + 1
+        cmds.append(f"qdisc add dev {dev} root handle 1: prio bands {max(n, 2)} priomap " + " ".join([str(n - 1)] * 16))
+        default = f"netem rate {LINK_MBIT // port_div}mbit" if port_div > 1 else "pfifo"
+        cmds.append(f"qdisc add dev {dev} parent 1:{n} handle {n}0: {default}")
+        for band, (qpn, (delay_ns, div)) in enumerate(shaped, start=1):
+            rate = f" rate {LINK_MBIT // div}mbit" if div > 1 else ""
+            cmds.append(f"qdisc add dev {dev} parent 1:{band} handle {band}0: netem delay "
+                        f"{max(1, delay_ns // 1000)}us{rate}")
+            cmds.append(f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 "
+                        f"flowid 1:{band}")
+    p = subprocess.run(["tc", "-force", "-batch", "-"], input="\n".join(cmds) + "\n", capture_output=True,
+                       text=True, timeout=60)
+    failed = [int(m) for m in re.findall(r"Command failed -:(\d+)", p.stderr)]
+    if any(n > 1 for n in failed):
+        raise HarnessError(f"tc shaping failed on {dev}: {p.stderr.strip()}")
+    _shaped[dev] = want

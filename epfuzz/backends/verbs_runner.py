@@ -1,19 +1,20 @@
-"""The verbs runner: a scenario's epochs on two RDMA devices, the protocol's receiver in a thread.
+"""The verbs runner: a scenario's epochs on two RDMA devices, the protocol's receiver looking on.
 
 Per epoch: the epoch start (source image, poison, reset, receives), the channels'
 ops posted as RDMA WRITE / WRITE_WITH_IMM / ATOMIC FETCH_AND_ADD / SEND with
-fences, the protocol's own receiver polling the receiver's MR while the sender
-posts, and the oracle on whatever it consumes (`_judge`). Resources come from
-`verbs_wiring.py`, tc shaping from `verbs_net.py`. The payload and the oracle are
-the sim's. Only imported where pyverbs exists (an RDMA host, or the epfuzz guest).
+fences, the protocol's own receiver polling the receiver's MR between the posts
+and after them, the oracle on whatever it consumes (`_judge`), and a drain that
+waits for every completion. Resources come from `verbs_wiring.py`, tc shaping
+from `verbs_net.py`. The payload and the oracle are the sim's. Only imported
+where pyverbs exists (an RDMA host, or the epfuzz guest).
 """
 
 from __future__ import annotations
 
 import os
-import threading
 import time
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -23,11 +24,11 @@ from pyverbs.wr import SGE, RecvWR, SendWR
 from epfuzz import ops
 from epfuzz.backends.verbs_net import setup_rxe_pair, shape
 from epfuzz.backends.verbs_wiring import RO_FLAG, Devices, Wiring
-from epfuzz.errors import HarnessError
-from epfuzz.oracle import Violation, check
+from epfuzz.epoch import expected_data
+from epfuzz.errors import HarnessError, Unsupported
+from epfuzz.oracle import Violation, judge
 from epfuzz.payload import canary
 from epfuzz.protocols.base import Consume, Protocol, Receiver, apply_spins
-from epfuzz.sim.memory import expected_data
 
 if TYPE_CHECKING:
     from epfuzz.scenario import Scenario
@@ -36,20 +37,53 @@ EPOCH_TIMEOUT_S = 20.0
 #: soft-RoCE under TCG, driven from Python, is orders of magnitude slower than an HCA: injected
 #: per-QP delays (ns in the scenario) are stretched by this, so 65,535 ns becomes 65 ms
 DELAY_SCALE = 1000
-#: sender-MR scratch offsets (past the regions) of the sources of WriteValue, atomics' results,
-#: WriteImm and SEND payloads
-SRC_VALUE, SRC_ATOMIC, SRC_IMM, SRC_SEND = 64, 128, 192, 256
+MASK64 = (1 << 64) - 1
+#: sender-MR scratch offsets (past the regions) of the sources of WriteValue, atomics' results and
+#: SEND payloads
+SRC_VALUE, SRC_ATOMIC, SRC_SEND = 64, 128, 256
+
+
+@dataclass(frozen=True)
+class Consumer:
+    """The op a receive completion on a QP stands for: RC completes a QP's receives in the order
+    its SENDs and WRITE_WITH_IMMs were posted, so the n-th completion is the n-th such op. The
+    protocol's CQ entry is the posting channel's `slot`, as the sim reads it (ops.WriteImm)."""
+
+    channel: int
+    slot: int
+    send: bool                    # a SEND (its message is copied into the recv region) or a WRITE_WITH_IMM
 
 
 @dataclass
 class EpochRun:
-    """One epoch, shared by the posting thread and the receiver thread."""
+    """One epoch: the sender's programs, the receiver, and what has completed so far."""
 
     number: int
     expected: np.ndarray
     rx: Receiver
-    stop: threading.Event
+    programs: list[list[ops.Op]]
+    consumers: list[list[Consumer]]   # per QP, in posting order
+    deadline: float = 0.0                                # the receiver gives up (hang) after this
+    looking: bool = True                                 # the receiver has not finished nor found anything
+    posted: list[int] = field(default_factory=list)     # send WRs posted, per QP
+    completed: list[int] = field(default_factory=list)  # their completions seen, per QP
+    received: list[int] = field(default_factory=list)   # receive completions seen, per QP
+    errors: list[str] = field(default_factory=list)     # completions with an error status
     result: Violation | None = None
+
+    def __post_init__(self) -> None:
+        n = len(self.consumers)
+        self.posted, self.completed, self.received = [0] * n, [0] * n, [0] * n
+
+
+def schedule(programs: list[list[ops.Op]]) -> Iterator[tuple[int, ops.Op]]:
+    """The channels' programs interleaved one op at a time (GPU warps posting at once)."""
+    pc = [0] * len(programs)
+    while any(pc[c] < len(p) for c, p in enumerate(programs)):
+        for c, prog in enumerate(programs):
+            if pc[c] < len(prog):
+                yield c, prog[pc[c]]
+                pc[c] += 1
 
 
 class VerbsRunner:
@@ -71,6 +105,8 @@ class VerbsRunner:
         return per_qp
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int) -> dict[str, object]:
+        """The scenario `repeats` times; each repeat starts from epoch 0 with fresh memory and its
+        own payload stamp, and ends only when every work request it posted has completed."""
         w = self.dev.wire(scn, proto)
         netdev = self.dev.netdev
         if netdev:
@@ -78,35 +114,39 @@ class VerbsRunner:
         found = 0
         first: Violation | None = None
         try:
-            for _ in range(repeats):
-                v = self._once(w)
+            for r in range(repeats):
+                v = self._once(w, r)
                 if v is not None:
                     found += 1
                     first = first or v
-        finally:
-            if netdev:
-                shape(netdev, {}, 1)
+        except BaseException:
+            self.dev.discard()  # its QPs may be in error or still hold work
+            raise
         return {"runs": repeats, "hits": found, "violation": first.to_dict() if first else None,
                 "summary": first.summary() if first else "", "ro_accepted": bool(scn.knobs.mr_relaxed and RO_FLAG)}
 
-    def _once(self, w: Wiring) -> Violation | None:
+    def _once(self, w: Wiring, repeat: int) -> Violation | None:
         for epoch in range(w.scn.payload.epochs):
-            ep = self._start_epoch(w, epoch)
-            t = threading.Thread(target=self._receive, args=(w, ep), daemon=True)
-            t.start()
-            self._post_epoch(w, epoch)
-            t.join(EPOCH_TIMEOUT_S + 5)
-            ep.stop.set()
-            self._drain(w)
+            ep = self._start_epoch(w, epoch, repeat)
+            ep.deadline = time.monotonic() + EPOCH_TIMEOUT_S
+            self._post_epoch(w, ep)
+            while self._look(w, ep):
+                pass
+            self._drain(w, ep)
             if ep.result is not None:
                 return ep.result
         return None
 
-    def _start_epoch(self, w: Wiring, epoch: int) -> EpochRun:
+    def _start_epoch(self, w: Wiring, epoch: int, repeat: int) -> EpochRun:
         """Epoch start: the sender's source image, the slots poisoned and the signal words, CQ and
-        receive slots reset as the protocol asks, receives posted for completion signals."""
+        receive slots reset as the protocol asks (everything at a repeat's epoch 0), the receiver's
+        prologue stores, one receive posted per SEND / WRITE_WITH_IMM of the epoch.
+
+        The payload carries the repeat as its source stamp: bytes of an earlier repeat that land
+        late differ from this one's and fail the oracle. (The epoch number stays the protocol's
+        call number, which receivers with monotonic counters count from 0.)"""
         lay, proto, rmr = w.lay, w.proto, w.rmr
-        exp = expected_data(lay, epoch)
+        exp = expected_data(lay, epoch, repeat & 0xFFFF)
         w.smr.write(exp.tobytes(), exp.size, w.base[ops.DATA])
         if proto.poison or epoch == 0:
             cn = canary(epoch, lay.sizes[ops.DATA]).tobytes()
@@ -116,153 +156,186 @@ class VerbsRunner:
                 n = lay.sizes[region]
                 if n:
                     rmr.write(bytes(n), n, w.base[region])
+        # the receiver's own stores before the epoch's traffic (a CPU store before the sender posts:
+        # the in-order case of the sim's prologue, which may also let an unordered one land late)
+        for region, offset, value, _ordered in proto.epoch_prologue(w.scn, lay, epoch):
+            rmr.write((value & MASK64).to_bytes(8, "little"), 8, w.base[region] + offset)
         rx = proto.receiver(w.scn, lay)
         rx.start_epoch(epoch)
-        if rx.watch & {ops.CQ}:  # receives for SEND / WRITE_WITH_IMM, landing in the receiver's MR
-            for q, (_, rq) in enumerate(w.pairs):
-                for i in range(w.recvs):
-                    wr_id = q * w.recvs + i
-                    rq.post_recv(RecvWR(wr_id=wr_id, num_sge=1,
-                                        sg=[SGE(rmr.buf + w.staging + wr_id * 16, 16, rmr.lkey)]))
-        return EpochRun(epoch, exp, rx, threading.Event())
+        programs = apply_spins(proto.sender(w.scn, lay, epoch), w.scn)
+        consumers: list[list[Consumer]] = [[] for _ in w.pairs]
+        for c, op in schedule(programs):
+            if isinstance(op, ops.WriteImm | ops.Send):
+                slot = op.cq_slot if isinstance(op, ops.WriteImm) else op.slot
+                consumers[op.qp % len(w.pairs)].append(Consumer(c, slot, isinstance(op, ops.Send)))
+        for q, (_, rq) in enumerate(w.pairs):
+            if len(consumers[q]) > w.recvs:
+                raise HarnessError(f"verbs: {len(consumers[q])} completion signals on QP {q} in one epoch; "
+                                   f"the receive ring holds {w.recvs}")
+            for i in range(len(consumers[q])):
+                wr_id = q * w.recvs + i
+                rq.post_recv(RecvWR(wr_id=wr_id, num_sge=1,
+                                    sg=[SGE(rmr.buf + w.staging + wr_id * 16, 16, rmr.lkey)]))
+        return EpochRun(epoch, exp, rx, programs, consumers)
 
-    def _receive(self, w: Wiring, ep: EpochRun) -> None:
-        """The protocol's receiver, polling the MR while the sender posts (a thread)."""
-        deadline = time.monotonic() + EPOCH_TIMEOUT_S
-        k = [0] * w.lay.num_channels
-        while not ep.stop.is_set():
-            if ep.rx.watch & {ops.CQ}:
-                self._mirror_cq(w, ep, k)
-            for consume in ep.rx.poll(w.mem, ep.number):
-                v = self._judge(w, ep, consume)
-                if v is not None:
-                    ep.result = v
-                    return
-            if ep.rx.done():
-                return
-            if time.monotonic() > deadline:
-                ep.result = Violation("hang", w.scn.protocol, ep.number, -1, "receiver never saw every final signal")
-                return
+    def _look(self, w: Wiring, ep: EpochRun) -> bool:
+        """One poll of the protocol's receiver at the MR; False once it has finished, found a
+        violation or given up. The sender calls it between posts, while it spins and while it
+        waits, then until it returns False: the receiver looks far more often than a second
+        Python thread would, which under the GIL got the CPU in 5 ms slices (and whose start
+        alone cost 20-30 ms a run under TCG)."""
+        if not ep.looking:
+            return False
+        if any(ep.consumers):
+            self._mirror_cq(w, ep)
+        for consume in ep.rx.poll(w.mem, ep.number):
+            v = self._judge(w, ep, consume)
+            if v is not None:
+                ep.result, ep.looking = v, False
+                return False
+        if ep.rx.done():
+            ep.looking = False
+        elif time.monotonic() > ep.deadline:
+            ep.result = Violation("hang", w.scn.protocol, ep.number, -1, "receiver never saw every final signal")
+            ep.looking = False
+        return ep.looking
 
     @staticmethod
     def _judge(w: Wiring, ep: EpochRun, consume: Consume) -> Violation | None:
-        """The oracle on what the receiver just consumed (expected bytes only for the data region)."""
+        """The shared receiver-step verdict (oracle.judge), on the MR's bytes as the receiver sees them."""
         region = np.frombuffer(w.mem.read(consume.region, 0, w.lay.sizes[consume.region]), dtype=np.uint8)
-        return check(consume, region, ep.expected if consume.region == ops.DATA else None, w.lay,
-                     w.scn.protocol, ep.number)
+        return judge(consume, region, ep.expected, w.lay, w.scn.protocol, ep.number)
 
     @staticmethod
-    def _mirror_cq(w: Wiring, ep: EpochRun, k: list[int]) -> None:
-        """The HCA's receive completions, mirrored into the protocol's CQ region (`k`: the next CQ
-        entry of each channel); a SEND's message is copied where the protocol reads it."""
+    def _mirror_cq(w: Wiring, ep: EpochRun) -> int:
+        """The HCA's receive completions, mirrored into the protocol's CQ region as the sim writes
+        them (entry `slot` of the posting channel: epoch + 1, the value's two halves, the QP); a
+        SEND's message is first copied to the same entry of the recv region. Returns how many."""
         lay, rmr = w.lay, w.rmr
-        with w.cq_lock:
-            nc, wcs = w.cqs[1].poll(16)
+        nc, wcs = w.cqs[1].poll(16)
         for wc in wcs[:nc]:
-            if wc.opcode == e.IBV_WC_RECV_RDMA_WITH_IMM:
-                imm = wc.imm_data & 0xFFFFFFFF
-                c = imm >> 24
-            elif wc.opcode == e.IBV_WC_RECV:
-                msg = rmr.read(16, w.staging + wc.wr_id * 16)
-                c = (int.from_bytes(msg[:8], "little") >> 8) & 0xFF
-                imm = 0
-                rmr.write(msg, 16, w.base[ops.RECV] + (c * lay.max_signals + k[c]) * 16)
-            else:
+            q = w.qp_index(wc.qp_num)
+            if wc.status != e.IBV_WC_SUCCESS:
+                ep.errors.append(f"receive on QP {q}: status {wc.status}")
+            n = ep.received[q]
+            ep.received[q] += 1
+            if n >= len(ep.consumers[q]):
+                ep.errors.append(f"receive on QP {q}: a completion no op of this epoch stands for")
                 continue
-            entry = np.array([ep.number + 1, imm, 0, wc.qp_num], dtype="<u4")
-            rmr.write(entry.tobytes(), 16, w.base[ops.CQ] + (c * lay.max_signals + k[c]) * 16)
-            k[c] += 1
-
-    def _post_epoch(self, w: Wiring, epoch: int) -> None:
-        """The channels' programs, posted round-robin one op at a time (GPU warps posting at once)."""
-        programs = apply_spins(w.proto.sender(w.scn, w.lay, epoch), w.scn)
-        pc = [0] * len(programs)
-        posted = [0] * len(w.pairs)
-        done = [0] * len(w.pairs)
-        while any(pc[c] < len(p) for c, p in enumerate(programs)):
-            for c, prog in enumerate(programs):
-                if pc[c] >= len(prog):
-                    continue
-                op = prog[pc[c]]
-                pc[c] += 1
-                if isinstance(op, ops.Spin):
-                    end = time.perf_counter_ns() + op.ns
-                    while time.perf_counter_ns() < end:
-                        pass
-                elif isinstance(op, ops.Flush):
-                    self._flush(w, op.qp % len(w.pairs), posted, done)
-                else:
-                    q = op.qp % len(w.pairs)
-                    w.pairs[q][0].post_send(self._work_request(w, op))
-                    posted[q] += 1
+            who = ep.consumers[q][n]
+            entry = (who.channel * lay.max_signals + who.slot) * 16
+            if who.send:
+                msg = rmr.read(8, w.staging + wc.wr_id * 16)
+                rmr.write(msg, 8, w.base[ops.RECV] + entry)
+                value = int.from_bytes(msg, "little")
+            else:
+                value = wc.imm_data & 0xFFFFFFFF
+            words = np.array([ep.number + 1, value & 0xFFFFFFFF, value >> 32, q], dtype="<u4")
+            rmr.write(words.tobytes(), 16, w.base[ops.CQ] + entry)
+        return nc
 
     @staticmethod
-    def _flush(w: Wiring, q: int, posted: list[int], done: list[int]) -> None:
-        """Wait until every WR posted so far on QP q has completed locally."""
+    def _reap_sends(w: Wiring, ep: EpochRun) -> int:
+        """Count the sender's completions per QP; returns how many."""
+        nc, wcs = w.cqs[0].poll(16)
+        for wc in wcs[:nc]:
+            q = w.qp_index(wc.qp_num)
+            ep.completed[q] += 1
+            if wc.status != e.IBV_WC_SUCCESS:
+                ep.errors.append(f"send on QP {q}: status {wc.status}")
+        return nc
+
+    def _post_epoch(self, w: Wiring, ep: EpochRun) -> None:
+        """The channels' programs, posted in `schedule` order, the receiver looking in between."""
+        for _, op in schedule(ep.programs):
+            self._look(w, ep)
+            if isinstance(op, ops.Spin):
+                end = time.perf_counter_ns() + op.ns
+                while time.perf_counter_ns() < end:
+                    self._look(w, ep)
+            elif isinstance(op, ops.Flush):  # wait until every WR posted so far on the QP completed locally
+                q = op.qp % len(w.pairs)
+                self._wait(w, ep, lambda q=q: ep.completed[q] >= ep.posted[q], "a flush")
+            else:
+                q = op.qp % len(w.pairs)
+                w.pairs[q][0].post_send(work_request(w, op))
+                ep.posted[q] += 1
+
+    def _wait(self, w: Wiring, ep: EpochRun, done: Callable[[], bool], what: str) -> None:
+        """Wait for completions; rxe under a loaded TCG host now and then never completes a run
+        with long netem delays: that run says nothing (Unsupported, which a harness skips) and
+        the next one starts on fresh QPs (`run` discards these)."""
         deadline = time.monotonic() + EPOCH_TIMEOUT_S
-        while done[q] < posted[q]:
+        while not done():
             if time.monotonic() > deadline:
-                raise HarnessError("verbs: a flush never saw its completions (QP in error?)")
-            with w.cq_lock:
-                nc, wcs = w.cqs[0].poll(16)
-            for wc in wcs[:nc]:
-                done[w.qp_index(wc.qp_num)] += 1
+                raise Unsupported(f"backend verbs: {what} never saw its completions in {EPOCH_TIMEOUT_S:.0f} s: "
+                                  f"{sum(ep.posted) - sum(ep.completed)} sends and "
+                                  f"{sum(map(len, ep.consumers)) - sum(ep.received)} receives outstanding; "
+                                  "the run is inconclusive")
+            if not self._reap_sends(w, ep) and not self._look(w, ep):
+                time.sleep(0.0005)
 
-    @staticmethod
-    def _work_request(w: Wiring, op: ops.Op) -> SendWR:
-        """The send WR of one op; sources of values live in the sender MR past the regions."""
-        smr, rmr, base, scratch = w.smr, w.rmr, w.base, w.staging
-        flags = e.IBV_SEND_FENCE if getattr(op, "fence", False) else 0
-        if isinstance(op, ops.Write):
-            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                        sg=[SGE(smr.buf + base[op.region] + op.offset + op.shift, op.length, smr.lkey)],
-                        send_flags=flags)
-        elif isinstance(op, ops.WriteValue):
-            smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_VALUE)
-            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_VALUE, 8, smr.lkey)],
-                        send_flags=flags | e.IBV_SEND_INLINE)
-        elif isinstance(op, ops.AtomicAdd):
-            wr = SendWR(opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1,
-                        sg=[SGE(smr.buf + scratch + SRC_ATOMIC, 8, smr.lkey)], send_flags=flags)
-            wr.set_wr_atomic(rkey=rmr.rkey, addr=rmr.buf + base[op.region] + op.offset,
-                             compare_add=op.delta & ((1 << 64) - 1), swap=0)
-            return wr
-        elif isinstance(op, ops.WriteImm):
-            wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=1,
-                        sg=[SGE(smr.buf + scratch + SRC_IMM, max(op.length, 0), smr.lkey)],
-                        send_flags=flags, imm_data=op.imm & 0xFFFFFFFF)
-        elif isinstance(op, ops.Send):  # the message lands in a receive slot; the receiver copies it
-            smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_SEND)
-            return SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_SEND, 8, smr.lkey)],
-                          send_flags=flags)
-        else:  # pragma: no cover
-            raise TypeError(op)
-        wr.set_wr_rdma(rmr.rkey, rmr.buf + base[op.region] + op.offset)
+    def _drain(self, w: Wiring, ep: EpochRun) -> None:
+        """Wait for the completion of every WR the epoch posted and of every receive it consumes
+        (the receiver has stopped looking), so nothing of this epoch lands in the next one."""
+        def finished() -> bool:
+            self._mirror_cq(w, ep)
+            return ep.completed == ep.posted and all(
+                n >= len(c) for n, c in zip(ep.received, ep.consumers, strict=True))
+
+        self._wait(w, ep, finished, "the end of the epoch")
+        if ep.errors:
+            raise HarnessError("verbs: work requests completed in error: " + "; ".join(ep.errors[:4]))
+
+
+def work_request(w: Wiring, op: ops.Op) -> SendWR:
+    """The send WR of one op; sources of values live in the sender MR past the regions."""
+    smr, rmr, base, scratch = w.smr, w.rmr, w.base, w.staging
+    flags = e.IBV_SEND_FENCE if getattr(op, "fence", False) else 0
+    if isinstance(op, ops.Write):
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
+                    sg=[SGE(smr.buf + base[op.region] + op.offset + op.shift, op.length, smr.lkey)],
+                    send_flags=flags)
+    elif isinstance(op, ops.WriteValue):
+        smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_VALUE)
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_VALUE, 8, smr.lkey)],
+                    send_flags=flags | e.IBV_SEND_INLINE)
+    elif isinstance(op, ops.AtomicAdd):
+        wr = SendWR(opcode=e.IBV_WR_ATOMIC_FETCH_AND_ADD, num_sge=1,
+                    sg=[SGE(smr.buf + scratch + SRC_ATOMIC, 8, smr.lkey)], send_flags=flags)
+        wr.set_wr_atomic(rkey=rmr.rkey, addr=rmr.buf + base[op.region] + op.offset,
+                         compare_add=op.delta & MASK64, swap=0)
         return wr
+    elif isinstance(op, ops.WriteImm):  # its bytes (if any) are this epoch's payload, as the sim copies them
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE_WITH_IMM, num_sge=1,
+                    sg=[SGE(smr.buf + base[op.region] + op.offset, max(op.length, 0), smr.lkey)],
+                    send_flags=flags, imm_data=op.imm & 0xFFFFFFFF)
+    elif isinstance(op, ops.Send):  # the message lands in a receive slot; the receiver copies it
+        smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_SEND)
+        return SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_SEND, 8, smr.lkey)],
+                      send_flags=flags)
+    else:  # pragma: no cover
+        raise TypeError(op)
+    wr.set_wr_rdma(rmr.rkey, rmr.buf + base[op.region] + op.offset)
+    return wr
 
-    @staticmethod
-    def _drain(w: Wiring) -> None:
-        deadline = time.monotonic() + 5
-        while time.monotonic() < deadline:
-            with w.cq_lock:
-                n0, _ = w.cqs[0].poll(64)
-                n1, _ = w.cqs[1].poll(64)
-            if not n0 and not n1:
-                time.sleep(0.01)
-                with w.cq_lock:
-                    m0, _ = w.cqs[0].poll(64)
-                if not m0:
-                    return
+
+_runner: VerbsRunner | None = None
 
 
 def local_runner() -> VerbsRunner:
-    """Real HCA: EPFUZZ_VERBS_DEVICES=send,recv (one name for loopback), EPFUZZ_VERBS_GID, and
+    """The runner of this process (devices and resources are reused across runs).
+
+    Real HCA: EPFUZZ_VERBS_DEVICES=send,recv (one name for loopback), EPFUZZ_VERBS_GID, and
     EPFUZZ_VERBS_NETDEV for tc delays; otherwise the rxe pair of the guest."""
-    devs = os.environ.get("EPFUZZ_VERBS_DEVICES")
-    if devs:
-        send, _, recv = devs.partition(",")
-        dev = Devices(send, recv or send, int(os.environ.get("EPFUZZ_VERBS_GID", "1")))
-        dev.netdev = os.environ.get("EPFUZZ_VERBS_NETDEV") or None
-        return VerbsRunner(dev)
-    send, recv = setup_rxe_pair()
-    return VerbsRunner(Devices(send, recv))
+    global _runner
+    if _runner is None:
+        devs = os.environ.get("EPFUZZ_VERBS_DEVICES")
+        if devs:
+            send, _, recv = devs.partition(",")
+            dev = Devices(send, recv or send, int(os.environ.get("EPFUZZ_VERBS_GID", "1")))
+            dev.netdev = os.environ.get("EPFUZZ_VERBS_NETDEV") or None
+        else:
+            dev = Devices(*setup_rxe_pair())
+        _runner = VerbsRunner(dev)
+    return _runner

@@ -8,7 +8,6 @@ exists (an RDMA host, or the epfuzz guest).
 
 from __future__ import annotations
 
-import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -65,7 +64,6 @@ class Wiring:
     cqs: tuple[CQ, CQ]            # the sender's, the receiver's
     pairs: list[tuple[QP, QP]]    # (sender QP, receiver QP) per scenario QP
     mem: MrView
-    cq_lock: threading.Lock       # pyverbs CQs are polled from the posting and the receiver thread
 
     def qp_index(self, qpn: int) -> int:
         for i, (a, b) in enumerate(self.pairs):
@@ -75,7 +73,14 @@ class Wiring:
 
 
 class Devices:
-    """The sender's and the receiver's RDMA device (one name twice for loopback on an HCA port)."""
+    """The sender's and the receiver's RDMA device (one name twice for loopback on an HCA port),
+    and the verbs resources runs share.
+
+    Creating QPs (three state transitions each, and a GID query) and registering MRs is most of
+    a short run's time under TCG, so runs reuse them: a run ends only when every work request
+    it posted has completed and every receive it posted was consumed, which leaves a QP pair as
+    idle as a new one. MRs grow to the largest run so far; `discard` drops everything after a run
+    that failed, whose QPs may be in error."""
 
     def __init__(self, send_dev: str, recv_dev: str, gid_index: int = 1) -> None:
         self.ctx = (Context(name=send_dev), Context(name=recv_dev))
@@ -83,6 +88,13 @@ class Devices:
         self.gid_index = gid_index
         #: the sender's netdev, where tc shapes traffic (None: no shaping)
         self.netdev: str | None = "veth0" if send_dev == "rxe_v0" else None
+        self._cqs: tuple[CQ, CQ] | None = None
+        self._pairs: list[tuple[QP, QP]] = []
+        self._mrs: dict[bool, tuple[MR, MR, int]] = {}   # relaxed -> (receiver MR, sender MR, size)
+
+    def discard(self) -> None:
+        """Forget the shared resources (pyverbs closes them when they are dropped)."""
+        self._cqs, self._pairs, self._mrs = None, [], {}
 
     def qp_pair(self, cqs: tuple[CQ, CQ]) -> tuple[QP, QP]:
         cap = QPCap(max_send_wr=1024, max_recv_wr=1024, max_send_sge=1, max_recv_sge=1)
@@ -109,6 +121,14 @@ class Devices:
             qps[i].to_rts(attr)
         return qps[0], qps[1]
 
+    def _mr_pair(self, nbytes: int, relaxed: bool) -> tuple[MR, MR]:
+        have = self._mrs.get(relaxed)
+        if have is None or have[2] < nbytes:
+            size = max(1 << 16, 1 << (nbytes - 1).bit_length())
+            self._mrs[relaxed] = have = (MR(self.pd[1], size, ACCESS | (RO_FLAG if relaxed else 0)),
+                                         MR(self.pd[0], size + 4096, ACCESS), size)
+        return have[0], have[1]
+
     def wire(self, scn: Scenario, proto: Protocol) -> Wiring:
         lay = proto.layout(scn)
         base, off = {}, 0
@@ -118,10 +138,10 @@ class Devices:
         staging = off                       # SEND landing slots (16 B each), one ring per QP
         recvs = lay.max_signals * lay.num_channels
         off += scn.topology.num_qps * recvs * 16
-        total = max(off, 64)
-        rmr = MR(self.pd[1], total, ACCESS | (RO_FLAG if scn.knobs.mr_relaxed else 0))
-        smr = MR(self.pd[0], total + 4096, ACCESS)
-        cqs = (CQ(self.ctx[0], 1024), CQ(self.ctx[1], 1024))
-        pairs = [self.qp_pair(cqs) for _ in range(scn.topology.num_qps)]
-        return Wiring(scn, proto, lay, base, staging, recvs, rmr, smr, cqs, pairs, MrView(rmr, base),
-                      threading.Lock())
+        rmr, smr = self._mr_pair(max(off, 64), scn.knobs.mr_relaxed)
+        if self._cqs is None:
+            self._cqs = (CQ(self.ctx[0], 1024), CQ(self.ctx[1], 1024))
+        while len(self._pairs) < scn.topology.num_qps:
+            self._pairs.append(self.qp_pair(self._cqs))
+        return Wiring(scn, proto, lay, base, staging, recvs, rmr, smr, self._cqs,
+                      self._pairs[:scn.topology.num_qps], MrView(rmr, base))

@@ -11,7 +11,7 @@ import shutil
 
 import pytest
 
-from epfuzz import vm
+from epfuzz import codec, vm
 
 TOOLS = ("qemu-system-x86_64", "mmdebstrap", "cpio", "apt-get")
 missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -28,6 +28,8 @@ def test_verbs_suite_in_the_guest(tmp_path):
     assert any(" passed" in x and "failed" not in x for x in lines), tail
     bench = json.loads((tmp_path / "verbs_bench.json").read_text())
     assert bench["verbs_scenarios_per_second_in_guest"] > 0
+    print(json.dumps(bench))  # the measured rates, shown with -rP
+    print((tmp_path / "verbs_rates.jsonl").read_text())
 
 
 def test_a_failed_boot_is_one_clear_error(monkeypatch, tmp_path):
@@ -54,3 +56,48 @@ def test_vm_run_streams_the_commands_output(capsys):
 
     assert cli(["vm", "run", "--", "sh", "-c", "echo out-of-the-guest; exit 3"]) == 3
     assert "out-of-the-guest" in capsys.readouterr().out
+
+
+def _marked(f):
+    """slow, guest, and skipped without the guest's tools."""
+    f = pytest.mark.skipif(bool(missing), reason=f"the soft-RoCE guest needs {', '.join(missing)} (make vm-deps)")(f)
+    return pytest.mark.slow(pytest.mark.guest(f))
+
+
+@_marked
+def test_a_command_longer_than_the_kernel_command_line_runs():
+    """The command goes in through the shared folder: 5,000 characters (the kernel command line
+    holds 2,048, and a longer one never booted)."""
+    rc, lines = vm.run(f"echo {'x' * 5000} | wc -c", timeout=300, stream=False)
+    assert rc == 0 and "5001" in lines, lines[-5:]
+
+
+@_marked
+def test_a_boot_that_does_not_reach_the_guest_init_fails_with_that_reason(monkeypatch):
+    """The BIOS prints lines before the kernel runs; the boot clock still fires, with its reason,
+    long before the command's own timeout."""
+    import time
+
+    monkeypatch.setattr(vm, "BOOT_TIMEOUT", 1)
+    t0 = time.monotonic()
+    with pytest.raises(vm.VmError, match="did not boot in 1 s") as e:
+        vm.run("true", timeout=300, stream=False)
+    assert time.monotonic() - t0 < 60 and "\n" not in str(e.value)
+
+
+@_marked
+def test_a_maximal_scenario_runs_on_verbs_from_the_host():
+    """A scenario whose JSON alone is longer than the kernel command line (16 overtakes, 4 spins,
+    eight QPs' faults) runs in the guest and comes back with its verdict."""
+    from epfuzz.backends import get_backend
+    from epfuzz.protocols import get_protocol
+
+    scn = codec.load_dict({
+        "protocol": "dispatch_any", "payload": {"num_tokens": 8, "hidden_bytes": 1024},
+        "topology": {"num_channels": 8, "num_qps": 8, "channel_qp": [0] * 8},
+        "schedule": [{"stage": "pcie", "index": 65535 - i, "distance": 64} for i in range(16)],
+        "faults": {"spins": [{"channel": 7, "before_op": 63, "ns": 65535}] * 4, "qp_delay_ns": [0] * 8,
+                   "qp_rate_div": [1] * 8}})
+    assert len(scn.to_json(indent=None)) > 2000
+    out = get_backend("verbs").run(scn, get_protocol(scn.protocol), repeats=1)
+    assert out.runs == 1 and out.violation is None, out.summary
