@@ -11,6 +11,9 @@ sees). What stays fixed is listed by `Exploration.bounds`. Depth-first over
 "which pending TLP becomes visible next", merging states that are equal for the
 receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs that
 write disjoint data bytes commute, so the visible set determines the data region.
+Two reductions keep it linear where the rules leave no choice: "must precede" is
+cut to its transitive reduction (an in-order chain of N TLPs offers one candidate,
+not N to test), and backtracking undoes one TLP's bytes instead of copying memory.
 With adaptive routing on, every packet arrival order (per epoch) is enumerated
 too, for scenarios of at most MAX_AR_PACKETS packets per epoch.
 
@@ -169,15 +172,64 @@ def _blocked_by(scn: Scenario, units: list[Tlp]) -> list[int]:
     return out
 
 
+def _hasse(blocked_by: list[int]) -> tuple[list[list[int]], list[int]]:
+    """Successor lists and predecessor counts of the transitive reduction of "must precede".
+
+    A unit is blocked while some direct blocker is pending iff some reduced
+    predecessor is: a pending blocker keeps everything between it and the unit
+    pending. Chains (in-order TLPs) reduce to one edge per unit, so finding the
+    enabled units costs the number of chains, not the number of units.
+    """
+    n = len(blocked_by)
+    below = [0] * n   # every unit that must precede i, transitively
+    succ: list[list[int]] = [[] for _ in range(n)]
+    preds = [0] * n
+    for i, direct in enumerate(blocked_by):
+        implied = 0
+        bits = direct
+        while bits:
+            low = bits & -bits
+            implied |= below[low.bit_length() - 1]
+            bits ^= low
+        below[i] = direct | implied
+        reduced = direct & ~implied
+        while reduced:
+            low = reduced & -reduced
+            succ[low.bit_length() - 1].append(i)
+            preds[i] += 1
+            reduced ^= low
+    return succ, preds
+
+
+def _release(i: int, succ: list[list[int]], waiting: list[int], enabled: set[int]) -> None:
+    """Unit i becomes visible: its successors wait for one predecessor fewer."""
+    enabled.discard(i)
+    for k in succ[i]:
+        waiting[k] -= 1
+        if not waiting[k]:
+            enabled.add(k)
+
+
+def _unrelease(i: int, succ: list[list[int]], waiting: list[int], enabled: set[int]) -> None:
+    """Undo `_release` (depth-first backtracking)."""
+    for k in succ[i]:
+        if not waiting[k]:
+            enabled.discard(k)
+        waiting[k] += 1
+    enabled.add(i)
+
+
 def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving,
                    budget: list[int]) -> tuple[Violation | None, list[int], int]:
     """Depth first over "which pending unit becomes visible next": one scheduler of `step.land`."""
     n = len(units)
-    blocked_by = _blocked_by(scn, units)
+    succ, preds = _hasse(_blocked_by(scn, units))
+    enabled = {i for i in range(n) if not preds[i]}  # units whose every predecessor is visible
+    waiting = list(preds)                            # predecessors still pending, per unit
     seen: set[tuple[object, ...]] = set()
     path: list[int] = []
     full = (1 << n) - 1
-    mem = step.mem
+    regions = step.mem.regions
 
     def dfs(mask: int) -> Violation | None:
         key = (mask, step.key())
@@ -190,21 +242,24 @@ def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving,
                              "a smaller reorder_window, fewer QPs or tokens bound the search")
         if mask == full:
             return step.close(-1)
-        pending = full & ~mask
-        for i in range(n):
-            if not (pending >> i) & 1 or blocked_by[i] & pending:
-                continue
+        for i in sorted(enabled):
             t = units[i]
-            snap = mem.snapshot()
+            # undo log: landing changes only the unit's own bytes (receivers read memory, never
+            # write it), so save those rather than a snapshot of every region
+            arr = regions[t.region]
+            hi = t.off + max(t.length, 16)
+            saved = arr[t.off:hi].copy()
             state = step.state()
             path.append(t.seq)
+            _release(i, succ, waiting, enabled)
             v = step.land(t, len(path))
             if v is None:
                 v = dfs(mask | (1 << i))
             if v is not None:
                 return v
+            _unrelease(i, succ, waiting, enabled)
             path.pop()
-            mem.restore(snap)
+            arr[t.off:hi] = saved
             step.restore(state)
         return None
 
