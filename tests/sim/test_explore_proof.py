@@ -186,3 +186,14 @@ def test_explore_agrees_with_brute_force_on_tiny_scenarios():
             multi += 1
             assert new or not old, scn.to_json()
     assert multi
+
+
+def test_explore_says_which_knobs_bound_its_search(tmp_path, capsys):
+    from epfuzz.cli import main
+
+    path = tmp_path / "late-signal.json"
+    path.write_text(_cross_qp_write_imm([0, 5000]).to_json())
+    assert main(["explore", str(path)]) == 1
+    out = capsys.readouterr().out
+    assert "search bounded by: reorder_window=0" in out and "adaptive_routing=off" in out
+    assert "reachable: " in out
