@@ -40,7 +40,7 @@ def _small(rng: random.Random, name: str) -> Scenario:
         for path, value in (("topology.num_channels", 3), ("payload.hidden_bytes", 16),
                             ("payload.scale_bytes", 0), ("payload.num_tokens", 4)):
             scn = scn.with_path(path, value)
-    return scn.with_path("knobs.reorder_window", min(scn.knobs.reorder_window, rng.choice([0, 2, 8])))
+    return scn.with_path("knobs.reorder_window", min(scn.knobs.reorder_window, rng.choice([0, 2, 8, 64])))
 
 
 def _variant(rng: random.Random, scn: Scenario) -> Scenario:
