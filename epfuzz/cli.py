@@ -144,6 +144,7 @@ def cmd_explore(a: argparse.Namespace) -> int:
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
+    print("search bounded by: " + "; ".join(res.bounds))
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")
         print(f"  visibility order (TLP seqs): {res.order}")

@@ -1,10 +1,19 @@
-"""Exhaustive exploration: every visibility order the rule table allows, for small scenarios.
+"""Exhaustive exploration: every visibility order the rule table allows, for a scenario.
 
 The fuzzer samples schedules; this enumerates them, so "unreachable" can be a
-proof for a given scenario rather than an absence of luck. Depth-first over
+proof for a given scenario rather than an absence of luck. It quantifies over
+network and responder timing too: IB orders nothing across QPs, so TLPs of
+different QPs may become visible in any interleaving, whatever the scenario's
+per-QP delays and throttles (and whatever `reorder_window` says: the window
+bounds how far the root complex moves a TLP past its own QP's earlier TLPs,
+counted in that QP's stream, which is never more than the distance a schedule
+sees). What stays fixed is listed by `Exploration.bounds`. Depth-first over
 "which pending TLP becomes visible next", merging states that are equal for the
 receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs that
 write disjoint data bytes commute, so the visible set determines the data region.
+Two reductions keep it linear where the rules leave no choice: "must precede" is
+cut to its transitive reduction (an in-order chain of N TLPs offers one candidate,
+not N to test), and backtracking undoes one TLP's bytes instead of copying memory.
 With adaptive routing on, every packet arrival order (per epoch) is enumerated
 too, for scenarios of at most MAX_AR_PACKETS packets per epoch.
 
@@ -20,7 +29,8 @@ from that one end state only.
 from __future__ import annotations
 
 import itertools
-from dataclasses import dataclass
+import sys
+from dataclasses import dataclass, field
 
 from epfuzz.errors import InputError
 from epfuzz.oracle import Violation
@@ -32,7 +42,8 @@ from epfuzz.sim.nvlink import pass_rule
 from epfuzz.sim.packets import Packet, Tlp
 from epfuzz.sim.receive import Receiving
 
-MAX_UNITS_PER_EPOCH = 48
+#: a guard for the recursion depth, not a search bound: the state budget is what limits the search
+MAX_UNITS_PER_EPOCH = 4096
 
 
 @dataclass
@@ -40,6 +51,23 @@ class Exploration:
     violation: Violation | None
     states: int
     order: list[int]          # seqs of the violating order's prefix (empty if none)
+    bounds: list[str] = field(default_factory=list)   # what the search held fixed (see `bounds`)
+
+
+def bounds(scn: Scenario) -> list[str]:
+    """The knobs that bound the search: an "unreachable" is a proof for every order except these."""
+    k, f = scn.knobs, scn.faults
+    out = [f"reorder_window={k.reorder_window}: a TLP passes at most that many earlier TLPs of its own QP "
+           "(other QPs' TLPs: any order)"]
+    out.append("adaptive_routing=on: every packet order per epoch" if k.adaptive_routing
+               else "adaptive_routing=off: each QP's packets arrive in order (QPs interleave freely)")
+    out.append("GPU post order as the scenario's spins, flushes and fences make it "
+               "(faults.spins; per-QP delays and throttles are covered)")
+    if f.rx_lag:
+        out.append(f"rx_lag={f.rx_lag}: the receiver reads for {f.rx_lag} TLPs after accepting")
+    if scn.payload.epochs > 1:
+        out.append("each epoch starts from the previous one's end state in arrival order")
+    return out
 
 
 def _units(tlps: list[Tlp]) -> list[Tlp]:
@@ -59,7 +87,9 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
     """Every allowed PCIe visibility order; with adaptive routing on, for every packet arrival order too."""
     base = scn.replace(schedule=())
     if not scn.knobs.adaptive_routing:
-        return _explore_run(build(base, proto), scn, proto, max_states)
+        res = _explore_run(build(base, proto), scn, proto, max_states)
+        res.bounds = bounds(scn)
+        return res
     pkts = build(base, proto).packets
     epochs = sorted({p.epoch for p in pkts})
     per_epoch = [[p for p in pkts if p.epoch == e] for e in epochs]
@@ -80,8 +110,8 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
         res = _explore_run(build(base, proto, arrival), scn, proto, max_states - states)
         states += res.states
         if res.violation is not None:
-            return Exploration(res.violation, states, res.order)
-    return Exploration(None, states, [])
+            return Exploration(res.violation, states, res.order, bounds(scn))
+    return Exploration(None, states, [], bounds(scn))
 
 
 def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -> Exploration:
@@ -91,7 +121,7 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
     states = 0
     for epoch, units in enumerate(per_epoch):
         if len(units) > MAX_UNITS_PER_EPOCH:
-            raise InputError(f"scenario too large to explore exhaustively ({len(units)} TLPs in epoch {epoch}, "
+            raise InputError(f"scenario too large to explore ({len(units)} TLPs in epoch {epoch}, "
                              f"limit {MAX_UNITS_PER_EPOCH})")
         step.start_epoch(epoch)
         start = step.state()
@@ -107,27 +137,99 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
     return Exploration(None, states, [])
 
 
+def _stream_positions(units: list[Tlp]) -> list[dict[int, int]]:
+    """Per unit, how many of the epoch's units up to it belong to each QP's stream.
+
+    A QP's stream is its own TLPs plus the receiver's local stores (which precede
+    the epoch's traffic). The window is counted there: the arrival interleaving of
+    QPs is timing, which exploration does not fix.
+    """
+    qps = {u.qp for u in units if not u.local}
+    count = dict.fromkeys(qps, 0)
+    out = []
+    for u in units:
+        for q in qps:
+            if u.local or u.qp == q:
+                count[q] += 1
+        out.append(dict(count))
+    return out
+
+
 def _blocked_by(scn: Scenario, units: list[Tlp], can_pass: PassRule) -> list[int]:
     """Bit j of entry i: unit i may not become visible while earlier unit j is pending."""
     window = scn.knobs.reorder_window
+    pos = _stream_positions(units)
     out = [0] * len(units)
     for i, t in enumerate(units):
         for j in range(i):
             e = units[j]
-            if t.seq - e.seq > window or can_pass(t, e) is None:
+            rule = can_pass(t, e)
+            if rule == "xQP":
+                continue
+            dist = t.seq - e.seq if t.local else pos[i][t.qp] - pos[j][t.qp]
+            if rule is None or dist > window:
                 out[i] |= 1 << j
     return out
+
+
+def _hasse(blocked_by: list[int]) -> tuple[list[list[int]], list[int]]:
+    """Successor lists and predecessor counts of the transitive reduction of "must precede".
+
+    A unit is blocked while some direct blocker is pending iff some reduced
+    predecessor is: a pending blocker keeps everything between it and the unit
+    pending. Chains (in-order TLPs) reduce to one edge per unit, so finding the
+    enabled units costs the number of chains, not the number of units.
+    """
+    n = len(blocked_by)
+    below = [0] * n   # every unit that must precede i, transitively
+    succ: list[list[int]] = [[] for _ in range(n)]
+    preds = [0] * n
+    for i, direct in enumerate(blocked_by):
+        implied = 0
+        bits = direct
+        while bits:
+            low = bits & -bits
+            implied |= below[low.bit_length() - 1]
+            bits ^= low
+        below[i] = direct | implied
+        reduced = direct & ~implied
+        while reduced:
+            low = reduced & -reduced
+            succ[low.bit_length() - 1].append(i)
+            preds[i] += 1
+            reduced ^= low
+    return succ, preds
+
+
+def _release(i: int, succ: list[list[int]], waiting: list[int], enabled: set[int]) -> None:
+    """Unit i becomes visible: its successors wait for one predecessor fewer."""
+    enabled.discard(i)
+    for k in succ[i]:
+        waiting[k] -= 1
+        if not waiting[k]:
+            enabled.add(k)
+
+
+def _unrelease(i: int, succ: list[list[int]], waiting: list[int], enabled: set[int]) -> None:
+    """Undo `_release` (depth-first backtracking)."""
+    for k in succ[i]:
+        if not waiting[k]:
+            enabled.discard(k)
+        waiting[k] += 1
+    enabled.add(i)
 
 
 def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving, budget: list[int],
                    can_pass: PassRule) -> tuple[Violation | None, list[int], int]:
     """Depth first over "which pending unit becomes visible next": one scheduler of `step.land`."""
     n = len(units)
-    blocked_by = _blocked_by(scn, units, can_pass)
+    succ, preds = _hasse(_blocked_by(scn, units, can_pass))
+    enabled = {i for i in range(n) if not preds[i]}  # units whose every predecessor is visible
+    waiting = list(preds)                            # predecessors still pending, per unit
     seen: set[tuple[object, ...]] = set()
     path: list[int] = []
     full = (1 << n) - 1
-    mem = step.mem
+    regions = step.mem.regions
 
     def dfs(mask: int) -> Violation | None:
         key = (mask, step.key())
@@ -136,26 +238,35 @@ def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving, budget: lis
         seen.add(key)
         budget[0] -= 1
         if budget[0] < 0:
-            raise InputError("exhaustive exploration exceeded its state budget")
+            raise InputError("exhaustive exploration exceeded its state budget (--max-states); "
+                             "a smaller reorder_window, fewer QPs or tokens bound the search")
         if mask == full:
             return step.close(-1)
-        pending = full & ~mask
-        for i in range(n):
-            if not (pending >> i) & 1 or blocked_by[i] & pending:
-                continue
+        for i in sorted(enabled):
             t = units[i]
-            snap = mem.snapshot()
+            # undo log: landing changes only the unit's own bytes (receivers read memory, never
+            # write it), so save those rather than a snapshot of every region
+            arr = regions[t.region]
+            hi = t.off + max(t.length, 16)
+            saved = arr[t.off:hi].copy()
             state = step.state()
             path.append(t.seq)
+            _release(i, succ, waiting, enabled)
             v = step.land(t, len(path))
             if v is None:
                 v = dfs(mask | (1 << i))
             if v is not None:
                 return v
+            _unrelease(i, succ, waiting, enabled)
             path.pop()
-            mem.restore(snap)
+            arr[t.off:hi] = saved
             step.restore(state)
         return None
 
-    v = dfs(0)
+    limit = sys.getrecursionlimit()
+    sys.setrecursionlimit(max(limit, 2 * n + 200))
+    try:
+        v = dfs(0)
+    finally:
+        sys.setrecursionlimit(limit)
     return v, list(path), len(seen)
