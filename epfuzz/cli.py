@@ -19,7 +19,7 @@ from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.cli_args import build_parser
 from epfuzz.corpus import Case
-from epfuzz.errors import EpfuzzError, HarnessError, InputError
+from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
@@ -264,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGINT
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
+        return EXIT_HARNESS
+    except ProtocolError as e:
+        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
         return EXIT_HARNESS
     except EpfuzzError as e:
         print(f"epfuzz: {e}", file=sys.stderr)
