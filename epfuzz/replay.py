@@ -126,8 +126,12 @@ def expected(case: Case, path: Path, preset: str, raw: bool) -> Expectation:
         m = read_manifest(path.parent)
         if m is not None and m[0] == preset and sha1(case.input) in m[1]:
             return Expectation(m[1][sha1(case.input)], str(manifest_path(path.parent)))
-    if get_protocol(case.scenario.protocol).expect == "clean":
+    promise = get_protocol(case.scenario.protocol).expected(case.scenario)
+    if promise == "clean":
         return Expectation("clean", f"protocol {case.scenario.protocol} is expected clean")
+    if promise == "finding" and not isinstance(get_protocol(case.scenario.protocol).expect, str):
+        return Expectation("finding", f"protocol {case.scenario.protocol} expects a finding under "
+                                      f"preset {case.scenario.preset}")
     if not raw:
         return Expectation("", "a bare scenario has no expected verdict (write a case with 'expect')")
     m = read_manifest(path.parent)
