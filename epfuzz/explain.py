@@ -113,12 +113,7 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
         if v.kind == "stale-accept" and pos == v.position:
             L.append(f"    receiver polls here and accepts {v.what}")
             break
-    overtakes = []
-    for a, b, r in run.tlp_inversions:
-        overtakes.append(f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}")
-    for a, b, r in run.packet_inversions:
-        overtakes.append(f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} "
-                         f"(QP {b.qp} PSN {b.psn})")
+    overtakes = overtake_lines(run)
     L.append("")
     L.append("overtakes")
     L += [f"  {o}" for o in overtakes] or [f"  none: {_no_overtake_reason(run)}"]
@@ -141,6 +136,15 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
         L.append("scenario fields this protocol's ops do not follow:")
         L += [f"  {k}" for k in unused]
     return Explanation(run, overtakes, needed, irrelevant, method, L)
+
+
+def overtake_lines(run: SimRun) -> list[str]:
+    """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports."""
+    out = [f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}"
+           for a, b, r in run.tlp_inversions]
+    out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
+            for a, b, r in run.packet_inversions]
+    return out
 
 
 def _no_overtake_reason(run: SimRun) -> str:
