@@ -19,7 +19,7 @@ from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.cli_args import build_parser
 from epfuzz.corpus import Case
-from epfuzz.errors import EpfuzzError, HarnessError, InputError
+from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
@@ -34,10 +34,16 @@ def percent(rate: float) -> str:
     return f"{rate:.0%}" if rate == 0 or rate >= 0.01 else f"{rate:.2%}" if rate >= 0.0001 else f"{rate:.4%}"
 
 
+def protocol_label(spec: str) -> str:
+    """A plug-in's own `name` beside the `module:Attr` it was loaded by: the name its author knows."""
+    name = get_protocol(spec).name
+    return spec if name in ("", spec) else f"{spec} ({name!r})"
+
+
 def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
     scn = case.scenario
-    print(f"{case.name}: {out.verdict} (protocol {scn.protocol}, preset {scn.preset}, backend {out.backend}, "
-          f"scenario {scn.digest()})")
+    print(f"{case.name}: {out.verdict} (protocol {protocol_label(scn.protocol)}, preset {scn.preset}, "
+          f"backend {out.backend}, scenario {scn.digest()})")
     if out.runs > 1:
         print(f"  reproduced in {out.hits} of {out.runs} runs ({percent(out.rate)})")
     if out.violation is not None:
@@ -112,7 +118,7 @@ def cmd_list(a: argparse.Namespace) -> int:
         print(f"  {h}")
     print("protocols:")
     for name, p in REGISTRY.items.items():
-        print(f"  {name} [{p.expect}] {p.doc}")
+        print(f"  {name} [{p.expected() or 'depends on the scenario'}] {p.doc}")
     print("presets:")
     for p in PRESETS.values():
         print(f"  {p.name}: {p.doc}")
@@ -265,6 +271,9 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGINT
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
+        return EXIT_HARNESS
+    except ProtocolError as e:
+        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
         return EXIT_HARNESS
     except EpfuzzError as e:
         print(f"epfuzz: {e}", file=sys.stderr)

@@ -43,6 +43,11 @@ class Unsupported(InputError):
     """This backend cannot express this scenario (e.g. host atomics the hardware lacks): skip it."""
 
 
+class ProtocolError(EpfuzzError):
+    """The protocol plug-in broke the API (an op outside the layout): a bug in the protocol's code,
+    not a finding about its ordering, and not epfuzz's; the message names the op."""
+
+
 class HarnessError(EpfuzzError):
     """epfuzz broke one of its own invariants: a bug in the tool, not the protocol."""
 

@@ -113,35 +113,83 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
         if v.kind == "stale-accept" and pos == v.position:
             L.append(f"    receiver polls here and accepts {v.what}")
             break
-    overtakes = []
-    for a, b, r in run.tlp_inversions:
-        overtakes.append(f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}")
-    for a, b, r in run.packet_inversions:
-        overtakes.append(f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} "
-                         f"(QP {b.qp} PSN {b.psn})")
+    overtakes = overtake_lines(run)
     L.append("")
     L.append("overtakes")
-    L += [f"  {o}" for o in overtakes] or ["  none: arrival order alone exposes it (timing across QPs)"]
+    L += [f"  {o}" for o in overtakes] or [f"  none: {_no_overtake_reason(run)}"]
     if v.kind == "stale-accept":
         L.append("")
-        L.append(f"stale bytes: {v.bad_bytes} in {len(v.bad_chunks)} chunk(s) of {v.what}:")
-        for off, cls in v.bad_chunks[:8]:
+        shown = min(8, len(v.bad_chunks))
+        count = v.stale_chunks or len(v.bad_chunks)
+        L.append(f"stale bytes: {v.bad_bytes} in {count} chunk(s) of {v.what}"
+                 + (f" (the first {shown} shown):" if count > shown else ":"))
+        for off, cls in v.bad_chunks[:shown]:
             L.append(f"  {v.region}+{off}: {cls}")
-    needed, irrelevant = [], []
-    method = ""
-    for label, path, safe in KNOB_FLIPS:
-        if scn.get_path(path) == safe:
-            continue
-        flipped = scn.with_path(path, safe)
-        survives, method = _finding_survives(flipped, proto)
-        (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
+    needed, irrelevant, unused, method = _knob_flips(scn, proto, run)
     L.append("")
-    L.append(f"knobs without which the finding disappears ({method} check):")
+    L.append(f"knobs without which the finding disappears ({method or 'no'} check):")
     L += [f"  {k}" for k in needed] or ["  none of the single flips makes it safe"]
     if irrelevant:
         L.append("knobs that do not matter here:")
         L += [f"  {k}" for k in irrelevant]
+    if unused:
+        L.append("scenario fields this protocol's ops do not follow:")
+        L += [f"  {k}" for k in unused]
     return Explanation(run, overtakes, needed, irrelevant, method, L)
+
+
+def overtake_lines(run: SimRun) -> list[str]:
+    """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports."""
+    out = [f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}"
+           for a, b, r in run.tlp_inversions]
+    out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
+            for a, b, r in run.packet_inversions]
+    return out
+
+
+def _no_overtake_reason(run: SimRun) -> str:
+    """Without overtakes the order is the one posted: across QPs that is timing, on one QP the program."""
+    qps = {w.qp for w in run.wrs}
+    if len(qps) > 1:
+        return "arrival order alone exposes it (timing across QPs)"
+    return "the order the protocol posts in exposes it, on one QP, with no reordering"
+
+
+def posted_ops(scn: Scenario, proto: Protocol) -> list[list[list[object]]]:
+    """The ops the protocol posts for `scn`, every epoch: what a protocol-side field really changed."""
+    lay = proto.layout(scn)
+    return [[list(p) for p in proto.sender(scn, lay, e)] for e in range(scn.payload.epochs)]
+
+
+def _fence_posted(run: SimRun) -> bool:
+    return any(getattr(w.op, "fence", False) for w in run.wrs)
+
+
+def _knob_flips(scn: Scenario, proto: Protocol, run: SimRun) -> tuple[list[str], list[str], list[str], str]:
+    """(needed, irrelevant, not followed by the protocol, check method) for each single knob flip.
+
+    A `signal.*` field is the protocol's to follow: a plug-in may fence its own signal
+    whatever `signal.fence` says, so a flip that leaves the posted ops unchanged is
+    reported as not followed, never as "does not matter" (issue 18.7).
+    """
+    needed: list[str] = []
+    irrelevant: list[str] = []
+    unused: list[str] = []
+    method = ""
+    base_ops = None
+    for label, path, safe in KNOB_FLIPS:
+        if scn.get_path(path) == safe:
+            continue
+        flipped = scn.with_path(path, safe)
+        if path.startswith("signal."):
+            base_ops = base_ops if base_ops is not None else posted_ops(scn, proto)
+            if posted_ops(flipped, proto) == base_ops:
+                fenced = " (it posts fenced WRs itself)" if path == "signal.fence" and _fence_posted(run) else ""
+                unused.append(f"{path}={scn.get_path(path)}: the same ops either way{fenced}")
+                continue
+        survives, method = _finding_survives(flipped, proto)
+        (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
+    return needed, irrelevant, unused, method
 
 
 def _fits(text: str, units: float, pt_per_unit: float, size: float) -> bool:

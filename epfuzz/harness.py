@@ -60,7 +60,7 @@ class Harness:
             return
         self.seen.add(sig)
         path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
-        alarm = "" if self.proto.expect == "finding" else (
+        alarm = "" if self.proto.expected(scn) == "finding" else (
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(
             f"\n=== epfuzz finding: {outcome.violation.summary()}\n{alarm}"

@@ -7,7 +7,10 @@ small is what lets one protocol description run unchanged on all three.
 
 Addresses are (region, offset). Regions are named buffers on the receiver:
 `data` (token slots), `signal` (8-byte words), `cq` (16-byte completion entries,
-written by the NIC), `recv` (SEND landing buffers).
+written by the NIC), `recv` (SEND landing buffers). CQ and recv entries are per
+channel: entry `slot` of channel `c` is at `(c * layout.max_signals + slot) * 16`.
+An op outside the layout is a `ProtocolError` (exit 3) naming it
+(`epfuzz.protocols.opcheck`).
 """
 
 from __future__ import annotations
@@ -59,7 +62,9 @@ class AtomicAdd:
 @dataclass(frozen=True, slots=True)
 class WriteImm:
     """RDMA WRITE_WITH_IMM (length may be 0): the receiver learns `imm` from CQ entry `cq_slot` of
-    the posting channel (every backend reads it so; `imm` itself is the protocol's, never routing)."""
+    the posting channel, at byte `(channel * layout.max_signals + cq_slot) * 16` of `cq` (every
+    backend places it so; `imm` itself is the protocol's, never routing). `cq_slot` must be below
+    `layout.max_signals`."""
 
     qp: int
     region: str
@@ -73,7 +78,8 @@ class WriteImm:
 @dataclass(frozen=True, slots=True)
 class Send:
     """SEND of a 64-bit value into recv entry `slot` of the posting channel, then a CQE in its CQ
-    entry `slot`."""
+    entry `slot`: both at byte `(channel * layout.max_signals + slot) * 16` of `recv` and `cq`.
+    `slot` must be below `layout.max_signals`."""
 
     qp: int
     value: int

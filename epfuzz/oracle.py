@@ -32,6 +32,7 @@ class Violation:
     length: int = 0
     bad_chunks: list[tuple[int, str]] = field(default_factory=list)   # (byte offset in region, class)
     bad_bytes: int = 0
+    stale_chunks: int = 0          # every wrong 16-byte chunk; `bad_chunks` lists the first 64
     tokens: list[int] = field(default_factory=list)
     trigger: int = -1              # seq of the TLP whose visibility woke the receiver
     position: int = -1             # how many TLPs were visible at that moment
@@ -59,7 +60,8 @@ class Violation:
         return {
             "kind": self.kind, "protocol": self.protocol, "epoch": self.epoch, "channel": self.channel,
             "what": self.what, "region": self.region, "offset": self.offset, "length": self.length,
-            "bad_bytes": self.bad_bytes, "bad_chunks": [list(x) for x in self.bad_chunks],
+            "bad_bytes": self.bad_bytes, "stale_chunks": self.stale_chunks,
+            "bad_chunks": [list(x) for x in self.bad_chunks],
             "tokens": self.tokens, "trigger": self.trigger, "position": self.position, **self.extra,
         }
 
@@ -77,10 +79,12 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
     if expected is None:
         v.bad_bytes = consume.length
         v.bad_chunks = [(consume.offset, "stale")]
+        v.stale_chunks = 1
         return v
     ne = a != e
     diff = np.nonzero(ne.reshape(-1, CHUNK).any(axis=1))[0]
     v.bad_bytes = int(ne.sum())
+    v.stale_chunks = len(diff)
     for i in diff[:MAX_REPORTED_CHUNKS].tolist():
         off = consume.offset + i * CHUNK
         v.bad_chunks.append((off, classify_chunk(a[i * CHUNK:(i + 1) * CHUNK].tobytes(), epoch)))

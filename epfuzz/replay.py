@@ -10,6 +10,7 @@ is reported as unchecked, never as passing.
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -27,7 +28,9 @@ from epfuzz.corpus import (
     sha1,
 )
 from epfuzz.errors import InputError
+from epfuzz.pins import fixed_fields
 from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.scenario import Scenario
 
 #: file names libFuzzer gives corpus entries and artifacts: what a folder holds that is an input
 LIBFUZZER_NAME = re.compile(r"([0-9a-f]{40}|(crash|timeout|oom|leak|slow-unit)-[0-9a-f]+)")
@@ -58,7 +61,8 @@ def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = F
     if not raw and (path.suffix == ".json" or is_case_text(data)):
         case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
         if protocol and case.scenario.protocol != protocol:
-            case = Case(case.name, case.scenario.replace(protocol=protocol), b"", case.expect)
+            # the case's expected verdict was the other protocol's: the new one's promise applies
+            case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
     if len(data) > MAX_INPUT_BYTES:
         raise InputError(f"{path}: {len(data)} bytes or more is over the {MAX_INPUT_BYTES}-byte input limit")
@@ -66,6 +70,30 @@ def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = F
     if proto is None:
         raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
     return Case(_name(path), codec.decode(data, proto, preset), data, ""), True
+
+
+def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:
+    """`scn` under another protocol, with that protocol's (and the preset's) pinned fields applied.
+
+    Keeping the old protocol's pins would run the new protocol on a configuration it
+    never allows (issue 18.6); each changed field is said on stderr. A pin the
+    scenario cannot take is refused (`InputError`).
+    """
+    out = scn.replace(protocol=protocol)
+    changed = []
+    for path, value in fixed_fields(protocol, scn.preset).items():
+        head, _, rest = path.partition(".")
+        old = getattr(getattr(out, head), rest) if rest else getattr(out, head)
+        if old != value:
+            changed.append(f"{path}={value!r} (was {old!r})")
+            out = out.with_path(path, value)
+    try:
+        out = codec.load_dict(out.to_dict())
+    except InputError as e:
+        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}") from None
+    if changed:
+        sys.stderr.write(f"epfuzz: {where}: protocol {protocol} pins " + ", ".join(changed) + "\n")
+    return out
 
 
 def replayable(paths: list[Path], protocol: str | None) -> tuple[list[Path], list[Path]]:
@@ -98,8 +126,12 @@ def expected(case: Case, path: Path, preset: str, raw: bool) -> Expectation:
         m = read_manifest(path.parent)
         if m is not None and m[0] == preset and sha1(case.input) in m[1]:
             return Expectation(m[1][sha1(case.input)], str(manifest_path(path.parent)))
-    if get_protocol(case.scenario.protocol).expect == "clean":
+    promise = get_protocol(case.scenario.protocol).expected(case.scenario)
+    if promise == "clean":
         return Expectation("clean", f"protocol {case.scenario.protocol} is expected clean")
+    if promise == "finding" and not isinstance(get_protocol(case.scenario.protocol).expect, str):
+        return Expectation("finding", f"protocol {case.scenario.protocol} expects a finding under "
+                                      f"preset {case.scenario.preset}")
     if not raw:
         return Expectation("", "a bare scenario has no expected verdict (write a case with 'expect')")
     m = read_manifest(path.parent)

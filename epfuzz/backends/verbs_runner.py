@@ -29,6 +29,7 @@ from epfuzz.errors import HarnessError, Unsupported
 from epfuzz.oracle import Violation, judge
 from epfuzz.payload import canary
 from epfuzz.protocols.base import Consume, Protocol, Receiver, apply_spins
+from epfuzz.protocols.opcheck import check_programs
 
 if TYPE_CHECKING:
     from epfuzz.scenario import Scenario
@@ -163,6 +164,7 @@ class VerbsRunner:
         rx = proto.receiver(w.scn, lay)
         rx.start_epoch(epoch)
         programs = apply_spins(proto.sender(w.scn, lay, epoch), w.scn)
+        check_programs(programs, lay, proto.name or type(proto).__name__, epoch)  # as the sim checks them
         consumers: list[list[Consumer]] = [[] for _ in w.pairs]
         for c, op in schedule(programs):
             if isinstance(op, ops.WriteImm | ops.Send):

@@ -14,14 +14,19 @@ features arrive as new scenario fields with defaults or new ops.
 from __future__ import annotations
 
 import abc
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from typing import Protocol as TypingProtocol
 
 from epfuzz import ops
+from epfuzz.errors import ProtocolError
 from epfuzz.payload import pad16
 from epfuzz.scenario import Scenario
+
+Verdict = Literal["finding", "clean", ""]
+#: what `Protocol.expect` may be: one verdict, one per preset name ("*" for the rest), or a callable
+ExpectRule = Literal["finding", "clean"] | Mapping[str, str] | Callable[[Scenario], str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,8 +113,10 @@ class Protocol(abc.ABC):
     doc: str = ""
     #: scenario fields the protocol pins, by dotted path: {"knobs.mr_relaxed": True}
     fixed: dict[str, Any] = {}
-    #: "finding" for a protocol as shipped with its bug, "clean" for a fixed one
-    expect: Literal["finding", "clean"] = "clean"
+    #: "finding" for a protocol as shipped with its bug, "clean" for a fixed one; where the truth
+    #: depends on the platform, a mapping by preset name ("*": every other preset) or a callable
+    #: of the scenario: read it through `expected(scn)`
+    expect: ExpectRule = "clean"
     #: bug sources this protocol reproduces (issues, PRs)
     sources: tuple[str, ...] = ()
     #: receiver zeroes its signal words and CQ before each epoch (behind the epoch barrier)
@@ -127,6 +134,23 @@ class Protocol(abc.ABC):
     pattern: Pattern | None = None
     #: scenario fields that tell one bug from another in crash dedup (None: epfuzz's default list)
     signature_knobs: tuple[str, ...] | None = None
+
+    def expected(self, scn: Scenario | None = None) -> Verdict:
+        """The verdict this protocol promises for `scn` (None: the promise that holds everywhere,
+        "" where it depends on the scenario)."""
+        rule = self.expect
+        if isinstance(rule, str):
+            got: object = rule
+        elif scn is None:
+            return ""
+        elif callable(rule):
+            got = rule(scn)
+        else:
+            got = rule.get(scn.preset, rule.get("*"))
+        if got not in ("finding", "clean"):
+            where = f" for preset {scn.preset!r}" if scn is not None else ""
+            raise ProtocolError(f'protocol {self.name!r}: expect gives {got!r}{where}, not "finding" or "clean"')
+        return got  # type: ignore[return-value]
 
     def epoch_prologue(self, scn: Scenario, layout: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         """Receiver stores before epoch `epoch`'s traffic: (region, offset, u64 value, ordered)."""

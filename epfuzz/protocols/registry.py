@@ -67,6 +67,8 @@ class Registry:
             if proto.pattern is None:
                 continue
             side = sides.setdefault(proto.pattern, {})
+            if proto.expect not in ("finding", "clean"):
+                raise ValueError(f"pattern {proto.pattern.number}: {name} needs one verdict for every scenario")
             if proto.expect in side:
                 raise ValueError(f"pattern {proto.pattern.number}: {side[proto.expect]} and {name} are "
                                  f"both expected {proto.expect!r}")

@@ -15,6 +15,7 @@ What may pass what is a `PassRule`; the emulator's two are in `epfuzz.sim.pass_r
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -84,7 +85,32 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
             order[pos - 1], order[pos] = item, prev
             pos -= 1
             remaining -= m
-    # drop inversions a later move undid
+    return order, surviving(order, inversions)
+
+
+def surviving(order: Sequence[T], inversions: Sequence[tuple[T, T, str]]) -> list[tuple[T, T, str]]:
+    """Each recorded pass, on the pieces of the passed run still behind the passer in `order`.
+
+    A later move may split a run an earlier one passed: the run object is then gone
+    but its units are not, so pieces are matched by unit seq. Matching by identity
+    dropped such passes, and with them the culprit of the finding (issue 18.4). A
+    pass that a later move undid leaves no piece behind the passer and is dropped.
+    The passer itself is always a single unit (isolated before it moves), never split.
+    """
+    if not inversions:
+        return []
     rank = {id(x): i for i, x in enumerate(order)}
-    inversions = [(a, b, r) for a, b, r in inversions if id(b) in rank and rank[id(a)] < rank[id(b)]]
-    return order, inversions
+    starts = sorted((x.seq, i) for i, x in enumerate(order))
+    keys = [s for s, _ in starts]
+    out: list[tuple[T, T, str]] = []
+    seen: set[tuple[int, int]] = set()
+    for a, b, r in inversions:
+        ra = rank[id(a)]
+        j = bisect_left(keys, b.seq)
+        while j < len(keys) and keys[j] < b.seq + b.n:
+            i = starts[j][1]
+            if ra < i and (ra, i) not in seen:
+                seen.add((ra, i))
+                out.append((a, order[i], r))
+            j += 1
+    return out

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 
 from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
+from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
 from epfuzz.sim.adversary import apply_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
@@ -106,6 +107,7 @@ def build(scn: Scenario, proto: Protocol,
     pkts: list[Packet] = []
     for e in range(scn.payload.epochs):
         programs = apply_spins(proto.sender(scn, lay, e), scn)
+        check_programs(programs, lay, proto.name or type(proto).__name__, e)
         w, p = post_and_send(scn, programs, e, len(wrs), psn)
         wrs += w
         pkts += p

@@ -121,8 +121,9 @@ class Responder:
                 self.payload(p, _COPY, 0)  # the packet's value is the immediate, not a shift
             if p.last:
                 self.held.setdefault(p.qp, []).append(p)
-        elif kind == _SEND:
-            self.payload(p, _SET, p.value)
+        elif kind == _SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
+            self.emit(TlpType.POSTED, self.ro, _SET, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
+                      8, p.value)
             self.held.setdefault(p.qp, []).append(p)
 
     def payload(self, p: Packet, action: TlpAction, value: int) -> None:

@@ -1,0 +1,59 @@
+"""Every op a sender posts must address memory the layout has.
+
+An op outside its region would land in another region's bytes (or nowhere) and
+the run would report it as a finding about ordering, exit 1, when it is a bug in
+the plug-in's arithmetic. Checking once, before any backend interprets the ops,
+turns that into a `ProtocolError` (exit 3) that names the op.
+
+Where the NIC writes for a channel's completion: CQ entry and recv entry
+`channel * max_signals + slot` (16 bytes each), so `slot` must be below
+`layout.max_signals` and the posting channel below `layout.num_channels`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from epfuzz import ops
+from epfuzz.errors import ProtocolError
+from epfuzz.protocols.base import Layout
+
+
+def _span(op: ops.Op) -> tuple[str, int, int] | None:
+    """(region, offset, length) an op writes at the receiver, or None for GPU-side ops."""
+    if isinstance(op, ops.Write | ops.WriteImm):
+        return op.region, op.offset, op.length
+    if isinstance(op, ops.WriteValue | ops.AtomicAdd):
+        return op.region, op.offset, 8
+    return None
+
+
+def _problem(op: ops.Op, channel: int, layout: Layout) -> str | None:
+    sizes = layout.sizes
+    span = _span(op)
+    if span is not None:
+        region, off, length = span
+        if region not in sizes:
+            return f"region {region!r} is none of {sorted(sizes)}"
+        if off < 0 or length < 0 or off + length > sizes[region]:
+            return f"bytes [{off}, {off + length}) are outside region {region!r} of {sizes[region]} bytes"
+    if isinstance(op, ops.AtomicAdd) and op.offset % 8:
+        return f"an atomic needs an 8-byte aligned offset, not {op.offset}"
+    slot = op.cq_slot if isinstance(op, ops.WriteImm) else op.slot if isinstance(op, ops.Send) else None
+    if slot is not None:
+        if not 0 <= slot < layout.max_signals:
+            return (f"CQ/recv entry {slot} of channel {channel} is outside [0, {layout.max_signals}) "
+                    "(layout.max_signals)")
+        if channel >= layout.num_channels:
+            return f"a completion of channel {channel}, but the layout has {layout.num_channels} channels"
+    return None
+
+
+def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int) -> None:
+    """Raise `ProtocolError` for the first op that addresses outside `layout`."""
+    for c, prog in enumerate(programs):
+        for i, op in enumerate(prog):
+            why = _problem(op, c, layout)
+            if why is not None:
+                raise ProtocolError(f"protocol {protocol!r}, epoch {epoch}, channel {c}, op {i} "
+                                    f"{op!r}: {why}")
