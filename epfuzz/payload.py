@@ -41,14 +41,17 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
     return body[:-CHUNK] + trailer.tobytes()
 
 
+@lru_cache(maxsize=256)
 def canary(epoch: int, nbytes: int) -> np.ndarray:
-    """Poison for epoch `epoch`: recognisably not payload, and different each epoch."""
+    """Poison for epoch `epoch`: recognisably not payload, and different each epoch (read-only, cached)."""
     words = np.empty((nbytes // CHUNK, 4), dtype="<u4")
     words[:, 0] = CANARY_TAG | (epoch & 0xFFFF)
     words[:, 1] = 0xFFFFFFFF
     words[:, 2] = 0xFFFFFFFF
     words[:, 3] = 0xDEADBEEF
-    return words.view(np.uint8).reshape(-1)
+    out = words.view(np.uint8).reshape(-1)
+    out.flags.writeable = False
+    return out
 
 
 def classify_chunk(chunk: bytes, epoch: int) -> str:
