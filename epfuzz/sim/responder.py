@@ -97,9 +97,20 @@ class Responder:
 
     def emit(self, tp: TlpType, ro: bool, action: TlpAction, p: Packet, region: str, off: int, length: int,
              value: int, *, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
-        """A TLP run made for packet `p`."""
-        return self.new_tlp(p.epoch, self.attrs(tp, ro, p.qp), action, p.qp, region, off, length, value,
-                            n, dep, hold, p.seq, p.wr)
+        """A TLP run made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
+        qp = p.qp
+        a = self._attrs.get((tp, ro, qp % self.nf))
+        if a is None:
+            a = self.attrs(tp, ro, qp)
+        t = Tlp()
+        t.seq, t.n, t.mps = self.next_seq, n, self.mps
+        self.next_seq += n
+        t.epoch, t.attrs, t.action, t.qp = p.epoch, a, action, qp
+        t.region, t.off, t.length, t.value = region, off, length, value
+        t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
+        t.target, t.local = self.targets.get(region, 0), _NONE
+        self.out.append(t)
+        return t
 
     def local_stores(self, epoch: int) -> None:
         """The receiver's own stores before `epoch`'s traffic: behind a barrier, or racing it."""
@@ -142,12 +153,23 @@ class Responder:
         self.emit(TlpType.POSTED, self.ro, action, p, p.region, p.off, p.length, value, n=n)
 
     def execute_in_order(self, qp: int, psn: int) -> None:
-        """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached."""
-        s = self.arrived.setdefault(qp, set())
-        s.add(psn)
+        """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached.
+
+        `low[qp]` is the lowest PSN not yet arrived, so only the arrival of exactly that PSN
+        moves it (and with it what may execute); a later PSN is only remembered.
+        """
         lo = self.low[qp]
-        while lo in s:
-            lo += 1
+        if psn != lo:
+            s = self.arrived.get(qp)
+            if s is None:
+                s = self.arrived[qp] = set()
+            s.add(psn)
+            return
+        lo += 1
+        s = self.arrived.get(qp)
+        if s:
+            while lo in s:
+                lo += 1
         self.low[qp] = lo
         held = self.held.get(qp)
         if held:
