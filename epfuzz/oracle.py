@@ -70,7 +70,8 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
     a = actual[consume.offset:consume.offset + consume.length]
     if expected is not None:
         e = expected[consume.offset:consume.offset + consume.length]
-        if a.data == e.data:
+        # bytes compare with memcmp; memoryview equality goes element by element (50x slower at 4 KiB)
+        if a.tobytes() == e.tobytes():
             return None
     v = Violation("stale-accept", protocol, epoch, consume.channel, consume.what, consume.region,
                   consume.offset, consume.length)
