@@ -64,11 +64,18 @@ class _Plan:
         """The plan walked slot by slot: what the compiled decoder must equal (tests compare the two)."""
         out: dict[str, Any] = {}
         for s in self.slots:
-            v = (s.spec.draw(r, values, s.nested) if not isinstance(s.spec, SectionField)
-                 else s.nested.walk_decode(r, values)) if s.fixed is _FREE else s.fixed
+            v = s.fixed if s.fixed is not _FREE else self._walk_slot(s, r, values)
             values[s.path] = v
             out[s.name] = v
         return self.cls(**out)
+
+    @staticmethod
+    def _walk_slot(s: _Slot, r: ChoiceReader, values: Values) -> Any:
+        if isinstance(s.spec, SectionField):
+            return s.nested.walk_decode(r, values)
+        if isinstance(s.spec, ItemsField):  # as ItemsField.draw, walking the items too
+            return tuple(s.nested.walk_decode(r, values) for _ in range(r.draw(0, s.spec.max_len)))
+        return s.spec.draw(r, values, s.nested)
 
     def encode(self, w: ChoiceWriter, values: Values, obj: Any) -> None:
         for s in self.slots:

@@ -28,6 +28,8 @@ _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, Pack
                                         PacketKind.SEND)
 _COPY, _SET = TlpAction.COPY, TlpAction.VALUE
 _NONE = LocalStore.NONE
+#: Attrs are frozen values: one object per (type, RO, IDO, requester ID) across runs (a handful exist)
+_ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {}
 
 
 class Responder:
@@ -74,11 +76,15 @@ class Responder:
         return self.out
 
     def attrs(self, tp: TlpType, ro: bool, qp: int) -> Attrs:
-        """Shared attribute objects: one per (type, RO, requester ID)."""
+        """Shared attribute objects: one per (type, RO, requester ID) in this run, one per value ever."""
         key = (tp, ro, qp % self.nf)
         a = self._attrs.get(key)
         if a is None:
-            a = self._attrs[key] = Attrs(tp, ro=ro, ido=self.ido, rid=qp % self.nf)
+            full = (tp, ro, self.ido, qp % self.nf)
+            a = _ATTRS.get(full)
+            if a is None:
+                a = _ATTRS[full] = Attrs(tp, ro=ro, ido=self.ido, rid=qp % self.nf)
+            self._attrs[key] = a
         return a
 
     def new_tlp(self, epoch: int, attrs: Attrs, action: TlpAction, qp: int, region: str, off: int,
