@@ -64,6 +64,17 @@ def classify_chunk(chunk: bytes, epoch: int) -> str:
     return "corrupt"
 
 
+def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:
+    """`classify_chunk` of each row of `words` (k x 4 little-endian u32), all at once."""
+    w0 = words[:, 0].astype(np.int64)
+    canary = (words[:, 3] == 0xDEADBEEF) & ((w0 & 0xFFFF0000) == CANARY_TAG)
+    out = np.where(w0 < epoch, "stale", "corrupt").astype(object)
+    out[canary] = "stale-poison"
+    out[canary & ((w0 & 0xFFFF) == (epoch & 0xFFFF))] = "poisoned"
+    classes: list[str] = out.tolist()
+    return classes
+
+
 def token_checksum_ok(token: bytes) -> bool:
     tail = np.frombuffer(token[-CHUNK:], dtype="<u4")
     return zlib.crc32(token[:-CHUNK]) == int(tail[3])

@@ -44,3 +44,19 @@ def test_expected_data_built_at_once_equals_per_token_images() -> None:
         e, src = rng.randrange(0, 5), rng.randrange(0, 3)
         slow = ep._expected_per_token(lay, e, src, ep.canary(e, lay.sizes["data"]).copy())
         assert ep.expected_data(lay, e, src).tobytes() == slow.tobytes()
+
+
+def test_classify_chunks_at_once_equals_one_by_one() -> None:
+    """The oracle classifies all wrong chunks in one numpy pass (issue 14): same classes as one by one."""
+    import random
+
+    import numpy as np
+
+    from epfuzz.payload import canary, classify_chunk, classify_chunks, token_image
+
+    rng = random.Random(5)
+    rows = [canary(e, 16).tobytes() for e in range(4)] + [token_image(e, 0, 1, 2, 32)[:16] for e in range(4)]
+    rows += [rng.randbytes(16) for _ in range(50)]
+    words = np.frombuffer(b"".join(rows), dtype="<u4").reshape(-1, 4)
+    for epoch in range(4):
+        assert classify_chunks(words, epoch) == [classify_chunk(r, epoch) for r in rows]
