@@ -20,6 +20,7 @@ scenario, so the same scenario always yields the same packets.
 from __future__ import annotations
 
 import heapq
+from operator import attrgetter
 
 from epfuzz import ops
 from epfuzz.scenario import Scenario
@@ -34,6 +35,10 @@ MIN_PKT_BYTES = 64      # headers: even a zero-length packet takes wire time
 # attribute hook (~0.15 us), which the requester would otherwise pay per WR
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
                                         PacketKind.SEND)
+
+# sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
+_BY_READY = attrgetter("ready", "qp", "psn")
+_BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
 
 #: one packet of a WR before timing: kind, region, offset, length, value, last of its WR
 Piece = tuple[PacketKind, str, int, int, int, bool]
@@ -119,7 +124,8 @@ class SendQueues:
         o0, end = op.offset, op.offset + op.length
         n = max(1, -(-op.length // mtu))
         kind, value, cq_slot = (_WRITE, op.shift, 0) if plain else (_IMM, op.imm, op.cq_slot)
-        for i in range(n):
+        epoch, region, psn, append = self.epoch, op.region, self.psn, self.pkts.append
+        for i in range(n):  # `_packet` inlined: this loop runs once per packet
             off = o0 + i * mtu
             ln = end - off
             if ln > mtu:
@@ -127,7 +133,14 @@ class SendQueues:
             elif ln < 0:
                 ln = 0
             ready += (ln if ln > MIN_PKT_BYTES else MIN_PKT_BYTES) * div // LINK_BYTES_PER_NS
-            self._packet(channel, index, qp, wid, kind, op.region, off, ln, value, i == n - 1, ready, cq_slot)
+            p = Packet()
+            p.seq = -1
+            p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = epoch, channel, wid, qp, psn[qp], kind
+            psn[qp] += 1
+            p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
+            p.cq_slot = cq_slot
+            p.op_index = index
+            append(p)
         return ready
 
     def _packet(self, channel: int, index: int, qp: int, wid: int, kind: PacketKind, region: str, off: int,
@@ -180,11 +193,11 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
 
 def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:
     """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order."""
-    pkts.sort(key=lambda p: (p.ready, p.qp, p.psn))
+    pkts.sort(key=_BY_READY)
     port_free = 0
     for p in pkts:
         p.depart = max(p.ready, port_free)
         port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
         p.arrive = p.depart + lat[p.qp]
-    pkts.sort(key=lambda p: (p.arrive, p.depart, p.qp, p.psn))
+    pkts.sort(key=_BY_ARRIVAL)
     return pkts
