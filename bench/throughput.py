@@ -123,11 +123,27 @@ def scaling(seconds: float = 2.0) -> list[dict[str, Any]]:
     return rows
 
 
+def modules_outside(prefixes: list[str]) -> list[str]:
+    """Every epfuzz module not under one of `prefixes`, by file (atheris excludes modules by full name)."""
+    names = []
+    for f in sorted((ROOT / "epfuzz").rglob("*.py")):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return [n for n in names if not any(n == p or n.startswith(p + ".") for p in prefixes)]
+
+
 def instrumented_rate(group: str, seconds: float) -> float:
-    """The random-scenario rate with only `group`'s modules instrumented (a fresh interpreter)."""
+    """The random-scenario rate with only `group`'s modules instrumented (a fresh interpreter).
+
+    atheris' `include` selects whole top-level packages (`epfuzz.codec` means all of
+    `epfuzz`), so a group is instrumented as include=["epfuzz"] minus the other modules.
+    """
+    exclude = modules_outside(GROUPS[group])
     code = ("import sys, atheris, json\n"
             f"sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
-            f"with atheris.instrument_imports(include={GROUPS[group]!r}):\n"
+            f"with atheris.instrument_imports(include=['epfuzz'], exclude={exclude!r}):\n"
             "    import epfuzz.codec, epfuzz.sim.engine, epfuzz.protocols\n"
             "import throughput\n"
             f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
