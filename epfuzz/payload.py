@@ -41,9 +41,12 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
     return body[:-CHUNK] + trailer.tobytes()
 
 
-@lru_cache(maxsize=256)
 def canary(epoch: int, nbytes: int) -> np.ndarray:
-    """Poison for epoch `epoch`: recognisably not payload, and different each epoch (read-only, cached)."""
+    """Poison for epoch `epoch`: recognisably not payload, and different each epoch (read-only).
+
+    Not cached across runs: a cache's miss path would make atheris coverage depend on what ran
+    before (`make prune` compares coverage of differently ordered corpora).
+    """
     words = np.empty((nbytes // CHUNK, 4), dtype="<u4")
     words[:, 0] = CANARY_TAG | (epoch & 0xFFFF)
     words[:, 1] = 0xFFFFFFFF

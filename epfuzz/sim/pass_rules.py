@@ -12,6 +12,7 @@ from epfuzz.ordering import Attrs, passing_rule_name
 from epfuzz.ordering import may_pass as _may_pass
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import LocalStore, Packet, Tlp
+from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
 def tlp_pass_rule() -> PassRule:
@@ -45,8 +46,12 @@ def tlp_pass_rule() -> PassRule:
 
 
 #: the PCIe table's verdict per (later, earlier) Attrs pair, keyed by identity (the responder shares Attrs
-#: objects); each entry keeps its pair alive and is checked by `is`, so a reused id cannot alias
-_TABLE: dict[tuple[int, int], tuple[Attrs, Attrs, str | None]] = {}
+#: objects); each entry keeps its pair alive and is checked by `is`, so a reused id cannot alias. Filled
+#: at import for the responder's Attrs, so that runs take no cache-miss path (atheris coverage must not
+#: depend on what ran before)
+_TABLE: dict[tuple[int, int], tuple[Attrs, Attrs, str | None]] = {
+    (id(a), id(b)): (a, b, passing_rule_name(a, b) if _may_pass(a, b) else None)
+    for a in RESPONDER_ATTRS for b in RESPONDER_ATTRS}
 
 
 def _table_rule(a: Attrs, b: Attrs) -> str | None:
@@ -54,10 +59,7 @@ def _table_rule(a: Attrs, b: Attrs) -> str | None:
     hit = _TABLE.get((id(a), id(b)))
     if hit is not None and hit[0] is a and hit[1] is b:
         return hit[2]
-    r = passing_rule_name(a, b) if _may_pass(a, b) else None
-    if len(_TABLE) < 4096:  # Attrs made outside the responder's cache must not grow this without bound
-        _TABLE[(id(a), id(b))] = (a, b, r)
-    return r
+    return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
 
 
 def packet_pass_rule(adaptive_routing: bool) -> PassRule:

@@ -21,15 +21,20 @@ from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
 #: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)
 LocalStoreSpec = tuple[str, int, int, bool]
 
-_LOCAL_ATTRS = Attrs(TlpType.POSTED)
 # members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
                                         PacketKind.SEND)
 _COPY, _SET = TlpAction.COPY, TlpAction.VALUE
 _NONE = LocalStore.NONE
-#: Attrs are frozen values: one object per (type, RO, IDO, requester ID) across runs (a handful exist)
-_ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {}
+#: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
+#: that no run takes a cache-miss path (atheris coverage must not depend on what ran before)
+_ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
+    (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
+    for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}
+_LOCAL_ATTRS = _ATTRS[(TlpType.POSTED, False, False, 0)]
+#: every Attrs object the responder hands out (the adversary's pass table is precomputed over these)
+RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
 
 class Responder:
