@@ -5,9 +5,12 @@ Writes bench/results.json and bench/results.md (quoted in README). Figures, not
 assertions: nothing here fails on a slow machine. Budget: under 15 minutes on 2
 cores (libFuzzer runs go two at a time).
 
-- throughput: emulator exec/s in-process (random decoded scenarios, and the #661
-  seed), the instrumented harness under libFuzzer, and a trivial atheris target
-  on the same machine (the ceiling);
+- throughput (`bench/throughput.py`, CPU time of the process, not wall clock: the
+  machine is shared): emulator exec/s in-process (random decoded scenarios of
+  `dispatch_any`, of the #661 protocol and of each zoo protocol; the #661 seed),
+  the instrumented `dispatch_any` harness under libFuzzer and its ratio to the
+  in-process rate, a trivial atheris target (the ceiling), cost per scenario
+  against packets and epochs, and atheris instrumentation's cost per module group;
 - time-to-bug (FuzzBench/Magma style), per bad protocol, 5 seeds: (a) the
   coverage-guided harness from an empty corpus, (b) random inputs through the
   same decoder without coverage feedback, (c) exhaustive exploration of a grid of
@@ -35,12 +38,14 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from throughput import instrumentation, random_inputs, rate, rates, scaling  # noqa: E402
 
 from epfuzz import codec  # noqa: E402
 from epfuzz.errors import EpfuzzError  # noqa: E402
 from epfuzz.minimize import minimize  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
-from epfuzz.seeds import SEED_661  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 from epfuzz.sim.explore import explore  # noqa: E402
 
@@ -80,34 +85,26 @@ def harness(name: str) -> Path:
 
 
 # ---------------------------------------------------------------- throughput
-def throughput(seconds: float = 8.0) -> dict[str, Any]:
-    rng = random.Random(1)
-    inputs = [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(500)]
-
-    def loop(items: list[bytes], proto: str, preset: str = "spec") -> float:
-        resolved = get_protocol(proto)
-        n, t0 = 0, time.perf_counter()
-        while time.perf_counter() - t0 < seconds:
-            for d in items:
-                simulate(codec.decode(d, proto, preset), resolved)
-                n += 1
-        return n / (time.perf_counter() - t0)
-
-    seed = codec.load_dict(SEED_661)
+def throughput() -> dict[str, Any]:
+    """In-process rates (CPU time, `bench/throughput.py`) and libFuzzer's exec/s, in the same run."""
+    out = rates()
     with tempfile.TemporaryDirectory() as tmp:
         triv = Path(tmp) / "trivial_fuzzer.py"
         triv.write_text(TRIVIAL)
         trivial = libfuzzer(triv, ["-max_total_time=10"])
-    fuzzed = libfuzzer(harness("deepep_v2_dispatch_fixed"),
-                       [str(ROOT / "corpus" / "deepep_v2_dispatch_fixed_fuzzer"), "-max_total_time=20"])
-    return {
-        "emulator_random_exec_per_s": round(loop(inputs, "dispatch_any")),
-        "emulator_661_seed_exec_per_s": round(loop([codec.encode(seed)], seed.protocol, seed.preset)),
+    # a fixed protocol, so that the run lasts its 20 s instead of stopping at the first finding
+    name = "deepep_v2_dispatch_fixed"
+    fuzzed = libfuzzer(harness(name), [str(ROOT / "corpus" / f"{name}_fuzzer"), "-max_total_time=20"])
+    out["emulator_harness_protocol_random_exec_per_s"] = same = round(rate(random_inputs(), name))
+    out.update({
+        "harness": name,
         "harness_exec_per_s": fuzzed["exec_per_s"],
+        "harness_over_in_process": round(fuzzed["exec_per_s"] / same, 3),
         "trivial_atheris_exec_per_s": trivial["exec_per_s"],
         "harness_over_trivial": round(fuzzed["exec_per_s"] / trivial["exec_per_s"], 5)
         if trivial["exec_per_s"] else None,
-    }
+    })
+    return out
 
 
 # ---------------------------------------------------------------- baselines
@@ -162,7 +159,9 @@ def main() -> int:
     out: dict[str, Any] = {"date": time.strftime("%Y-%m-%d"), "cores": os.cpu_count(),
                            "machine": f"{platform.machine()} python {platform.python_version()}"}
     out["throughput"] = throughput()
-    print("throughput", out["throughput"], flush=True)
+    out["scaling"] = scaling()
+    out["instrumentation"] = instrumentation()
+    print("throughput", out["throughput"], out["scaling"], out["instrumentation"], flush=True)
     bads = [z[2] for z in ZOO]
     fixeds = [z[3] for z in ZOO]
     with ThreadPoolExecutor(2) as pool:
@@ -213,14 +212,26 @@ def main() -> int:
 
 def render(out: dict[str, Any]) -> str:
     t = out["throughput"]
-    lines = [f"Measured {out['date']} on {out['machine']}, {out['cores']} cores; `make bench` took "
-             f"{out['total_seconds']} s.", "",
+    took = (f"`make bench` took {out['total_seconds']} s" if "throughput_seconds" not in out else
+            f"throughput re-measured alone (`bench/run.py --throughput`, {out['throughput_seconds']} s); "
+            f"the time-to-bug table is from the last full `make bench` ({out['total_seconds']} s)")
+    lines = [f"Measured {out['date']} on {out['machine']}, {out['cores']} cores; {took}. "
+             "Rates are per CPU second of the measuring process "
+             "(`time.process_time()`), not wall clock: the machine is shared.", "",
              "| throughput | exec/s |", "| --- | --- |",
-             f"| emulator, random decoded scenarios (in-process) | {t['emulator_random_exec_per_s']} |",
+             f"| emulator, random decoded `dispatch_any` scenarios (in-process) | {t['emulator_random_exec_per_s']} |",
+             "| emulator, random decoded #661-protocol scenarios (in-process) | "
+             f"{t['emulator_661_random_exec_per_s']} |",
+             f"| emulator, random decoded scenarios, mean over the zoo's buggy protocols | "
+             f"{t['emulator_zoo_mean_exec_per_s']} |",
              f"| emulator, DeepEP #661 seed (in-process) | {t['emulator_661_seed_exec_per_s']} |",
-             f"| instrumented harness under libFuzzer | {t['harness_exec_per_s']:.0f} |",
+             f"| instrumented `{t['harness']}` harness under libFuzzer | {t['harness_exec_per_s']:.0f} |",
+             f"| emulator, random decoded `{t['harness']}` scenarios (in-process) | "
+             f"{t['emulator_harness_protocol_random_exec_per_s']} |",
+             f"| harness / in-process (same protocol) | {t['harness_over_in_process']} |",
              f"| trivial atheris target (ceiling) | {t['trivial_atheris_exec_per_s']:.0f} |",
              f"| harness / trivial | {t['harness_exec_per_s'] / t['trivial_atheris_exec_per_s']:.5f} |", "",
+             *render_costs(out), "",
              "Time to bug, 5 seeds, median [min-max] executions (coverage-guided from an empty corpus vs random "
              "inputs through the same decoder), exhaustive grid scenarios to the first unsafe one, false alarms "
              f"of the fixed protocol in {FIXED_RUNS} executions, structural minimization of the seed-1 finding:",
@@ -243,8 +254,39 @@ def render(out: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_costs(out: dict[str, Any]) -> list[str]:
+    """The scaling table and the instrumentation table."""
+    lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes):", "",
+             "| epochs | packets | tokens/epoch | us/scenario | us/packet |", "| --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['epochs']} | {r['packets']} | {r['tokens']} | {r['us_per_scenario']} | {r['us_per_packet']} |"
+              for r in out.get("scaling", [])]
+    ins = out.get("instrumentation")
+    if ins:
+        lines += ["", "atheris instrumentation, one module group at a time, random `dispatch_any` scenarios "
+                  f"in-process (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
+                  "| instrumented | exec/s | slowdown |", "| --- | --- | --- |"]
+        lines += [f"| {k} | {v['exec_per_s']} | {v['slowdown']}x |" for k, v in ins.items() if isinstance(v, dict)]
+    return lines
+
+
+def throughput_only() -> int:
+    """Re-measure the throughput part alone (a few minutes) and keep the rest of results.json."""
+    path = ROOT / "bench" / "results.json"
+    out = json.loads(path.read_text())
+    t0 = time.perf_counter()
+    out.update(throughput=throughput(), scaling=scaling(), instrumentation=instrumentation(),
+               date=time.strftime("%Y-%m-%d"), machine=f"{platform.machine()} python {platform.python_version()}")
+    out["throughput_seconds"] = round(time.perf_counter() - t0)
+    path.write_text(json.dumps(out, indent=2) + "\n")
+    (ROOT / "bench" / "results.md").write_text(render(out))
+    print(render(out))
+    return 0
+
+
 if __name__ == "__main__":
     if sys.argv[1:] == ["--render"]:  # re-render results.md from results.json
         (ROOT / "bench" / "results.md").write_text(render(json.loads((ROOT / "bench" / "results.json").read_text())))
         raise SystemExit(0)
+    if sys.argv[1:] == ["--throughput"]:
+        raise SystemExit(throughput_only())
     raise SystemExit(main())

@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from epfuzz.choices import ChoiceReader, ChoiceWriter
+from epfuzz.codec_compile import Decoder, compile_plan
 from epfuzz.errors import ScenarioError
 from epfuzz.fields import FieldSpec, ItemsField, SectionField, Values, specs
 from epfuzz.pins import fixed_fields
@@ -39,7 +40,7 @@ class _Slot:
 class _Plan:
     """The compiled schema of one dataclass under one set of pins (implements `fields.Nested`)."""
 
-    __slots__ = ("cls", "names", "slots")
+    __slots__ = ("_compiled", "cls", "names", "slots")
 
     def __init__(self, cls: type, prefix: str, fixed: Mapping[str, Any]) -> None:
         self.cls = cls
@@ -50,14 +51,31 @@ class _Plan:
                       if isinstance(spec, (SectionField, ItemsField)) else None)
             self.slots.append(_Slot(name, path, spec, fixed.get(path, _FREE), nested))
         self.names = frozenset(s.name for s in self.slots)
+        self._compiled: Decoder | None = None
 
     def decode(self, r: ChoiceReader, values: Values) -> Any:
+        """Decode through the plan compiled to straight-line code (`epfuzz.codec_compile`), built on first use."""
+        fn = self._compiled
+        if fn is None:
+            fn = self._compiled = compile_plan(self, _FREE)
+        return fn(r, values)
+
+    def walk_decode(self, r: ChoiceReader, values: Values) -> Any:
+        """The plan walked slot by slot: what the compiled decoder must equal (tests compare the two)."""
         out: dict[str, Any] = {}
         for s in self.slots:
-            v = s.spec.draw(r, values, s.nested) if s.fixed is _FREE else s.fixed
+            v = s.fixed if s.fixed is not _FREE else self._walk_slot(s, r, values)
             values[s.path] = v
             out[s.name] = v
         return self.cls(**out)
+
+    @staticmethod
+    def _walk_slot(s: _Slot, r: ChoiceReader, values: Values) -> Any:
+        if isinstance(s.spec, SectionField):
+            return s.nested.walk_decode(r, values)
+        if isinstance(s.spec, ItemsField):  # as ItemsField.draw, walking the items too
+            return tuple(s.nested.walk_decode(r, values) for _ in range(r.draw(0, s.spec.max_len)))
+        return s.spec.draw(r, values, s.nested)
 
     def encode(self, w: ChoiceWriter, values: Values, obj: Any) -> None:
         for s in self.slots:

@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 
 from epfuzz import ops
-from epfuzz.payload import CHUNK, classify_chunk
+from epfuzz.payload import CHUNK, classify_chunks
 from epfuzz.protocols.base import Consume, Layout
 
 MAX_REPORTED_CHUNKS = 64
@@ -72,7 +72,8 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
     a = actual[consume.offset:consume.offset + consume.length]
     if expected is not None:
         e = expected[consume.offset:consume.offset + consume.length]
-        if a.data == e.data:
+        # bytes compare with memcmp; memoryview equality goes element by element (50x slower at 4 KiB)
+        if a.tobytes() == e.tobytes():
             return None
     v = Violation("stale-accept", protocol, epoch, consume.channel, consume.what, consume.region,
                   consume.offset, consume.length)
@@ -85,9 +86,9 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
     diff = np.nonzero(ne.reshape(-1, CHUNK).any(axis=1))[0]
     v.bad_bytes = int(ne.sum())
     v.stale_chunks = len(diff)
-    for i in diff[:MAX_REPORTED_CHUNKS].tolist():
-        off = consume.offset + i * CHUNK
-        v.bad_chunks.append((off, classify_chunk(a[i * CHUNK:(i + 1) * CHUNK].tobytes(), epoch)))
+    shown = diff[:MAX_REPORTED_CHUNKS]
+    words = a.reshape(-1, CHUNK)[shown].view("<u4")  # the wrong chunks, classified together
+    v.bad_chunks = list(zip((consume.offset + shown * CHUNK).tolist(), classify_chunks(words, epoch)))
     slots = np.unique((consume.offset + diff * CHUNK) // layout.token_bytes).tolist()
     v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
     return v

@@ -42,13 +42,19 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
 
 
 def canary(epoch: int, nbytes: int) -> np.ndarray:
-    """Poison for epoch `epoch`: recognisably not payload, and different each epoch."""
+    """Poison for epoch `epoch`: recognisably not payload, and different each epoch (read-only).
+
+    Not cached across runs: a cache's miss path would make atheris coverage depend on what ran
+    before (`make prune` compares coverage of differently ordered corpora).
+    """
     words = np.empty((nbytes // CHUNK, 4), dtype="<u4")
     words[:, 0] = CANARY_TAG | (epoch & 0xFFFF)
     words[:, 1] = 0xFFFFFFFF
     words[:, 2] = 0xFFFFFFFF
     words[:, 3] = 0xDEADBEEF
-    return words.view(np.uint8).reshape(-1)
+    out = words.view(np.uint8).reshape(-1)
+    out.flags.writeable = False
+    return out
 
 
 def classify_chunk(chunk: bytes, epoch: int) -> str:
@@ -59,6 +65,17 @@ def classify_chunk(chunk: bytes, epoch: int) -> str:
     if int(w[0]) < epoch:
         return "stale"
     return "corrupt"
+
+
+def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:
+    """`classify_chunk` of each row of `words` (k x 4 little-endian u32), all at once."""
+    w0 = words[:, 0].astype(np.int64)
+    canary = (words[:, 3] == 0xDEADBEEF) & ((w0 & 0xFFFF0000) == CANARY_TAG)
+    out = np.where(w0 < epoch, "stale", "corrupt").astype(object)
+    out[canary] = "stale-poison"
+    out[canary & ((w0 & 0xFFFF) == (epoch & 0xFFFF))] = "poisoned"
+    classes: list[str] = out.tolist()
+    return classes
 
 
 def token_checksum_ok(token: bytes) -> bool:

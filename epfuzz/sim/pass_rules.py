@@ -8,10 +8,11 @@ the clause that permits the pass, or None; that name is what findings report.
 
 from __future__ import annotations
 
+from epfuzz.ordering import Attrs, passing_rule_name
 from epfuzz.ordering import may_pass as _may_pass
-from epfuzz.ordering import passing_rule_name
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import LocalStore, Packet, Tlp
+from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
 def tlp_pass_rule() -> PassRule:
@@ -39,11 +40,26 @@ def tlp_pass_rule() -> PassRule:
             return "xQP"                          # processes them independently
         if later.target != earlier.target:        # PCIe orders a path, not different completers
             return "path"
-        if not _may_pass(later.attrs, earlier.attrs):
-            return None
-        return passing_rule_name(later.attrs, earlier.attrs)
+        return _table_rule(later.attrs, earlier.attrs)
 
     return rule
+
+
+#: the PCIe table's verdict per (later, earlier) Attrs pair, keyed by identity (the responder shares Attrs
+#: objects); each entry keeps its pair alive and is checked by `is`, so a reused id cannot alias. Filled
+#: at import for the responder's Attrs, so that runs take no cache-miss path (atheris coverage must not
+#: depend on what ran before)
+_TABLE: dict[tuple[int, int], tuple[Attrs, Attrs, str | None]] = {
+    (id(a), id(b)): (a, b, passing_rule_name(a, b) if _may_pass(a, b) else None)
+    for a in RESPONDER_ATTRS for b in RESPONDER_ATTRS}
+
+
+def _table_rule(a: Attrs, b: Attrs) -> str | None:
+    """`passing_rule_name` if the ordering table lets `a` pass `b`, else None: computed once per pair."""
+    hit = _TABLE.get((id(a), id(b)))
+    if hit is not None and hit[0] is a and hit[1] is b:
+        return hit[2]
+    return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
 
 
 def packet_pass_rule(adaptive_routing: bool) -> PassRule:

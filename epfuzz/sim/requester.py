@@ -19,6 +19,9 @@ scenario, so the same scenario always yields the same packets.
 
 from __future__ import annotations
 
+import heapq
+from operator import attrgetter
+
 from epfuzz import ops
 from epfuzz.scenario import Scenario
 from epfuzz.sim.packets import Packet, PacketKind, Wr
@@ -32,6 +35,10 @@ MIN_PKT_BYTES = 64      # headers: even a zero-length packet takes wire time
 # attribute hook (~0.15 us), which the requester would otherwise pay per WR
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
                                         PacketKind.SEND)
+
+# sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
+_BY_READY = attrgetter("ready", "qp", "psn")
+_BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
 
 #: one packet of a WR before timing: kind, region, offset, length, value, last of its WR
 Piece = tuple[PacketKind, str, int, int, int, bool]
@@ -83,68 +90,114 @@ class SendQueues:
     def post(self, op: ops.Op, channel: int, index: int, qp: int, now: int) -> None:
         """Post `op` (the channel's op number `index`) on `qp` at time `now`."""
         w = Wr()
-        w.id = self.wr_base + len(self.wrs)
+        w.id = wid = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
-        start = max(now, self.free[qp])
-        if op.fence:
-            start = max(start, self.atomic_done[qp])
+        start = self.free[qp]
+        if now > start:
+            start = now
+        if op.fence and self.atomic_done[qp] > start:
+            start = self.atomic_done[qp]
         w.start = start
-        ready = start
-        cq_slot = getattr(op, "cq_slot", getattr(op, "slot", 0))
-        epoch, psn, div, wid, append = self.epoch, self.psn, self.qdiv[qp], w.id, self.pkts.append
-        for kind, region, off, ln, value, last in pieces(op, self.mtu):
+        cls = type(op)
+        if cls is ops.Write or cls is ops.WriteImm:
+            ready = self._payload(op, cls is ops.Write, channel, index, qp, wid, start)
+        else:  # one packet: the pieces() cases of an 8-byte value, atomic or send
+            ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            kind, region, off, value, cq_slot = (
+                (_VALUE, op.region, op.offset, op.value, 0) if cls is ops.WriteValue
+                else (_ATOMIC, op.region, op.offset, op.delta, 0) if cls is ops.AtomicAdd
+                else (_SEND, ops.RECV, op.slot * 16, op.value, op.slot) if cls is ops.Send
+                else _unknown(op))
+            self._packet(channel, index, qp, wid, kind, region, off, 8, value, True, ready, cq_slot)
+        self.free[qp] = ready
+        w.done = done = ready + 2 * self.lat[qp]
+        if done > self.acked[qp]:
+            self.acked[qp] = done
+        if cls is ops.AtomicAdd and done > self.atomic_done[qp]:
+            self.atomic_done[qp] = done
+        self.wrs.append(w)
+
+    def _payload(self, op: ops.Write | ops.WriteImm, plain: bool, channel: int, index: int, qp: int,
+                 wid: int, ready: int) -> int:
+        """The MTU pieces of a WRITE (value: shift) or WRITE_WITH_IMM (value: imm), paced; the last ready time."""
+        mtu, div = self.mtu, self.qdiv[qp]
+        o0, end = op.offset, op.offset + op.length
+        n = max(1, -(-op.length // mtu))
+        kind, value, cq_slot = (_WRITE, op.shift, 0) if plain else (_IMM, op.imm, op.cq_slot)
+        epoch, region, psn, append = self.epoch, op.region, self.psn, self.pkts.append
+        for i in range(n):  # `_packet` inlined: this loop runs once per packet
+            off = o0 + i * mtu
+            ln = end - off
+            if ln > mtu:
+                ln = mtu
+            elif ln < 0:
+                ln = 0
+            ready += (ln if ln > MIN_PKT_BYTES else MIN_PKT_BYTES) * div // LINK_BYTES_PER_NS
             p = Packet()
-            ready += max(ln, MIN_PKT_BYTES) * div // LINK_BYTES_PER_NS
             p.seq = -1
             p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = epoch, channel, wid, qp, psn[qp], kind
             psn[qp] += 1
-            p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
+            p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
             p.cq_slot = cq_slot
             p.op_index = index
             append(p)
-        self.free[qp] = ready
-        w.done = ready + 2 * self.lat[qp]
-        self.acked[qp] = max(self.acked[qp], w.done)
-        if isinstance(op, ops.AtomicAdd):
-            self.atomic_done[qp] = max(self.atomic_done[qp], w.done)
-        self.wrs.append(w)
+        return ready
+
+    def _packet(self, channel: int, index: int, qp: int, wid: int, kind: PacketKind, region: str, off: int,
+                ln: int, value: int, last: bool, ready: int, cq_slot: int) -> None:
+        p = Packet()
+        p.seq = -1
+        p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = self.epoch, channel, wid, qp, self.psn[qp], kind
+        self.psn[qp] += 1
+        p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
+        p.cq_slot = cq_slot
+        p.op_index = index
+        self.pkts.append(p)
+
+
+def _unknown(op: ops.Op) -> tuple[PacketKind, str, int, int, int]:  # pragma: no cover
+    raise TypeError(op)
 
 
 def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
                   psn: list[int]) -> tuple[list[Wr], list[Packet]]:
-    """GPU posting and requester NIC: WRs with times, packets in arrival order with times."""
+    """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
+
+    The next op is the earliest channel's (ties: the lowest channel), kept in a heap.
+    """
     nq = scn.topology.num_qps
     sq = SendQueues(scn, epoch, wr_base, psn)
-    t = [0] * len(programs)
-    pc = [0] * len(programs)
-    while True:
-        best = -1
-        for c in range(len(programs)):
-            if pc[c] < len(programs[c]) and (best < 0 or t[c] < t[best]):
-                best = c
-        if best < 0:
-            break
-        c = best
-        op = programs[c][pc[c]]
-        idx = pc[c]
-        pc[c] += 1
-        if isinstance(op, ops.Spin):
-            t[c] += op.ns
-        elif isinstance(op, ops.Flush):
-            t[c] = max(t[c], sq.acked[op.qp % nq])
+    heap = [(0, c, 0) for c, prog in enumerate(programs) if prog]  # (time, channel, next op index)
+    heapq.heapify(heap)
+    spin, flush, acked, post = ops.Spin, ops.Flush, sq.acked, sq.post
+    while heap:
+        t, c, idx = heap[0]
+        prog = programs[c]
+        op = prog[idx]
+        cls = type(op)
+        if cls is spin:
+            t += op.ns
+        elif cls is flush:
+            a = acked[op.qp % nq]
+            if a > t:
+                t = a
         else:
-            sq.post(op, c, idx, op.qp % nq, t[c])
-            t[c] += POST_NS
+            post(op, c, idx, op.qp % nq, t)
+            t += POST_NS
+        if idx + 1 < len(prog):
+            heapq.heapreplace(heap, (t, c, idx + 1))
+        else:
+            heapq.heappop(heap)
     return sq.wrs, port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
 
 
 def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:
     """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order."""
-    pkts.sort(key=lambda p: (p.ready, p.qp, p.psn))
+    pkts.sort(key=_BY_READY)
     port_free = 0
     for p in pkts:
         p.depart = max(p.ready, port_free)
         port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
         p.arrive = p.depart + lat[p.qp]
-    pkts.sort(key=lambda p: (p.arrive, p.depart, p.qp, p.psn))
+    pkts.sort(key=_BY_ARRIVAL)
     return pkts

@@ -21,13 +21,20 @@ from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
 #: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)
 LocalStoreSpec = tuple[str, int, int, bool]
 
-_LOCAL_ATTRS = Attrs(TlpType.POSTED)
 # members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
                                         PacketKind.SEND)
 _COPY, _SET = TlpAction.COPY, TlpAction.VALUE
 _NONE = LocalStore.NONE
+#: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
+#: that no run takes a cache-miss path (atheris coverage must not depend on what ran before)
+_ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
+    (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
+    for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}
+_LOCAL_ATTRS = _ATTRS[(TlpType.POSTED, False, False, 0)]
+#: every Attrs object the responder hands out (the adversary's pass table is precomputed over these)
+RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
 
 class Responder:
@@ -74,11 +81,15 @@ class Responder:
         return self.out
 
     def attrs(self, tp: TlpType, ro: bool, qp: int) -> Attrs:
-        """Shared attribute objects: one per (type, RO, requester ID)."""
+        """Shared attribute objects: one per (type, RO, requester ID) in this run, one per value ever."""
         key = (tp, ro, qp % self.nf)
         a = self._attrs.get(key)
         if a is None:
-            a = self._attrs[key] = Attrs(tp, ro=ro, ido=self.ido, rid=qp % self.nf)
+            full = (tp, ro, self.ido, qp % self.nf)
+            a = _ATTRS.get(full)
+            if a is None:
+                a = _ATTRS[full] = Attrs(tp, ro=ro, ido=self.ido, rid=qp % self.nf)
+            self._attrs[key] = a
         return a
 
     def new_tlp(self, epoch: int, attrs: Attrs, action: TlpAction, qp: int, region: str, off: int,
@@ -97,9 +108,20 @@ class Responder:
 
     def emit(self, tp: TlpType, ro: bool, action: TlpAction, p: Packet, region: str, off: int, length: int,
              value: int, *, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
-        """A TLP run made for packet `p`."""
-        return self.new_tlp(p.epoch, self.attrs(tp, ro, p.qp), action, p.qp, region, off, length, value,
-                            n, dep, hold, p.seq, p.wr)
+        """A TLP run made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
+        qp = p.qp
+        a = self._attrs.get((tp, ro, qp % self.nf))
+        if a is None:
+            a = self.attrs(tp, ro, qp)
+        t = Tlp()
+        t.seq, t.n, t.mps = self.next_seq, n, self.mps
+        self.next_seq += n
+        t.epoch, t.attrs, t.action, t.qp = p.epoch, a, action, qp
+        t.region, t.off, t.length, t.value = region, off, length, value
+        t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
+        t.target, t.local = self.targets.get(region, 0), _NONE
+        self.out.append(t)
+        return t
 
     def local_stores(self, epoch: int) -> None:
         """The receiver's own stores before `epoch`'s traffic: behind a barrier, or racing it."""
@@ -143,12 +165,23 @@ class Responder:
         self.emit(TlpType.POSTED, self.ro, action, p, p.region, p.off, p.length, value, n=n)
 
     def execute_in_order(self, qp: int, psn: int) -> None:
-        """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached."""
-        s = self.arrived.setdefault(qp, set())
-        s.add(psn)
+        """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached.
+
+        `low[qp]` is the lowest PSN not yet arrived, so only the arrival of exactly that PSN
+        moves it (and with it what may execute); a later PSN is only remembered.
+        """
         lo = self.low[qp]
-        while lo in s:
-            lo += 1
+        if psn != lo:
+            s = self.arrived.get(qp)
+            if s is None:
+                s = self.arrived[qp] = set()
+            s.add(psn)
+            return
+        lo += 1
+        s = self.arrived.get(qp)
+        if s:
+            while lo in s:
+                lo += 1
         self.low[qp] = lo
         held = self.held.get(qp)
         if held:

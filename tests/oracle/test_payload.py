@@ -27,3 +27,36 @@ def test_classify():
     assert classify_chunk(canary(4, 16).tobytes(), 5) == "stale-poison"
     assert classify_chunk(token_image(1, 0, 0, 0, 32)[:16], 5) == "stale"
     assert classify_chunk(token_image(9, 0, 0, 0, 32)[:16], 5) == "corrupt"
+
+
+def test_expected_data_built_at_once_equals_per_token_images() -> None:
+    """`expected_data` builds every slot at once (issue 14): the same bytes as one `token_image` per slot."""
+    import random
+
+    from epfuzz import epoch as ep
+    from epfuzz.protocols.base import Layout
+
+    rng = random.Random(3)
+    for _ in range(200):
+        nc, spc = rng.randrange(1, 5), rng.randrange(1, 9)
+        lay = Layout(nc, spc, 16 * rng.randrange(1, 20), rng.randrange(1, 4),
+                     tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
+        e, src = rng.randrange(0, 5), rng.randrange(0, 3)
+        slow = ep._expected_per_token(lay, e, src, ep.canary(e, lay.sizes["data"]).copy())
+        assert ep.expected_data(lay, e, src).tobytes() == slow.tobytes()
+
+
+def test_classify_chunks_at_once_equals_one_by_one() -> None:
+    """The oracle classifies all wrong chunks in one numpy pass (issue 14): same classes as one by one."""
+    import random
+
+    import numpy as np
+
+    from epfuzz.payload import canary, classify_chunk, classify_chunks, token_image
+
+    rng = random.Random(5)
+    rows = [canary(e, 16).tobytes() for e in range(4)] + [token_image(e, 0, 1, 2, 32)[:16] for e in range(4)]
+    rows += [rng.randbytes(16) for _ in range(50)]
+    words = np.frombuffer(b"".join(rows), dtype="<u4").reshape(-1, 4)
+    for epoch in range(4):
+        assert classify_chunks(words, epoch) == [classify_chunk(r, epoch) for r in rows]

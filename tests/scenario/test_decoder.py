@@ -46,3 +46,25 @@ def test_spin_faults_keep_their_json_field_names():
     assert s.faults.spins == (SpinFault(channel=1, before_op=2, ns=300),)
     assert s.to_dict()["faults"]["spins"] == [{"channel": 1, "before_op": 2, "ns": 300}]
     assert codec.load_json(s.to_json()) == s
+
+
+def test_compiled_decoder_equals_plan_walk() -> None:
+    """The straight-line decoder (issue 14) draws exactly what the slot-by-slot plan walk draws."""
+    import random
+
+    from epfuzz.choices import ChoiceReader
+    from epfuzz.codec import _plan_for
+    from epfuzz.presets import PRESETS
+    from epfuzz.protocols import REGISTRY
+
+    rng = random.Random(14)
+    for name in REGISTRY.items:
+        for preset in PRESETS:
+            plan = _plan_for(name, preset)
+            for _ in range(40):
+                data = rng.randbytes(rng.randrange(0, 160))
+                fast, slow = ChoiceReader(data), ChoiceReader(data)
+                fv: dict[str, object] = {}
+                sv: dict[str, object] = {}
+                assert plan.decode(fast, fv) == plan.walk_decode(slow, sv)
+                assert fast.pos == slow.pos and fv == sv

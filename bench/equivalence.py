@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""The emulator's equivalence reference: what 10,000 fixed random scenarios do, in compact form.
+
+Speed work on the `sim` emulator (issue 14) must not change the model. This script
+decodes a fixed, seeded stream of random byte strings under every registered
+protocol and every preset, simulates each, and records per scenario: the verdict,
+the violation summary, the culprit rules, the rules fired, and a hash of
+`SimRun.fingerprint()` (the whole trace: WRs, packet arrivals, TLP visibility
+order, polls, verdict). `tests/sim/test_equivalence.py` runs the current code
+against the committed file.
+
+When the *model* changes on purpose (e.g. issue 18's responder fixes), regenerate
+the reference from the merged model, before any further speed work:
+
+    .venv/bin/python bench/equivalence.py --write            # tests/data/equivalence.json.gz
+    .venv/bin/python bench/equivalence.py --check [--limit N] # compare the current code
+
+The stream depends only on SEED, the registry's protocol order and PRESETS' order,
+so the file is deterministic (gzip with mtime 0: byte-identical on regeneration).
+"""
+
+from __future__ import annotations
+
+import argparse
+import gzip
+import hashlib
+import json
+import random
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from epfuzz import codec  # noqa: E402
+from epfuzz.errors import EpfuzzError  # noqa: E402
+from epfuzz.presets import PRESETS  # noqa: E402
+from epfuzz.protocols import REGISTRY  # noqa: E402
+from epfuzz.sim.engine import simulate  # noqa: E402
+
+SEED = 14
+COUNT = 10_000
+MAX_BYTES = 128
+REFERENCE = ROOT / "tests" / "data" / "equivalence.json.gz"
+
+
+def cases(count: int = COUNT, seed: int = SEED) -> Iterator[tuple[int, str, str, bytes]]:
+    """(index, protocol, preset, bytes): protocols round-robin, presets per round, bytes from one RNG."""
+    names = list(REGISTRY.items)
+    presets = list(PRESETS)
+    rng = random.Random(seed)
+    for i in range(count):
+        data = rng.randbytes(rng.randrange(0, MAX_BYTES + 1))
+        yield i, names[i % len(names)], presets[(i // len(names)) % len(presets)], data
+
+
+def trace_hash(fp: tuple[object, ...]) -> str:
+    """A short hash of a fingerprint; enums serialise as their integer values, so data types may change."""
+    return hashlib.sha256(json.dumps(fp, separators=(",", ":")).encode()).hexdigest()[:12]
+
+
+def record(protocol: str, preset: str, data: bytes) -> list[Any]:
+    """[verdict, summary, culprit rules, rules fired, trace hash] of one scenario (an error: its type)."""
+    try:
+        scn = codec.decode(data, protocol, preset)
+        run = simulate(scn, REGISTRY.get(protocol))
+    except EpfuzzError as e:
+        return ["error", type(e).__name__, [], [], ""]
+    v = run.violation
+    return ["ok" if v is None else v.kind, "" if v is None else v.summary(), sorted(run.culprit_rules()),
+            sorted(run.rules_fired), trace_hash(run.fingerprint())]
+
+
+def compute(count: int = COUNT) -> list[list[Any]]:
+    return [[i, proto, preset, *record(proto, preset, data)] for i, proto, preset, data in cases(count)]
+
+
+def write(rows: list[list[Any]], path: Path = REFERENCE) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    body = "\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n"
+    with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, compresslevel=9) as gz:
+        gz.write(body.encode())
+
+
+def load(path: Path = REFERENCE) -> list[list[Any]]:
+    with gzip.open(path, "rt") as f:
+        return [json.loads(line) for line in f]
+
+
+def mismatches(limit: int | None = None, path: Path = REFERENCE) -> tuple[int, list[str]]:
+    """(scenarios checked, one line per scenario whose record differs from the reference)."""
+    ref = load(path)[:limit]
+    bad = []
+    for row, (i, proto, preset, data) in zip(ref, cases(len(ref))):
+        if row[:3] != [i, proto, preset]:
+            raise SystemExit(f"reference row {row[:3]} is not case {i} {proto}/{preset}: regenerate it (--write)")
+        got = record(proto, preset, data)
+        if got != row[3:]:
+            bad.append(f"#{i} {proto}/{preset} {data.hex()}: want {row[3:]} got {got}")
+    return len(ref), bad
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="regenerate the reference file")
+    ap.add_argument("--check", action="store_true", help="compare the current code with the reference")
+    ap.add_argument("--limit", type=int, default=None, help="check only the first N scenarios")
+    a = ap.parse_args()
+    t0 = time.process_time()
+    if a.write:
+        rows = compute()
+        write(rows)
+        print(f"wrote {len(rows)} scenarios to {REFERENCE} in {time.process_time() - t0:.1f} s CPU")
+        return 0
+    n, bad = mismatches(a.limit)
+    for line in bad[:20]:
+        print(line)
+    print(f"{n - len(bad)}/{n} scenarios agree with {REFERENCE.name} ({time.process_time() - t0:.1f} s CPU)")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

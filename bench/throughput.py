@@ -1,0 +1,169 @@
+#!/usr/bin/env python3
+"""Emulator throughput figures for `make bench` (issue 14), in CPU time of this process.
+
+The bench machine is shared (2 cores, other work running), so every rate here is
+executions per second of `time.process_time()`, not of the wall clock: it counts
+only the CPU this process got. Parts:
+
+- `rates`: random decoded scenarios in-process, per protocol of the zoo and for
+  `dispatch_any` (the harness's), and the DeepEP #661 seed;
+- `scaling`: CPU cost per scenario against packets per run (16, 64, 256) and
+  epochs (1, 4), on fixed `deepep_v2_dispatch` scenarios;
+- `instrumentation`: the same random loop with atheris instrumentation of one
+  module group at a time (each in a fresh interpreter, so nothing else is
+  instrumented), as the ratio to the uninstrumented rate.
+
+    .venv/bin/python bench/throughput.py            # all of it, JSON on stdout
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+#: module groups whose instrumentation cost is measured (atheris `include` prefixes)
+GROUPS: dict[str, list[str]] = {
+    "decoder": ["epfuzz.codec", "epfuzz.codec_compile", "epfuzz.fields", "epfuzz.choices", "epfuzz.scenario"],
+    "protocols": ["epfuzz.protocols"],
+    "emulator": ["epfuzz.sim"],
+    "oracle": ["epfuzz.oracle", "epfuzz.payload", "epfuzz.epoch"],
+    "all epfuzz (the harnesses)": ["epfuzz"],
+}
+
+
+def random_inputs(n: int = 500, seed: int = 1) -> list[bytes]:
+    rng = random.Random(seed)
+    return [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(n)]
+
+
+def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 4.0) -> float:
+    """Scenarios per CPU second: decode + simulate, repeated over `items` for `seconds` of CPU."""
+    from epfuzz import codec
+    from epfuzz.protocols import get_protocol
+    from epfuzz.sim.engine import simulate
+
+    resolved = get_protocol(proto)
+    for d in items[:50]:  # warm the plan, the caches and the compiled decoder
+        simulate(codec.decode(d, proto, preset), resolved)
+    n, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
+        for d in items:
+            simulate(codec.decode(d, proto, preset), resolved)
+            n += 1
+    return n / (time.process_time() - t0)
+
+
+def rates(seconds: float = 4.0) -> dict[str, Any]:
+    from epfuzz import codec
+    from epfuzz.protocols import ZOO
+    from epfuzz.seeds import SEED_661
+
+    items = random_inputs()
+    seed = codec.load_dict(SEED_661)
+    zoo = {row.bad: round(rate(items, row.bad, seconds=seconds / 4)) for row in ZOO}
+    return {
+        "emulator_random_exec_per_s": round(rate(items, "dispatch_any", seconds=seconds)),
+        "emulator_661_random_exec_per_s": round(rate(items, "deepep_v2_dispatch", seconds=seconds)),
+        "emulator_661_seed_exec_per_s": round(rate([codec.encode(seed)], seed.protocol, seed.preset, seconds)),
+        "emulator_zoo_random_exec_per_s": zoo,
+        "emulator_zoo_mean_exec_per_s": round(sum(zoo.values()) / len(zoo)),
+    }
+
+
+def _scaling_scenario(packets: int, epochs: int) -> Any:
+    """A `deepep_v2_dispatch` scenario whose run has about `packets` packets over `epochs` epochs."""
+    from epfuzz import codec
+
+    doc: dict[str, Any] = {"protocol": "deepep_v2_dispatch",
+                           "payload": {"hidden_bytes": 1008, "epochs": epochs, "num_tokens": 1},
+                           "chunking": {"mtu": 256, "max_payload": 256},
+                           "signal": {"interval": 4},
+                           "schedule": [{"stage": "pcie", "index": 7 * i + 3, "distance": 6} for i in range(4)]}
+    best = codec.load_dict(doc)
+    for tokens in range(1, 65):
+        doc["payload"]["num_tokens"] = tokens
+        try:
+            scn = codec.load_dict(doc)
+        except Exception:  # noqa: BLE001 - past the packet budget
+            break
+        if _packets(scn) > packets:
+            break
+        best = scn
+    return best
+
+
+def _packets(scn: Any) -> int:
+    from epfuzz.protocols import get_protocol
+    from epfuzz.sim.engine import build
+
+    return len(build(scn, get_protocol(scn.protocol)).packets)
+
+
+def scaling(seconds: float = 2.0) -> list[dict[str, Any]]:
+    """CPU microseconds per scenario (and per packet) at 16, 64, 256 packets a run, 1 and 4 epochs."""
+    from epfuzz import codec
+
+    rows = []
+    for epochs in (1, 4):
+        for packets in (16, 64, 256):
+            scn = _scaling_scenario(packets, epochs)
+            r = rate([codec.encode(scn)], scn.protocol, scn.preset, seconds)
+            n = _packets(scn)
+            rows.append({"epochs": epochs, "target_packets": packets, "packets": n,
+                         "tokens": scn.payload.num_tokens, "us_per_scenario": round(1e6 / r, 1),
+                         "us_per_packet": round(1e6 / r / n, 2)})
+    return rows
+
+
+def modules_outside(prefixes: list[str]) -> list[str]:
+    """Every epfuzz module not under one of `prefixes`, by file (atheris excludes modules by full name)."""
+    names = []
+    for f in sorted((ROOT / "epfuzz").rglob("*.py")):
+        parts = list(f.relative_to(ROOT).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        names.append(".".join(parts))
+    return [n for n in names if not any(n == p or n.startswith(p + ".") for p in prefixes)]
+
+
+def instrumented_rate(group: str, seconds: float) -> float:
+    """The random-scenario rate with only `group`'s modules instrumented (a fresh interpreter).
+
+    atheris' `include` selects whole top-level packages (`epfuzz.codec` means all of
+    `epfuzz`), so a group is instrumented as include=["epfuzz"] minus the other modules.
+    """
+    exclude = modules_outside(GROUPS[group])
+    code = ("import sys, atheris, json\n"
+            f"sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+            f"with atheris.instrument_imports(include=['epfuzz'], exclude={exclude!r}):\n"
+            "    import epfuzz.codec, epfuzz.sim.engine, epfuzz.protocols\n"
+            "import throughput\n"
+            f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    return float(out.stdout.strip().splitlines()[-1])
+
+
+def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
+    base = rate(random_inputs(), "dispatch_any", seconds=seconds)
+    out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base)}
+    for group in GROUPS:
+        r = instrumented_rate(group, seconds)
+        out[group] = {"exec_per_s": round(r), "slowdown": round(base / r, 2)}
+    return out
+
+
+def main() -> int:
+    print(json.dumps({"rates": rates(), "scaling": scaling(), "instrumentation": instrumentation()}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
