@@ -142,6 +142,149 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.lines.append(line.strip())
 
 
+class _Jobs:
+    """The libFuzzer processes of one campaign: launched, restarted after a crash, stopped on a signal.
+
+    One object instead of closures over shared lists, so each step of the loop is a method
+    a reader can find (and `fuzz` stays a short script of them)."""
+
+    def __init__(self, head: list[str], tail: list[str], extra: list[str], jobs: int, seconds: int,
+                 run_dir: Path, seed: int | None, log: object) -> None:
+        # a job's command: head, its -max_total_time, tail, its -seed, extra, as `fuzz` always built it
+        self.head, self.tail, self.extra = head, tail, extra
+        self.run_dir, self.seed, self.log = run_dir, seed, log
+        self.start = time.monotonic()
+        self.deadline = self.start + seconds
+        self.states = [JobState() for _ in range(jobs)]
+        self.procs: list[subprocess.Popen[str] | None] = [None] * jobs
+        self.readers: list[threading.Thread | None] = [None] * jobs
+        self.base = [0] * jobs  # execs of earlier (restarted) incarnations of each job
+        self.stopping = threading.Event()
+        self.got: list[int] = []
+
+    def launch(self, j: int) -> None:
+        left = max(1, int(self.deadline - time.monotonic()))
+        seed = [] if self.seed is None else [f"-seed={self.seed + j + 1000 * self.states[j].restarts}"]
+        cmd = [*self.head, f"-max_total_time={left}", *self.tail, *seed, *self.extra]
+        p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+                             errors="replace", start_new_session=True)
+        self.procs[j] = p
+        t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log"), daemon=True)
+        t.start()
+        self.readers[j] = t
+
+    def stop(self, signum: int = 0, *_: object) -> None:
+        if signum:
+            self.got.append(signum)
+        self.stopping.set()
+        for p in self.procs:
+            if p and p.poll() is None:
+                os.killpg(p.pid, signal.SIGINT)
+
+    def reap(self) -> bool:
+        """Restart a job that died early; False once every job has ended."""
+        alive = False
+        for j, p in enumerate(self.procs):
+            if p is None:
+                continue
+            if p.poll() is None:
+                alive = True
+                continue
+            reader = self.readers[j]
+            if reader:
+                reader.join(timeout=5)
+            if p.returncode != 0 and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
+                self.states[j].harness_errors += 1
+                self.states[j].restarts += 1
+                self.base[j] += self.states[j].execs
+                self.log.warning("fuzz.job_restart", job=j, returncode=p.returncode)  # type: ignore[attr-defined]
+                self.launch(j)
+                alive = True
+            else:
+                self.procs[j] = None
+        return alive
+
+    @property
+    def execs(self) -> int:
+        return sum(self.base) + sum(s.execs for s in self.states)
+
+    @property
+    def cov(self) -> int:
+        return max(s.cov for s in self.states)
+
+    @property
+    def corp(self) -> int:
+        return max(s.corp for s in self.states)
+
+    @property
+    def rss(self) -> int:
+        return sum(s.rss for s in self.states)
+
+
+def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
+    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal)."""
+    last_note = last_row = 0.0
+    tty = progress and sys.stderr.isatty()
+    run_dir = jobs.run_dir
+    with (run_dir / "progress.csv").open("a") as csv:
+        if csv.tell() == 0:
+            csv.write(PROGRESS_HEADER)
+        while jobs.reap():
+            now = time.monotonic()
+            el = now - jobs.start
+            execs = jobs.execs
+            n_find = len(list(run_dir.glob("finding-*.json")))
+            if now - last_row >= 1:  # the time series `epfuzz report` plots
+                csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
+                          f"{jobs.rss}\n")
+                csv.flush()
+                last_row = now
+            if progress and (tty or now - last_note >= 10):
+                left = max(0, jobs.deadline - now)
+                if tty:
+                    sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
+                                     f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
+                                     f"findings {n_find}   ")
+                    sys.stderr.flush()
+                else:
+                    log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
+                             execs=execs, cov=jobs.cov, findings=n_find)
+                last_note = now
+            time.sleep(0.5)
+
+
+def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) -> Summary:
+    """Read the run folder back: raw findings, bugs by root cause, the summary and its log lines."""
+    run_dir = jobs.run_dir
+    for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
+        if t:
+            t.join(timeout=5)
+    findings = []
+    for path in sorted(run_dir.glob("finding-*.json")):
+        try:
+            c = load_case(path)
+            findings.append((c.signature, path, c.note))
+        except InputError as e:
+            log.error("fuzz.bad_finding_file", error=str(e))  # type: ignore[attr-defined]
+    corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
+    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
+    write_bug_index(bugs, run_dir / "bugs.csv")
+    summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
+                      sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0)
+    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+        f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
+                f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
+        log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
+                  replay=replay_command(path), summary=text)
+    for bug in bugs:
+        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count,  # type: ignore[attr-defined]
+                    case=str(bug.case), replay=replay_command(bug.case, backend), summary=bug.note)
+    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
+             cov=summary.cov, corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
+    return summary
+
+
 def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
          extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
          progress: bool = True, protocol: str | None = None) -> Summary:
@@ -169,130 +312,24 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     for d in (work, art):
         d.mkdir(parents=True, exist_ok=True)
     seeds = ROOT / "corpus" / name
-    start = time.monotonic()
-    deadline = start + seconds
-    states = [JobState() for _ in range(jobs)]
-    procs: list[subprocess.Popen[str] | None] = [None] * jobs
-    readers: list[threading.Thread | None] = [None] * jobs
-    stopping = threading.Event()
-    # base execs of earlier (restarted) incarnations of each job
-    base = [0] * jobs
-
-    def launch(j: int) -> None:
-        left = max(1, int(deadline - time.monotonic()))
-        cmd = [sys.executable, str(script), str(work)]
-        if protocol:
-            cmd.append(f"--protocol={protocol}")
-        if seeds.is_dir():
-            cmd.append(str(seeds))
-        cmd += [f"-max_total_time={left}", f"-artifact_prefix={art}/", "-print_final_stats=1",
-                f"--backend={backend}", f"--preset={preset}", "--keep-going", f"--findings-dir={run_dir}"]
-        if seed is not None:
-            cmd.append(f"-seed={seed + j + 1000 * states[j].restarts}")
-        cmd += extra or []
-        p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
-                             errors="replace", start_new_session=True)
-        procs[j] = p
-        t = threading.Thread(target=_reader, args=(p, states[j], run_dir / f"job{j}.log"), daemon=True)
-        t.start()
-        readers[j] = t
-
-    got: list[int] = []
-
-    def stop(signum: int = 0, *_: object) -> None:
-        if signum:
-            got.append(signum)
-        stopping.set()
-        for p in procs:
-            if p and p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    cmd = [sys.executable, str(script), str(work)]
+    if protocol:
+        cmd.append(f"--protocol={protocol}")
+    if seeds.is_dir():
+        cmd.append(str(seeds))
+    tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
+            "--keep-going", f"--findings-dir={run_dir}"]
+    pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
+    old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
     try:
         for j in range(jobs):
-            launch(j)
-        last_note = 0.0
-        last_row = 0.0
-        tty = progress and sys.stderr.isatty()
-        csv = (run_dir / "progress.csv").open("a")
-        if csv.tell() == 0:
-            csv.write(PROGRESS_HEADER)
-        while True:
-            alive = False
-            for j, p in enumerate(procs):
-                if p is None:
-                    continue
-                if p.poll() is None:
-                    alive = True
-                    continue
-                reader = readers[j]
-                if reader:
-                    reader.join(timeout=5)
-                if p.returncode != 0 and not stopping.is_set() and time.monotonic() < deadline - 1:
-                    states[j].harness_errors += 1
-                    states[j].restarts += 1
-                    base[j] += states[j].execs
-                    log.warning("fuzz.job_restart", job=j, returncode=p.returncode)
-                    launch(j)
-                    alive = True
-                else:
-                    procs[j] = None
-            if not alive:
-                break
-            now = time.monotonic()
-            execs = sum(base) + sum(s.execs for s in states)
-            n_find = len(list(run_dir.glob("finding-*.json")))
-            if now - last_row >= 1:  # the time series `epfuzz report` plots
-                el = now - start
-                csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{max(s.cov for s in states)},"
-                          f"{max(s.corp for s in states)},{n_find},{sum(s.rss for s in states)}\n")
-                csv.flush()
-                last_row = now
-            if progress and (tty or now - last_note >= 10):
-                el = now - start
-                msg = (f"[{el:5.0f}s / {seconds}s, {max(0, deadline - now):4.0f}s left] execs {execs} "
-                       f"({execs / el if el else 0:.0f}/s) cov {max(s.cov for s in states)} "
-                       f"corpus {max(s.corp for s in states)} findings {n_find}")
-                if tty:
-                    sys.stderr.write("\r" + msg + "   ")
-                    sys.stderr.flush()
-                else:
-                    log.info("fuzz.progress", elapsed=round(el), left=round(max(0, deadline - now)),
-                             execs=execs, cov=max(s.cov for s in states), findings=n_find)
-                last_note = now
-            time.sleep(0.5)
-        csv.close()
+            pool.launch(j)
+        _monitor(pool, seconds, progress, log)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-        stop()
+        pool.stop()
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
-    for t in readers:  # libFuzzer's final stats land in the job logs before the summary is read
-        if t:
-            t.join(timeout=5)
-    findings = []
-    for path in sorted(run_dir.glob("finding-*.json")):
-        try:
-            c = load_case(path)
-            findings.append((c.signature, path, c.note))
-        except InputError as e:
-            log.error("fuzz.bad_finding_file", error=str(e))
-    corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
-    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
-    write_bug_index(bugs, run_dir / "bugs.csv")
-    summary = Summary(name, run_dir, time.monotonic() - start, sum(base) + sum(s.execs for s in states),
-                      max(s.cov for s in states), len(corpus_files), sum(s.harness_errors for s in states),
-                      findings, bugs, got[0] if got else 0)
-    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-        f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
-                f"{summary.corpus},{len(findings)},{sum(s.rss for s in states)}\n")
-    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
-        log.debug("fuzz.finding", signature=sig, case=str(path), replay=replay_command(path), summary=text)
-    for bug in bugs:
-        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
-                    replay=replay_command(bug.case, backend), summary=bug.note)
-    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), cov=summary.cov,
-             corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
-    return summary
+    return _summarize(name, pool, work, backend, log)
