@@ -38,7 +38,7 @@ sys.path.insert(0, str(ROOT))
 from epfuzz import codec  # noqa: E402
 from epfuzz.errors import EpfuzzError  # noqa: E402
 from epfuzz.presets import PRESETS  # noqa: E402
-from epfuzz.protocols import REGISTRY  # noqa: E402
+from epfuzz.protocols import BUILTIN, REGISTRY  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 
 SEED = 14
@@ -49,7 +49,7 @@ REFERENCE = ROOT / "tests" / "data" / "equivalence.json.gz"
 
 def cases(count: int = COUNT, seed: int = SEED) -> Iterator[tuple[int, str, str, bytes]]:
     """(index, protocol, preset, bytes): protocols round-robin, presets per round, bytes from one RNG."""
-    names = list(REGISTRY.items)
+    names = list(BUILTIN)
     presets = list(PRESETS)
     rng = random.Random(seed)
     for i in range(count):

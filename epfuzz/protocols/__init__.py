@@ -37,8 +37,11 @@ ZOO: tuple[ZooRow, ...] = REGISTRY.zoo()
 for _proto in deep.PROTOCOLS:
     REGISTRY.add(_proto)
 
+#: the built-in protocols' names, in registration order: plug-ins a process loads later (tests load
+#: some) are registered too, so anything that must be the same in every process iterates this
+BUILTIN: tuple[str, ...] = tuple(REGISTRY.items)
 get_protocol = REGISTRY.get
 load_plugin = REGISTRY.load_plugin
 
-__all__ = ["Consume", "DispatchProtocol", "Layout", "Pattern", "Protocol", "Receiver", "REGISTRY", "ZOO",
+__all__ = ["BUILTIN", "Consume", "DispatchProtocol", "Layout", "Pattern", "Protocol", "Receiver", "REGISTRY", "ZOO",
            "ZooRow", "get_protocol", "load_plugin"]

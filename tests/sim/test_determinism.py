@@ -3,13 +3,13 @@ from __future__ import annotations
 import random
 
 from epfuzz import codec
-from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.sim.engine import simulate
 
 
 def test_1000_random_scenarios_give_identical_traces_twice():
     rng = random.Random(20261130)
-    names = sorted(REGISTRY.items)
+    names = sorted(BUILTIN)
     for _ in range(1000):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
         s = codec.decode(data, rng.choice(names))
