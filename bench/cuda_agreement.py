@@ -203,12 +203,14 @@ def _cell(row: dict[str, Any] | None) -> str:
 
 
 #: why a bug the RDMA presets find cannot show on soft-RoCE (rxe copies with the CPU: no PCIe, one in-order
-#: wire), shown next to its verbs cell; protocols absent here need nothing rxe lacks
+#: wire) or the verbs runner does not stage, shown next to its verbs cell; protocols absent here need nothing
+#: rxe lacks
 RXE_NA = {"deepep_v2_dispatch": "n/a: rxe has no PCIe (PCI atomic mode, relaxed ordering)",
           "flag_write_signal": "n/a: rxe has no PCIe (relaxed ordering)",
           "inband_tag": "n/a: rxe has no PCIe (relaxed ordering)",
           "flush_other_qp": "n/a: rxe completes a WRITE only after placing it (no PCIe)",
           "gdr_no_flush": "n/a: rxe has no PCIe or GPU memory",
+          "signal_reset_race": "n/a: the verbs runner makes the receiver's reset stores before the epoch's posts",
           "examples.seqflag:SeqFlag": "n/a: rxe has no PCIe and no adaptive routing"}
 
 
