@@ -13,6 +13,7 @@ import pytest
 
 from epfuzz import codec
 from epfuzz.backends import get_backend
+from epfuzz.pins import fixed_fields
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
 
@@ -29,10 +30,15 @@ CASES = [(name, None) for name in (*REGISTRY.items, *PLUGINS) if name != "dispat
 
 
 def in_order(name: str, kind: str | None) -> Scenario:
-    doc = {"protocol": name, "payload": {"num_tokens": 6, "hidden_bytes": 1024, "epochs": 2},
-           "topology": {"num_channels": 3, "num_qps": 1}, "signal": {"interval": 1}}
-    if kind:
-        doc["signal"]["kind"] = kind
+    """The shape above, less the fields the protocol pins (the deep zoo pins its slot size and signal)."""
+    pinned = fixed_fields(name, "spec")
+    doc: dict = {"protocol": name}
+    shape = {"payload.num_tokens": 6, "payload.hidden_bytes": 1024, "payload.epochs": 2,
+             "topology.num_channels": 3, "topology.num_qps": 1, "signal.interval": 1, "signal.kind": kind}
+    for path, value in shape.items():
+        if value is not None and path not in pinned:
+            sec, field = path.split(".")
+            doc.setdefault(sec, {})[field] = value
     return codec.load_dict(doc)
 
 
