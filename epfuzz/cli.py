@@ -179,6 +179,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
+    if not m.complete:
+        print("  stopped by --max-seconds: the best case so far, not checked to be 1-minimal")
     print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
     print(f"  replay: {replay_command(path, a.backend)}")
     if a.verbose:

@@ -134,7 +134,7 @@ def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float)
     if not out.exists():
         write_atomic(out, Case(name, mz.result, codec.encode(mz.result), "finding", backend, note,
                                cause).to_json().encode())
-    return cause, out, note, True
+    return cause, out, note, mz.complete  # out of time: the best so far, not called minimized
 
 
 def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",

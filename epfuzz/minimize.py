@@ -1,7 +1,10 @@
 """Structure-aware minimization of a finding, to a 1-minimal scenario.
 
 Like Hypothesis' shrinker, it works on the IR, not the bytes: it removes
-schedule entries, spins and per-QP faults, lowers every integer towards its
+schedule entries, spins and per-QP faults (one at a time, then two at a time:
+an overtake, its undo and the overtake again need a pair removal to shrink to
+the one overtake, since dropping any single one leaves the identity or a
+different order), lowers every integer towards its
 simplest value, moves every choice towards its first option, and repeats until
 no single removal or simplification keeps the finding (1-minimal, checked by
 `is_one_minimal`). Candidates are validated through the same JSON loader as any
@@ -16,6 +19,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from itertools import combinations
 from typing import Any
 
 from epfuzz import codec
@@ -37,6 +41,9 @@ class Minimized:
     seconds: float
     #: the run that verified `result`; on hardware a second run could disagree with it
     outcome: Outcome
+    #: False when `max_runs`/`max_seconds` stopped the search: `result` is then the best so far,
+    #: not checked to be 1-minimal
+    complete: bool = True
 
     @property
     def rate(self) -> float:
@@ -108,6 +115,7 @@ def candidates(scn: Scenario) -> Iterator[Scenario]:
             c = valid(_set(doc, path, lst))
             if c is not None:
                 yield c
+    yield from _pair_removals(doc, leaves, fixed, valid)
     for path, f in leaves:
         if path in fixed:
             continue
@@ -133,6 +141,20 @@ def candidates(scn: Scenario) -> Iterator[Scenario]:
                         c = valid(_set(doc, path, new))
                         if c is not None:
                             yield c
+
+
+def _pair_removals(doc: dict[str, Any], leaves: list[tuple[str, FieldSpec]], fixed: Any,
+                   valid: Callable[[dict[str, Any]], Scenario | None]) -> Iterator[Scenario]:
+    """Every removal of two entries of one list: reached only when no single removal kept the
+    finding, so it costs nothing on cases that single removals already shrink."""
+    for path, f in leaves:
+        if not isinstance(f, ItemsField) or path in fixed:
+            continue
+        seq = list(_get(doc, path))
+        for i, j in combinations(range(len(seq)), 2):
+            c = valid(_set(doc, path, [x for k, x in enumerate(seq) if k not in (i, j)]))
+            if c is not None:
+                yield c
 
 
 def _get(doc: dict[str, Any], path: str) -> Any:
@@ -168,11 +190,12 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
     current = scn
     accepted = [scn]
     improved = True
-    while improved and runs < max_runs:
+    complete = True
+    while improved:
         improved = False
         for cand in candidates(current):
-            if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-                improved = False
+            if runs >= max_runs or (max_seconds is not None and time.perf_counter() - t0 > max_seconds):
+                complete = False
                 break
             runs += 1
             if pred(cand):
@@ -187,7 +210,7 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
         accepted.pop()
         current = accepted[-1]
         out = b.run(current, proto, repeats=repeats)
-    return Minimized(scn, current, runs, time.perf_counter() - t0, out)
+    return Minimized(scn, current, runs, time.perf_counter() - t0, out, complete)
 
 
 def is_one_minimal(scn: Scenario, predicate: Predicate) -> bool:
