@@ -15,6 +15,7 @@ import shlex
 import shutil
 import sys
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -25,15 +26,21 @@ from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
 
-def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
-    """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug;
-    the backend that found it says which scenario fields make up the knob set."""
+def _cause_line(scn: Scenario, outcome: Outcome, proto: Protocol, keep_knob: Callable[[str], bool],
+                empty: str) -> str:
+    """protocol|preset|kind|cells|knobs: the one format of a signature and of a root cause."""
     v = outcome.violation
     kind = v.kind if v else "clean"
     names = get_backend(outcome.backend, require=False).signature_fields(proto)
-    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names)
+    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names if keep_knob(k))
     rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
-    return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs}"
+    return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs or empty}"
+
+
+def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
+    """Findings with the same protocol, preset, kind, culprit rule cells and knob set are one bug;
+    the backend that found it says which scenario fields make up the knob set."""
+    return _cause_line(scn, outcome, proto, lambda _k: True, "")
 
 
 def _from_here(path: Path) -> str:
@@ -87,14 +94,9 @@ def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
     simplest value (what an empty input decodes to): on a 1-minimal scenario, what the bug needs."""
     from epfuzz import codec
 
-    v = outcome.violation
-    kind = v.kind if v else "clean"
-    names = get_backend(outcome.backend, require=False).signature_fields(proto)
     simplest = codec.decode(b"", scn.protocol, scn.preset)
-    knobs = ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names
-                     if scn.get_path(k) != simplest.get_path(k))
-    rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
-    return f"{scn.protocol}|{scn.preset}|{kind}|{rules}|{knobs or 'simplest knobs'}"
+    return _cause_line(scn, outcome, proto, lambda k: scn.get_path(k) != simplest.get_path(k),
+                       "simplest knobs")
 
 
 @dataclass
