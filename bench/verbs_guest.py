@@ -22,6 +22,7 @@ from __future__ import annotations
 import cProfile
 import io
 import json
+import os
 import pstats
 import random
 import subprocess
@@ -90,6 +91,7 @@ def campaign(n: int, corpus: Path) -> None:
     import atheris
     import numpy  # noqa: F401  (imported before the clock of instrumentation, as the harness's imports are)
     t_imports = time.perf_counter() - t0
+    os.environ["EPFUZZ_BACKEND"] = "verbs"  # as the job's --backend=verbs: what the harness imports for verbs
     with atheris.instrument_imports(include=["epfuzz"]):
         from epfuzz.harness import Harness
     t_instrument = time.perf_counter() - t0 - t_imports
