@@ -66,11 +66,12 @@ class TcSession:
     """One `tc -force -batch -` process for the life of this process, fed through a pipe.
 
     Starting tc costs 0.1-0.4 s in the TCG guest (fork, exec, dynamic linking), most of a
-    short run; a batch to a running tc costs a few ms. A batch ends with a `show` of a device
-    that does not exist, named after the batch: tc reports each failure on stderr as it goes,
-    so that report of the marker, in the same stream, means every command before it is done,
-    and the "Command failed -:N" lines before it (N counts lines over the session's life) say
-    which of them failed. stdout is not read (a `show` in a batch prints there)."""
+    short run. A batch ends with a marker, a `show` with a word tc cannot parse, named after
+    the batch: tc reports each failure on stderr as it goes, so its report of the marker, in the
+    same stream, means every command before it is done, and the "Command failed -:N" lines
+    before it (N counts lines over the session's life) say which of them failed. (Not a `show`
+    of a missing device: the kernel then runs modprobe for a driver of that name, 0.5 s under
+    TCG.) stdout is not read (a `show` in a batch prints there)."""
 
     def __init__(self) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
@@ -96,7 +97,7 @@ class TcSession:
         self.lines += len(cmds) + 1
         end = f"Command failed -:{self.lines}\n".encode()
         try:
-            p.stdin.write(("\n".join([*cmds, f"qdisc show dev {marker}"]) + "\n").encode())
+            p.stdin.write(("\n".join([*cmds, f"qdisc show {marker}"]) + "\n").encode())
             p.stdin.flush()
         except BrokenPipeError:
             self.close()
@@ -112,7 +113,7 @@ class TcSession:
             if select.select([p.stderr], [], [], left)[0]:
                 err += os.read(p.stderr.fileno(), 65536)
         text = err[:-len(end)].decode(errors="replace")
-        self.errors = text.replace(f'Cannot find device "{marker}"', "").strip()
+        self.errors = text.replace(f'What is "{marker}"? Try "tc qdisc help".', "").strip()
         return [int(m) - first + 1 for m in re.findall(r"Command failed -:(\d+)", text)]
 
     def close(self) -> None:
