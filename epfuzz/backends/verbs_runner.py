@@ -35,8 +35,7 @@ if TYPE_CHECKING:
     from epfuzz.scenario import Scenario
 
 EPOCH_TIMEOUT_S = 20.0
-#: completions stop for this long: the run is stuck (see VerbsRunner._wait)
-STALL_S = 4.0
+STALL_S = 4.0  # completions stop for this long: the run is stuck (VerbsRunner._wait)
 #: soft-RoCE under TCG, driven from Python, is orders of magnitude slower than an HCA: injected
 #: per-QP delays (ns in the scenario) are stretched by this, so 65,535 ns becomes 65 ms
 DELAY_SCALE = 1000
