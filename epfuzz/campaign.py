@@ -30,6 +30,7 @@ from epfuzz.log import get_logger
 ROOT = Path(__file__).resolve().parent.parent
 STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
 PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
+GUEST_RUN = "/tmp/run"   # a guest campaign's run folder (tmpfs), copied to the host's at the end
 
 
 def harness_names() -> list[str]:
@@ -102,8 +103,11 @@ def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, back
 
     name = harness_path(harness).stem if harness else plugin_name(protocol or "")
     run_dir = run_dir or ROOT / "runs" / f"{name}-{backend}-{time.strftime('%Y%m%d-%H%M%S')}"
+    # the run folder lives in the guest's tmpfs while the campaign runs and is copied out at the end:
+    # libFuzzer writes every new corpus input and the monitor polls the folder, and each of those is a
+    # 9p round trip of 10-60 ms under TCG
     args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", backend,
-            "--time", str(seconds), "--preset", preset, "--run-dir", "/mnt/out"]
+            "--time", str(seconds), "--preset", preset, "--run-dir", GUEST_RUN]
     if protocol:
         args += ["--protocol", protocol]
     if seed is not None:
@@ -111,7 +115,8 @@ def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, back
     if extra:
         args += ["--", *extra]
     start = time.monotonic()
-    _, lines = vm.run(shlex.join(args), timeout=seconds + 600, out_dir=run_dir)
+    command = f"{shlex.join(args)}; rc=$?; cp -r {GUEST_RUN}/. /mnt/out/; exit $rc"
+    _, lines = vm.run(command, timeout=seconds + 600, out_dir=run_dir)
     errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
     rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
     last = rows[-1].split(",") if rows else ["0"] * 7

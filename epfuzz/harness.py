@@ -18,15 +18,30 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-import epfuzz.backends.sim  # noqa: F401  (imported here so atheris instruments the emulator)
-import epfuzz.sim.engine  # noqa: F401
 from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
-from epfuzz.feedback import features
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
+
+
+def _backend_asked(argv: Sequence[str]) -> str:
+    """The backend this process fuzzes on, from its argv or the environment libFuzzer's children get."""
+    named = [a.split("=", 1)[1] for a in argv if a.startswith("--backend=")]
+    return named[-1] if named else os.environ.get("EPFUZZ_BACKEND", "sim")
+
+
+# atheris instruments what a harness script imports with this module. The emulator (and the
+# semantic feedback read off its runs) only where it runs: instrumenting them is a third of a
+# verbs campaign's start-up in the TCG guest (tens of seconds), for code no verbs input reaches
+if _backend_asked(sys.argv) == "sim":
+    import epfuzz.backends.sim  # noqa: F401
+    import epfuzz.feedback  # noqa: F401
+    import epfuzz.sim.engine  # noqa: F401
+else:  # what the other backends' runners call (imported there later, uninstrumented otherwise)
+    import epfuzz.epoch  # noqa: F401
+    import epfuzz.protocols.opcheck  # noqa: F401
 
 
 class Harness:
@@ -52,6 +67,8 @@ class Harness:
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
         if self.counters is not None and self.backend.name == "sim":
+            from epfuzz.feedback import features
+
             self.counters.emit(features(outcome.detail))
         if outcome.violation is None:
             return

@@ -31,6 +31,7 @@ import time
 from collections import deque
 from pathlib import Path
 
+from epfuzz import vm_tree
 from epfuzz.errors import EpfuzzError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -203,7 +204,9 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
         out_dir: Path | None = None, files: dict[str, bytes] | None = None) -> tuple[int, list[str]]:
     """Boot the guest, run `command` (sh) in the project folder, power off; (exit code, console lines).
 
-    The project is shared read-only at /mnt/epfuzz; `out_dir`, if given, read-write at /mnt/out.
+    The command runs in a copy of the project in the guest's tmpfs (/tmp/epfuzz, packed per run:
+    a code change needs no rebuild); the work tree itself is also shared read-only at /mnt/epfuzz,
+    and `out_dir`, if given, read-write at /mnt/out.
     The command and `files` (name -> bytes) go in through a read-only share at /mnt/cmd, so their
     size is not bounded by the kernel command line (2,048 bytes, where a longer one never boots).
     """
@@ -212,8 +215,10 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
         raise VmError("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
     with tempfile.TemporaryDirectory(prefix="epfuzz-cmd-") as tmp:
         cmd_dir = Path(tmp)
-        # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does
-        (cmd_dir / "command").write_text(f"echo '{RUNNING_MARK}'\n{command}\n")
+        # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does.
+        # The project goes in as one tar, unpacked into tmpfs (vm_tree: 9p round trips are slow here)
+        (cmd_dir / "tree.tar").write_bytes(vm_tree.pack(ROOT))
+        (cmd_dir / "command").write_text(vm_tree.prologue("/mnt/cmd/tree.tar") + f"echo '{RUNNING_MARK}'\n{command}\n")
         for name, data in (files or {}).items():
             (cmd_dir / name).write_bytes(data)
         shares = {"cmd": (cmd_dir, True)}

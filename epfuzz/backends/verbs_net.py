@@ -12,7 +12,9 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import select
 import subprocess
+import time
 from pathlib import Path
 
 from epfuzz.errors import HarnessError
@@ -54,13 +56,78 @@ def setup_rxe_pair() -> tuple[str, str]:
     return "rxe_v0", "rxe_v1"
 
 
-#: the shaping each netdev has now (set by this process). One tc process costs 0.1-0.4 s in the
-#: TCG guest, most of a short run: a run whose shaping is already in place pays nothing, and any
-#: other pays one `tc -batch`; runs leave their shaping for the next (cleared at exit)
+#: the shaping each netdev has now (set by this process): a run whose shaping is already in place
+#: pays nothing, any other one batch to the tc session below; runs leave their shaping for the
+#: next (cleared at exit)
 _shaped: dict[str, tuple[tuple[tuple[int, tuple[int, int]], ...], int]] = {}
 
 
+class TcSession:
+    """One `tc -force -batch -` process for the life of this process, fed through a pipe.
+
+    Starting tc costs 0.1-0.4 s in the TCG guest (fork, exec, dynamic linking), most of a
+    short run. A batch ends with a marker, a `show` with a word tc cannot parse, named after
+    the batch: tc reports each failure on stderr as it goes, so its report of the marker, in the
+    same stream, means every command before it is done, and the "Command failed -:N" lines
+    before it (N counts lines over the session's life) say which of them failed. (Not a `show`
+    of a missing device: the kernel then runs modprobe for a driver of that name, 0.5 s under
+    TCG.) stdout is not read (a `show` in a batch prints there)."""
+
+    def __init__(self) -> None:
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.lines = 0
+        self.batches = 0
+        self.errors = ""     # the last batch's failure reports
+
+    def _start(self) -> subprocess.Popen[bytes]:
+        if self.proc is None or self.proc.poll() is not None:
+            self.proc = subprocess.Popen(["tc", "-force", "-batch", "-"], stdin=subprocess.PIPE,
+                                         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+            self.lines = 0
+            os.set_blocking(self.proc.stderr.fileno(), False)  # type: ignore[union-attr]
+        return self.proc
+
+    def run(self, cmds: list[str], timeout: float = 60.0) -> list[int]:
+        """Run `cmds`; returns the (1-based) positions in `cmds` of those that failed."""
+        p = self._start()
+        assert p.stdin and p.stderr
+        first = self.lines + 1
+        self.batches += 1
+        marker = f"epfz{self.batches % 100_000}"
+        self.lines += len(cmds) + 1
+        end = f"Command failed -:{self.lines}\n".encode()
+        try:
+            p.stdin.write(("\n".join([*cmds, f"qdisc show {marker}"]) + "\n").encode())
+            p.stdin.flush()
+        except BrokenPipeError:
+            self.close()
+            raise HarnessError("tc exited before a batch") from None
+        err = b""
+        deadline = time.monotonic() + timeout
+        while not err.endswith(end):
+            left = deadline - time.monotonic()
+            if left <= 0 or p.poll() is not None:
+                self.close()
+                raise HarnessError(f"tc stopped answering ({'exited' if left > 0 else 'timed out'}): "
+                                   f"{err.decode(errors='replace').strip()}")
+            if select.select([p.stderr], [], [], left)[0]:
+                err += os.read(p.stderr.fileno(), 65536)
+        text = err[:-len(end)].decode(errors="replace")
+        self.errors = text.replace(f'What is "{marker}"? Try "tc qdisc help".', "").strip()
+        return [int(m) - first + 1 for m in re.findall(r"Command failed -:(\d+)", text)]
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+        self.proc = None
+
+
+_tc = TcSession()
+
+
 def _clear_at_exit() -> None:
+    _tc.close()
     for dev in list(_shaped):
         subprocess.run(["tc", "qdisc", "del", "dev", dev, "root"], capture_output=True)
 
@@ -90,9 +157,6 @@ def shape(dev: str, per_qp: dict[int, tuple[int, int]], port_div: int) -> None:
                         f"{max(1, delay_ns // 1000)}us{rate}")
             cmds.append(f"filter add dev {dev} parent 1: protocol ip prio 1 u32 match u32 {qpn} 0x00ffffff at 32 "
                         f"flowid 1:{band}")
-    p = subprocess.run(["tc", "-force", "-batch", "-"], input="\n".join(cmds) + "\n", capture_output=True,
-                       text=True, timeout=60)
-    failed = [int(m) for m in re.findall(r"Command failed -:(\d+)", p.stderr)]
-    if any(n > 1 for n in failed):
-        raise HarnessError(f"tc shaping failed on {dev}: {p.stderr.strip()}")
+    if any(n > 1 for n in _tc.run(cmds)):
+        raise HarnessError(f"tc shaping failed on {dev}: {_tc.errors}")
     _shaped[dev] = want

@@ -35,6 +35,7 @@ if TYPE_CHECKING:
     from epfuzz.scenario import Scenario
 
 EPOCH_TIMEOUT_S = 20.0
+STALL_S = 4.0  # completions stop for this long: the run is stuck (VerbsRunner._wait)
 #: soft-RoCE under TCG, driven from Python, is orders of magnitude slower than an HCA: injected
 #: per-QP delays (ns in the scenario) are stretched by this, so 65,535 ns becomes 65 ms
 DELAY_SCALE = 1000
@@ -265,13 +266,19 @@ class VerbsRunner:
 
     def _wait(self, w: Wiring, ep: EpochRun, done: Callable[[], bool], what: str) -> None:
         """Wait for completions; rxe under a loaded TCG host now and then never completes a run
-        with long netem delays: that run says nothing (Unsupported, which a harness skips) and
-        the next one starts on fresh QPs (`run` discards these)."""
-        deadline = time.monotonic() + EPOCH_TIMEOUT_S
+        (in campaigns about once a minute, even unshaped): it says nothing (Unsupported, which a
+        harness skips), the next run gets fresh QPs (`run` discards these). Given up after STALL_S
+        with no completion (a slow run completes WRs steadily; each stuck epoch cost a campaign
+        20 s) or EPOCH_TIMEOUT_S in all."""
+        start = seen = time.monotonic()
+        progress = -1
         while not done():
-            if time.monotonic() > deadline:
-                raise Unsupported(f"backend verbs: {what} never saw its completions in {EPOCH_TIMEOUT_S:.0f} s: "
-                                  f"{sum(ep.posted) - sum(ep.completed)} sends and "
+            now = time.monotonic()
+            if sum(ep.completed) + sum(ep.received) != progress:
+                progress, seen = sum(ep.completed) + sum(ep.received), now
+            if now - seen > STALL_S or now - start > EPOCH_TIMEOUT_S:
+                raise Unsupported(f"backend verbs: {what} saw no completion for {now - seen:.0f} s "
+                                  f"({now - start:.0f} s in all): {sum(ep.posted) - sum(ep.completed)} sends and "
                                   f"{sum(map(len, ep.consumers)) - sum(ep.received)} receives outstanding; "
                                   "the run is inconclusive")
             if not self._reap_sends(w, ep) and not self._look(w, ep):

@@ -101,3 +101,17 @@ def test_a_maximal_scenario_runs_on_verbs_from_the_host():
     assert len(scn.to_json(indent=None)) > 2000
     out = get_backend("verbs").run(scn, get_protocol(scn.protocol), repeats=1)
     assert out.runs == 1 and out.violation is None, out.summary
+
+
+@_marked
+def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_path):
+    """`epfuzz fuzz --backend verbs` runs the campaign in the guest, in a run folder in the guest's
+    tmpfs that is copied to the host's at the end: the summary is read from that copy."""
+    from epfuzz.campaign import fuzz
+
+    run = tmp_path / "run"
+    s = fuzz("dispatch_any", 15, backend="verbs", run_dir=run, progress=False)
+    assert s.execs >= 98, s.render()  # every seed input, then mutations
+    assert s.harness_errors == 0, s.render()
+    assert len((run / "progress.csv").read_text().splitlines()) > 3
+    assert any((run / "corpus").iterdir()) and (run / "bugs.csv").exists()
