@@ -15,6 +15,7 @@ import pytest
 
 from epfuzz import codec
 from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.protocols.base import Layout
 from epfuzz.protocols.deep import DEEP_ZOO, GuardedReceiver
 from epfuzz.sampler import SamplerSearch, sample_schedule
 from epfuzz.scenario import Scenario
@@ -137,3 +138,37 @@ def test_deep_corner_explored_exhaustively(bad):
     fixed = f"{bad}_fixed"
     proof = explore(_corner(fixed, SMALL[bad]), get_protocol(fixed), max_states=400_000)
     assert proof.violation is None
+
+
+def _remainder(scn: Scenario, lay: Layout) -> bool:
+    iv = scn.signal.interval
+    return any(n > iv and n % iv for n in lay.tokens_in_channel)
+
+
+#: bad protocol -> its corner, as a predicate on a decoded scenario and its layout
+IN_CORNER = {
+    "deep_flag_write": lambda scn, lay: scn.chunking.tokens_per_wr == 1 and scn.chunking.splits_per_token > 1,
+    "deep_other_qp": lambda scn, lay: _remainder(scn, lay) and scn.topology.num_qps > 1,
+    "deep_imm_other_qp": lambda scn, lay: scn.topology.num_channels > scn.topology.num_qps > 1,
+    "deep_gdr": _remainder,
+}
+
+
+@pytest.mark.parametrize("bad", sorted(IN_CORNER))
+def test_deep_bad_differs_from_fixed_only_in_its_corner(bad):
+    """Depth comes from the corner: the bad sender posts the fixed sender's ops exactly when outside it
+    (deep_gdr: a host-path completion only inside it; outside, the missing flush cannot matter)."""
+    proto, fixed = get_protocol(bad), get_protocol(f"{bad}_fixed")
+    rng = random.Random(3)
+    seen = {True: 0, False: 0}
+    for _ in range(400):
+        scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), bad)
+        lay = proto.layout(scn)
+        inside = IN_CORNER[bad](scn, lay)
+        seen[inside] += 1
+        ops_bad = proto.sender(scn, lay, 0)
+        if bad == "deep_gdr":
+            assert inside == any(type(op).__name__ == "WriteImm" for prog in ops_bad for op in prog)
+        else:
+            assert (ops_bad != fixed.sender(scn.replace(protocol=fixed.name), lay, 0)) == inside
+    assert seen[True] and seen[False]
