@@ -6,10 +6,14 @@ topk_idx in the slot's last 16 bytes) for this epoch's stamp before it trusts a
 signal, and the slot has DeepEP's BF16 dispatch size (7168 bf16 hidden values
 and 64 metadata bytes: 14,400 bytes, four packets and 113 TLPs at MPS 128). A
 stale accept then needs the signal *and* the trailer to become visible before
-some middle part of the token -- two reorderings at once -- and, for most, a
-code path taken only in a rare corner of the configuration (a remainder batch,
-channels sharing fewer QPs, a counter field that wraps). The fixed forms close
-the corner the way the fixes did. Depth is measured, not assumed: bench/depth.py.
+some middle part of the token -- two reorderings at once -- and, for all but
+deep_ro_signal, a code path taken only in a rare corner of the configuration (a
+remainder batch whose interval does not divide the token count, a token posted in
+several WRs, channels outnumbering QPs, an empty channel): a path the real fix
+missed, as fixes often do. Outside its corner a bad sender posts exactly the fixed
+sender's ops, so the corner is one conjunct of the bug, not a magic constant. The
+fixed forms close the corner the way the fixes did. Depth is measured, not
+assumed: bench/depth.py.
 """
 
 from __future__ import annotations
