@@ -10,8 +10,9 @@ some middle part of the token -- two reorderings at once -- and, for all but
 deep_ro_signal, a code path taken only in a rare corner of the configuration (a
 remainder batch whose interval does not divide the token count, a token posted in
 several WRs, channels outnumbering QPs, an empty channel): a path the real fix
-missed, as fixes often do. Outside its corner a bad sender posts exactly the fixed
-sender's ops, so the corner is one conjunct of the bug, not a magic constant. The
+missed, as fixes often do. Outside its corner a bad form does what its fixed form
+does (tests/zoo/test_deep_zoo.py checks the senders of the four corner pairs), so
+the corner is one conjunct of the bug, not a magic constant. The
 fixed forms close the corner the way the fixes did. Depth is measured, not
 assumed: bench/depth.py.
 """
