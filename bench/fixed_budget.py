@@ -22,8 +22,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from epfuzz.protocols import ZOO  # noqa: E402
+from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 
-FIXED = [z[3] for z in ZOO] + ["write_imm_signal"]
+FIXED = [z[3] for z in ZOO] + ["write_imm_signal"] + [z[3] for z in DEEP_ZOO]
 
 
 def one(name: str, runs: int) -> tuple[str, int, float, bool]:

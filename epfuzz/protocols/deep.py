@@ -6,10 +6,15 @@ topk_idx in the slot's last 16 bytes) for this epoch's stamp before it trusts a
 signal, and the slot has DeepEP's BF16 dispatch size (7168 bf16 hidden values
 and 64 metadata bytes: 14,400 bytes, four packets and 113 TLPs at MPS 128). A
 stale accept then needs the signal *and* the trailer to become visible before
-some middle part of the token -- two reorderings at once -- and, for most, a
-code path taken only in a rare corner of the configuration (a remainder batch,
-channels sharing fewer QPs, a counter field that wraps). The fixed forms close
-the corner the way the fixes did. Depth is measured, not assumed: bench/depth.py.
+some middle part of the token -- two reorderings at once -- and, for all but
+deep_ro_signal, a code path taken only in a rare corner of the configuration (a
+remainder batch whose interval does not divide the token count, a token posted in
+several WRs, channels outnumbering QPs, an empty channel): a path the real fix
+missed, as fixes often do. Outside its corner a bad form does what its fixed form
+does (tests/zoo/test_deep_zoo.py checks the senders of the four corner pairs), so
+the corner is one conjunct of the bug, not a magic constant. The
+fixed forms close the corner the way the fixes did. Depth is measured, not
+assumed: bench/depth.py.
 """
 
 from __future__ import annotations
@@ -37,9 +42,10 @@ class GuardedReceiver(DispatchReceiver):
     """
 
     def __init__(self, scn: Scenario, lay: Layout, width: int = 0, shared: bool = False, wait_total: bool = False,
-                 epoch_base: bool = False) -> None:
+                 epoch_base: bool = False, with_cqes: bool = False) -> None:
         super().__init__(scn, lay, epoch_base=epoch_base)
-        self.watch = self.watch | {ops.DATA}
+        self.with_cqes = with_cqes  # a tail word and, for some batches, WRITE_WITH_IMM completions
+        self.watch = self.watch | {ops.DATA} | ({ops.CQ} if with_cqes else set())
         self.width = width
         self.shared = shared
         self.total = sum(lay.tokens_in_channel) if wait_total else 0
@@ -60,12 +66,25 @@ class GuardedReceiver(DispatchReceiver):
             if self.total:  # the fix: the word is complete only when every channel's count is in
                 return [(1, n)] if value >= self.total else [(0, 0)]
             return [(int(value >= n), min(value, n))]
+        if self.with_cqes:
+            return super()._observe(mem, c, epoch) + self._cqes(mem, c, epoch)
         if not self.width:
             return super()._observe(mem, c, epoch)
         word = mem.u64(ops.SIGNAL, c * 8)
         finish = (word >> self.width) & 1
         tail = self.lay.tokens_in_channel[c] if finish else word & ((1 << self.width) - 1)
         return [(finish, tail)]
+
+    def _cqes(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
+        """(finish, tail) of this epoch's WRITE_WITH_IMM completions of channel c not seen yet."""
+        seen = []
+        while (k := self.next_cqe[c]) < self.lay.max_signals:
+            valid, lo, _, _ = mem.u32x4(ops.CQ, (c * self.lay.max_signals + k) * 16)
+            if valid != epoch + 1:
+                break
+            seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
+            self.next_cqe[c] = k + 1
+        return seen
 
     def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
         lay = self.lay
@@ -76,7 +95,8 @@ class GuardedReceiver(DispatchReceiver):
         out: list[Consume] = []
         lay = self.lay
         # most wake-ups are data landings: re-read the signals only when their words changed
-        snap = mem.read(ops.SIGNAL, 0, 8 * lay.num_channels) if self.kind in ("faa", "write") else None
+        watched = self.kind in ("faa", "write") and not self.with_cqes
+        snap = mem.read(ops.SIGNAL, 0, 8 * lay.num_channels) if watched else None
         changed = snap is None or snap != self.snap
         self.snap = snap
         for c in range(lay.num_channels):
@@ -116,22 +136,42 @@ class GuardedDispatch(DispatchProtocol):
     1 + c % (Q - 1) and the signal on QP (1 + c) % Q, which is the data QP only while
     Q > C (DeepEP asks for num_sms * 16 + 1 QPs; with fewer, channels share them).
     `width`: the signal packs the tail into `width` bits with finish right above.
+    `split_flag`: a channel whose tokens are each posted in several WRs (tokens_per_wr 1,
+    splits > 1) raises its tail by an RDMA WRITE of pack2(finish, tail); whole-token WRs
+    keep the fetch-and-add (a fix applied to the common path only).
+    `epilogue_qp`: the remainder batch (as `remainder_flag`) is signalled after the loop
+    by the gpu_barrier path -- a flush, then the signal on the next QP; in-loop batches
+    signal on the data QP.
+    `remainder_imm`: the remainder batch is completed by a zero-length WRITE_WITH_IMM
+    (its CQE in host memory) instead of the fetch-and-add on the GPU-memory tail word.
+    `cq_qp`: data WRs go round-robin (QP c % Q); "blocked" posts the completion on the
+    QP of the proxy that owns a block of channels (QP c // ceil(C / Q)): the same QP
+    while every channel has its own, another QP once channels outnumber QPs; "data"
+    posts it on the data QP.
     """
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str, sources: tuple[str, ...] = (),
                  *, remainder_flag: bool = False, notify_qp: bool = False, signal_on_data_qp: bool = False,
-                 width: int = 0, wait_total: bool = False, epoch_base: bool = False, **options: Any) -> None:
+                 width: int = 0, wait_total: bool = False, epoch_base: bool = False, split_flag: bool = False,
+                 epilogue_qp: bool = False, remainder_imm: bool = False, cq_qp: str = "", **options: Any) -> None:
         opts = {"width": width, "shared": bool(options.get("shared_word")), "wait_total": wait_total,
-                "epoch_base": epoch_base}
+                "epoch_base": epoch_base, "with_cqes": remainder_imm}
         super().__init__(name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver, receiver_opts=opts,
                          **options)
         self.remainder_flag = remainder_flag
+        self.remainder_imm = remainder_imm
         self.notify_qp = notify_qp
         self.signal_on_data_qp = signal_on_data_qp
         self.width = width
+        self.split_flag = split_flag
+        self.epilogue_qp = epilogue_qp
+        self.cq_qp = cq_qp
 
     def _qps(self, scn: Scenario, c: int) -> tuple[int, int]:
         nq = scn.topology.num_qps
+        if self.cq_qp:
+            blocked = c // -(-scn.topology.num_channels // nq)
+            return c % nq, (blocked if self.cq_qp == "blocked" else c % nq)
         if not self.notify_qp:
             qp = scn.qp_of_channel(c)
             return qp, ((qp + 1) % nq if scn.signal.other_qp else qp)
@@ -154,17 +194,28 @@ class GuardedDispatch(DispatchProtocol):
                 if last_piece and (done - signaled >= interval or done == n):
                     if self.flush_before_signal:
                         prog.append(ops.Flush(dqp))
-                    prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                    qp = (dqp + 1) % scn.topology.num_qps if self._remainder(scn, done, n) and self.epilogue_qp else sqp
+                    prog.append(self._signal(scn, c, qp, signaled, done, n, k, epoch))
                     signaled, k = done, k + 1
             if n == 0:
                 prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
             programs.append(prog)
         return programs
 
-    def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
+    @staticmethod
+    def _remainder(scn: Scenario, tail: int, n: int) -> bool:
+        """The signal of a channel's last, partial batch (a loop epilogue)."""
         interval = scn.signal.interval
-        if self.remainder_flag and tail == n and n > interval and n % interval:
+        return not scn.signal.at_end_only and tail == n and n > interval and n % interval > 0
+
+    def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
+        if self.remainder_flag and self._remainder(scn, tail, n):
             return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(FINISH, n))
+        if self.remainder_imm and self._remainder(scn, tail, n):  # the one CQE of the call: the whole tail
+            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(c << 24) | (n << 1) | FINISH, cq_slot=0)
+        ch = scn.chunking
+        if self.split_flag and ch.tokens_per_wr == 1 and ch.splits_per_token > 1:
+            return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(FINISH if tail == n else 0, tail))
         if self.width:
             finish = FINISH if tail == n else 0
             return ops.AtomicAdd(qp, ops.SIGNAL, c * 8, (finish << self.width) + tail - old)
@@ -208,10 +259,11 @@ _PAIRS = (
         "partial batch (more than 6 tokens, not a multiple of 6) is finished by an RDMA WRITE of pack2(1, n), "
         "whose RO MemWr may pass the data (A2b)", "every batch finished by the fetch-and-add",
         {**_RO_RMW, "signal.interval": 6}, _P2, {"remainder_flag": True}, {})),
-    (2, "flag written with RDMA WRITE after the data", _pair(
-        "deep_flag_write", "tail raised by an RDMA WRITE of pack2(finish, tail) on an RO window, trailer-checking "
-        "receiver: flag and trailer must both pass a middle TLP", "tail raised by the fetch-and-add (mode 0)",
-        {**_RO_RMW, "signal.kind": "write"}, _P2, {}, {}, dict(_RO_RMW))),
+    (2, "flag WRITE left on the split-token path", _pair(
+        "deep_flag_write", "RO window, PCI atomic mode 0: the tail is raised by the fetch-and-add (458cdcb), "
+        "except on the path that posts each token in several WRs (tokens_per_wr 1, splits > 1), which kept the "
+        "RDMA WRITE of pack2(finish, tail): flag and trailer must both pass a middle TLP of a split token",
+        "every path raises the tail by the fetch-and-add", dict(_RO_RMW), _P2, {"split_flag": True}, {})),
     (4, "signal on the notify QP when QPs are fewer than channels", _pair(
         "deep_notify_qp", "mode-4 atomics on an o9-20 HCA; QP 0 reserved for notifications; data of channel c "
         "on QP 1 + c % (Q-1), its signal on "
@@ -219,21 +271,25 @@ _PAIRS = (
         "the signal on the channel's data QP", dict(_RO_O920), _P4,
         {"notify_qp": True, "flush_before_signal": True},
         {"notify_qp": True, "signal_on_data_qp": True, "flush_before_signal": True})),
-    (4, "fetch-and-add signal on another QP after a local flush", _pair(
-        "deep_other_qp", "the signal on the next QP after a flush (local completion only), RO window, o9-20 HCA, "
-        "trailer-checking receiver", "the signal on the data QP", {**_RO_O920, "signal.other_qp": True}, _P4,
-        {"flush_before_signal": True}, {"flush_before_signal": True}, {**_RO_O920, "signal.other_qp": False})),
-    (4, "WRITE_WITH_IMM completion on another QP", _pair(
-        "deep_imm_other_qp", "a flush, then a zero-length WRITE_WITH_IMM on the next QP as the completion, RO window, "
-        "trailer-checking receiver: its CQE is unordered with the data QP (xQP)",
-        "the WRITE_WITH_IMM on the data QP, whose CQE follows the data (A2a)",
-        {**_IMM, "signal.other_qp": True}, _P4, {"flush_before_signal": True}, {"flush_before_signal": True},
-        {**_IMM, "signal.other_qp": False})),
-    (9, "WRITE_WITH_IMM completion on the host path, data on the GPU path", _pair(
-        "deep_gdr", "WRITE_WITH_IMM completion (host memory) trusted with a trailer check of the GPU-memory slot, "
-        "no flush: the CQE (path) and the RO trailer (A2b) both pass a middle TLP", "a flush read before use",
-        {**_IMM, "signal.other_qp": False}, _P9, {"targets": _GDR_TARGETS},
-        {"targets": _GDR_TARGETS, "flush_on_accept": True})),
+    (4, "remainder batch signalled on another QP after a local flush", _pair(
+        "deep_other_qp", "o9-20 HCA, RO window: full batches are signalled on the data QP; a channel's last, partial "
+        "batch (the signal interval does not divide its token count) is signalled after the loop by the gpu_barrier "
+        "path -- a flush (local completion only), then the fetch-and-add on the next QP (xQP)",
+        "the epilogue signal on the data QP after the flush", {**_RO_O920, "signal.other_qp": False}, _P4,
+        {"flush_before_signal": True, "epilogue_qp": True}, {"flush_before_signal": True})),
+    (4, "WRITE_WITH_IMM completion on the block owner's QP", _pair(
+        "deep_imm_other_qp", "data WRs round-robin over the QPs (c % Q), the zero-length WRITE_WITH_IMM completion "
+        "after a flush on the QP of the proxy owning a block of channels (c // ceil(C / Q)): another QP, unordered "
+        "with the data (xQP), only when channels outnumber QPs (DeepEP #700, mori #625: geometry-dependent indexing)",
+        "the completion on the data QP (A2a)", {**_IMM, "signal.other_qp": False}, (*_P4, "mori #625"),
+        {"flush_before_signal": True, "cq_qp": "blocked"}, {"flush_before_signal": True, "cq_qp": "data"})),
+    (9, "remainder batch completed through the host path, data on the GPU path", _pair(
+        "deep_gdr", "full batches raise the GPU-memory tail word by the fetch-and-add (mode 0, ordered with the data); "
+        "a channel's last, partial batch is completed by a WRITE_WITH_IMM whose CQE lands in host memory and is "
+        "trusted with the trailer check, no flush: the CQE (another PCIe path) and the RO trailer (A2b) both pass a "
+        "middle TLP", "a flush read before use (NCCL's ncclIbIflush)", dict(_RO_RMW), (*_P9, "NCCL #1688"),
+        {"targets": _GDR_TARGETS, "remainder_imm": True},
+        {"targets": _GDR_TARGETS, "remainder_imm": True, "flush_on_accept": True})),
     (7, "signal-word reset racing an empty channel's signal", _pair(
         "deep_reset_race", "the receiver zeroes its tail words with a plain store after a call, with no barrier: "
         "only a channel with no tokens signals so early in the next call that the reset can land after it (hang)",
