@@ -31,11 +31,12 @@ from epfuzz.mutator import byte_edit, field_bounds
 from epfuzz.protocols.base import Protocol
 from epfuzz.sampler import sample_schedule
 from epfuzz.scenario import Scenario
-from epfuzz.sim.engine import SimRun, simulate
+from epfuzz.sim.engine import SimRun, build, simulate
 
 MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
 REWEIGH = 32           # executions between recomputations of the energies
+BASES = 256            # configurations whose unscheduled run is kept for the sampler
 #: (move, weight). "fresh" is random bytes as the random baseline draws them; "fresh+pct" gives them a
 #: sampled schedule; "extend" adds 1-2 change points to a kept schedule, "resample" replaces it, "shift" nudges
 #: one overtake; "field"/"suffix"/"bytes" change the configuration (epfuzz.mutator's moves), "shrink" sets one
@@ -87,7 +88,8 @@ class Greybox:
         self.hits: dict[Feature, int] = {}      # feature -> runs that showed it
         self._cache: dict[str, tuple[list[int], list[float]]] = {}
         self._weights_at: int | None = None
-        self._sized = 0
+        self._near_added = False                 # a near miss was kept since the energies were computed
+        self._bases: dict[Scenario, SimRun] = {}   # a configuration's run without a schedule, for the sampler
         self.execs = 0
         self._names = [m for m, _ in MOVES]
         self._weights = [w for _, w in MOVES]
@@ -107,6 +109,7 @@ class Greybox:
         self.seen |= fresh
         idx = len(self.corpus)
         self.corpus.append(Entry(data, frozenset(feats), _slack(feats), near=_near(feats), units=units))
+        self._near_added = self._near_added or self.corpus[-1].near
         for k in feats:
             if k not in self.top or units < self.corpus[self.top[k]].units:
                 self.top[k] = idx
@@ -130,15 +133,15 @@ class Greybox:
         half-made race is not drowned by the many inputs that are new in some unrelated way) 3 times
         in 10, from the favoured ones (cheapest holder of some feature) 5 in 10, else from all.
 
-        Energies are recomputed every REWEIGH executions, not per pick: with hundreds of entries the
-        rarity sums would cost more than a run of the emulator."""
-        if self._weights_at is None or self.execs - self._weights_at >= REWEIGH or len(self.corpus) != self._sized:
+        Energies are recomputed every REWEIGH executions, or at once when a near miss was kept, not per
+        pick: with hundreds of entries the rarity sums would cost more than a run of the emulator."""
+        if self._weights_at is None or self.execs - self._weights_at >= REWEIGH or self._near_added:
             holders = {i for _, i in self.slots.values()}
             pools = {"near": [i for i, e in enumerate(self.corpus) if e.near],
                      "fav": sorted(set(self.top.values())), "all": list(range(len(self.corpus)))}
             self._cache = {name: (pool, [self._energy(i, self.corpus[i], holders) for i in pool])
                            for name, pool in pools.items()}
-            self._weights_at, self._sized = self.execs, len(self.corpus)
+            self._weights_at, self._near_added = self.execs, False
         r = self.rng.random()
         name = "near" if r < 0.3 and self._cache["near"][0] else ("fav" if r < 0.8 else "all")
         pool, weights = self._cache[name]
@@ -155,7 +158,13 @@ class Greybox:
         keep = scn.schedule if move == "extend" else ()
         keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
         depth = self.rng.randint(1, 2) if move == "extend" else None
-        sched = sample_schedule(scn, self.proto, self.rng, depth=depth, keep=keep, focus=True)
+        config = scn.replace(schedule=())
+        base = self._bases.get(config)
+        if base is None:
+            if len(self._bases) >= BASES:
+                self._bases.clear()
+            base = self._bases[config] = build(config, self.proto)
+        sched = sample_schedule(scn, self.proto, self.rng, depth=depth, keep=keep, focus=True, base=base)
         return codec.encode(scn.replace(schedule=sched))
 
     def _shift(self, data: bytes) -> bytes:

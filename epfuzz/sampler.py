@@ -90,14 +90,15 @@ def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]
 
 
 def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: int | None = None,
-                    keep: Sequence[Overtake] = (), focus: bool = False) -> tuple[Overtake, ...]:
+                    keep: Sequence[Overtake] = (), focus: bool = False, base: Any = None) -> tuple[Overtake, ...]:
     """d change points (1..MAX_DEPTH) over the scenario's arrival order, after the overtakes in `keep`.
 
     With `keep` (a kept input's schedule) this is a PCT move that adds to what came close
     instead of starting over: a depth-2 bug whose first reordering an input already makes
-    needs one more change point, not two.
+    needs one more change point, not two. `base`: the scenario's run without a schedule, if the
+    caller keeps one (the guided loop mutates the same configuration many times).
     """
-    run = build(scn.replace(schedule=()), proto)
+    run = base if base is not None else build(scn.replace(schedule=()), proto)
     d = depth or rng.randint(1, MAX_DEPTH)
     moves: dict[str, list[tuple[int, int]]] = {"pcie": [], "net": []}
     for o in keep:
