@@ -140,8 +140,7 @@ def one_trial(kind: str, name: str, seed: int, budget: float, instrument: str) -
 
 
 def bugs(which: str) -> list[str]:
-    from epfuzz.protocols.zoo import ZOO
-
+    from epfuzz.protocols import ZOO
     from epfuzz.protocols.deep import DEEP_ZOO
 
     deep = [z[2] for z in DEEP_ZOO]
