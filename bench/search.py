@@ -4,14 +4,20 @@
     python bench/search.py [--budget S] [--trials N] [--jobs J] [--set deep|zoo|all] [NAME ...]
 
 Fuzzers, each from nothing (no seed corpus) with its trial number as the seed:
-- `guided`: the harness under libFuzzer with semantic feedback and the schedule
-  sampler as a mutator move (EPFUZZ_FEEDBACK=1), instrumenting as `--instrument`
-  says (default: the decoder and the harness, not the emulator; see README);
+- `guided`: `epfuzz fuzz --engine guided`'s in-process greybox loop (epfuzz.greybox:
+  semantic features as feedback, the schedule sampler as its main move, a share of
+  fresh random inputs);
+- `libfuzzer+feedback`: the harness under libFuzzer with the same semantic features
+  as extra counters and the sampler as a mutator move (EPFUZZ_FEEDBACK=1),
+  instrumenting as `--instrument` says (default: the decoder and the harness);
+  not in the default set (slow to start, and slower than `guided` everywhere);
 - `libfuzzer`: today's harness (line coverage of every epfuzz module, no
   semantic features, no sampler move);
 - `random`: random bytes through the same decoder, in-process (bench/run.py's);
 - `sampler`: a random configuration with a PCT-style schedule (epfuzz.sampler).
-Every trial is a subprocess with a wall-clock budget; seconds include start-up.
+Every trial is a subprocess with a wall-clock budget. In-process fuzzers
+(guided, random, sampler) start their clock after the imports; libFuzzer's
+seconds include its start-up (2-3 s), as a user of it waits for it.
 Writes bench/search.json and bench/search.md (figures, not assertions).
 """
 
@@ -38,7 +44,9 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import stats  # noqa: E402
 
-FUZZERS = ("guided", "libfuzzer", "random", "sampler")
+FUZZERS = ("guided", "libfuzzer+feedback", "libfuzzer", "random", "sampler")
+DEFAULT_FUZZERS = ("guided", "libfuzzer", "random", "sampler")
+IN_PROCESS = ("guided", "random", "sampler")
 STAT = re.compile(r"stat::number_of_executed_units:\s+(\d+)")
 #: the emulator, protocols, oracle and the feedback itself: atheris' exclude list takes exact module names
 EMULATOR = ("epfuzz.sim", "epfuzz.protocols", "epfuzz.backends", "epfuzz.oracle", "epfuzz.payload",
@@ -66,8 +74,9 @@ main({protocol!r}, sys.argv)
 
 
 def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]:
-    """random or sampler: executions until the first finding, within `budget` seconds."""
+    """guided, random or sampler: executions until the first finding, within `budget` seconds."""
     from epfuzz import codec
+    from epfuzz.greybox import Greybox
     from epfuzz.protocols import get_protocol
     from epfuzz.sampler import SamplerSearch
     from epfuzz.sim.engine import simulate
@@ -75,12 +84,17 @@ def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]
     proto = get_protocol(name)
     rng = random.Random(seed)
     sampler = SamplerSearch(name, proto, seed) if kind == "sampler" else None
+    loop = Greybox(name, proto, seed) if kind == "guided" else None
     t0 = time.perf_counter()
     n = 0
     while time.perf_counter() - t0 < budget:
         n += 1
-        scn = sampler.next_scenario() if sampler else codec.decode(rng.randbytes(rng.randrange(0, 129)), name)
-        if simulate(scn, proto).violation is not None:
+        if loop is not None:
+            bad = loop.step().run.violation is not None
+        else:
+            scn = sampler.next_scenario() if sampler else codec.decode(rng.randbytes(rng.randrange(0, 129)), name)
+            bad = simulate(scn, proto).violation is not None
+        if bad:
             return {"execs": n, "seconds": time.perf_counter() - t0, "found": True}
     return {"execs": n, "seconds": budget, "found": False}
 
@@ -90,7 +104,7 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -
         work = Path(tmp) / "work"
         work.mkdir()
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        if kind == "guided":
+        if kind == "libfuzzer+feedback":
             script = Path(tmp) / f"{name}_guided.py"
             script.write_text(DRIVER.format(instrument=INSTRUMENT[instrument](), protocol=name))
             env["EPFUZZ_FEEDBACK"] = "1"
@@ -113,21 +127,20 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -
 
 
 def one_trial(kind: str, name: str, seed: int, budget: float, instrument: str) -> dict[str, Any]:
-    if kind in ("random", "sampler"):
+    if kind in IN_PROCESS:
         p = subprocess.run([sys.executable, __file__, "--one", kind, name, str(seed), str(budget)],
                            capture_output=True, text=True, timeout=budget + 120)
         r = json.loads(p.stdout.strip().splitlines()[-1])
     else:
         r = libfuzzer(kind, name, seed, budget, instrument)
     r.update(fuzzer=kind, bug=name, seed=seed)
-    print(f"  {kind:9} {name} seed {seed}: {'found' if r['found'] else 'none'} after {r['execs']} execs, "
+    print(f"  {kind:18} {name} seed {seed}: {'found' if r['found'] else 'none'} after {r['execs']} execs, "
           f"{r['seconds']:.1f} s", flush=True)
     return r
 
 
 def bugs(which: str) -> list[str]:
-    from epfuzz.protocols.zoo import ZOO
-
+    from epfuzz.protocols import ZOO
     from epfuzz.protocols.deep import DEEP_ZOO
 
     deep = [z[2] for z in DEEP_ZOO]
@@ -155,7 +168,8 @@ def summarize(trials: list[dict[str, Any]], budget: float) -> dict[str, Any]:
 def render(res: dict[str, Any]) -> str:
     c = res["config"]
     lines = [f"Search benchmark, {res['date']}, {res['machine']}: {c['trials']} trials per (bug, fuzzer), "
-             f"{c['budget']} s each, {c['jobs']} at a time, guided instrumentation `{c['instrument']}`.", "",
+             f"{c['budget']} s each, {c['jobs']} at a time, libfuzzer+feedback instrumentation `{c['instrument']}`."
+             + (f" {c['note']}" if c.get("note") else ""), "",
              "Median executions and seconds to the bug (censored trials count as the budget: `>`), Kaplan-Meier "
              "RMST in seconds, Mann-Whitney U p and Vargha-Delaney A12 of seconds against random "
              "(A12 > 0.5: faster than random).", "",
@@ -181,18 +195,30 @@ def main() -> int:
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--set", default="all", choices=("deep", "zoo", "all"))
-    ap.add_argument("--fuzzers", default=",".join(FUZZERS))
+    ap.add_argument("--fuzzers", default=",".join(DEFAULT_FUZZERS), help=f"comma-separated, of {', '.join(FUZZERS)}")
     ap.add_argument("--instrument", default="nosim", choices=sorted(INSTRUMENT))
     ap.add_argument("--out", default=str(ROOT / "bench" / "search"))
+    ap.add_argument("--note", default="", help="a sentence for the table's header (where and how it ran)")
+    ap.add_argument("--merge", nargs="+", metavar="JSON",
+                    help="no trials: summarize the trials of these result files together (one run split in parts)")
     a = ap.parse_args()
     names = a.names or bugs(a.set)
     kinds = a.fuzzers.split(",")
-    jobs = [(k, n, s) for s in range(1, a.trials + 1) for n in names for k in kinds]
-    with ThreadPoolExecutor(a.jobs) as pool:
-        trials = list(pool.map(lambda j: one_trial(*j, a.budget, a.instrument), jobs))
-    res = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} python {platform.python_version()}, "
-           f"{os.cpu_count()} cores", "config": {"budget": a.budget, "trials": a.trials, "jobs": a.jobs,
-                                                 "instrument": a.instrument, "fuzzers": kinds},
+    if a.merge:
+        parts = [json.loads(Path(f).read_text()) for f in a.merge]
+        trials = [t for part in parts for t in part["trials"]]
+        kinds = sorted({t["fuzzer"] for t in trials}, key=FUZZERS.index)
+        machine, a.jobs = parts[0]["machine"], parts[0]["config"]["jobs"]
+        a.trials = max(sum(1 for t in trials if (t["bug"], t["fuzzer"]) == key)
+                       for key in {(t["bug"], t["fuzzer"]) for t in trials})
+    else:
+        jobs = [(k, n, s) for s in range(1, a.trials + 1) for n in names for k in kinds]
+        with ThreadPoolExecutor(a.jobs) as pool:
+            trials = list(pool.map(lambda j: one_trial(*j, a.budget, a.instrument), jobs))
+        machine = f"{platform.machine()} python {platform.python_version()}, {os.cpu_count()} cores"
+    res = {"date": time.strftime("%Y-%m-%d"), "machine": machine,
+           "config": {"budget": a.budget, "trials": a.trials, "jobs": a.jobs, "instrument": a.instrument,
+                      "fuzzers": kinds, "note": a.note},
            "summary": summarize(trials, a.budget), "trials": trials}
     Path(a.out + ".json").write_text(json.dumps(res, indent=1) + "\n")
     Path(a.out + ".md").write_text(render(res))

@@ -135,14 +135,31 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     get_backend(a.backend)  # fail at once if it cannot run here
     if a.preset not in PRESETS:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
-    s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
-             run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
+    if a.engine == "guided":
+        s = _fuzz_guided(a)
+    else:
+        s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
+                 run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
     if s.interrupted:
         return 128 + s.interrupted
     if s.harness_errors:
         return EXIT_HARNESS
     return EXIT_FINDING if s.findings else EXIT_CLEAN
+
+
+def _fuzz_guided(a: argparse.Namespace) -> object:
+    from epfuzz.campaign_guided import fuzz_guided
+
+    if a.backend != "sim":
+        raise InputError(f"--engine guided drives the sim backend only (its feedback is the emulator's trace), "
+                         f"not {a.backend}; use --engine libfuzzer")
+    if a.jobs != 1 or a.libfuzzer:
+        raise InputError("--engine guided is one in-process job with no libFuzzer flags (--jobs 1, nothing after --)")
+    if not a.harness and not a.protocol:
+        raise InputError("name a harness or give --protocol module:Attr")
+    return fuzz_guided(a.harness, a.time, preset=a.preset, run_dir=Path(a.run_dir) if a.run_dir else None,
+                       seed=a.seed, protocol=a.protocol)
 
 
 def cmd_explore(a: argparse.Namespace) -> int:

@@ -62,7 +62,11 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="where each input runs: sim (default), verbs (in the soft-RoCE guest here), cuda")
     fz.add_argument("--preset", default="spec",
                     help=f"platform preset: which NIC/fabric knobs are pinned ({', '.join(PRESETS)}; default spec)")
-    fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job)")
+    fz.add_argument("--engine", default="libfuzzer", choices=("libfuzzer", "guided"),
+                    help="libfuzzer (default): the atheris harness, one process per job; guided: the in-process "
+                         "greybox loop with semantic feedback and the schedule sampler (sim backend, one job; "
+                         "much faster on deep bugs, see README 'Deep bugs and search')")
+    fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job); guided: its RNG seed")
     fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
     fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
 

@@ -4,9 +4,11 @@ Line coverage of the emulator saturates within seconds (every branch of the
 adversary and the responder runs on the first few inputs), after which a new
 ordering looks like an old one. These features name what an ordering *did*:
 
-(a) reorder pairs: (later TLP/packet class, earlier class, rule cell, region pair)
-    for every inversion the adversary made; a data TLP that ends a slot (where the
-    trailer lives) is its own class, so "trailer passed a middle TLP" is a feature;
+(a) reorder pairs: (later TLP/packet class, earlier class, rule cell, region pair,
+    same bytes or not) for every inversion the adversary made; a data TLP that ends a
+    slot (where the trailer lives) is its own class, so "trailer passed a middle TLP"
+    is a feature, and "a signal passed a store to the same word" (whose value then
+    stays, RFF's write-order half) is another;
 (b) reads-from: for each accepted range, whether the receiver read this epoch's
     bytes, an earlier epoch's, poison, or a mix;
 (c) slack: the signed distance, in TLPs made visible, between the last landing of
@@ -14,7 +16,13 @@ ordering looks like an old one. These features name what an ordering *did*:
     bucketed by log2; only the run's minimum per phase is emitted (IJON's max idea,
     turned round), so an input that comes closer to a stale accept is kept;
 (d) protocol state: each channel's progress (none, part, all of its slots accepted)
-    before and after each accepting poll, per epoch.
+    before and after each accepting poll, per epoch;
+(e) shape waypoints (FuzzFactory's idea): which kinds of work request each channel
+    posts on its data QP or on another, whether a channel has no tokens, how many
+    epochs ran. They hold no ordering, but they mark the rare corners of the
+    configuration where deep bugs live (a remainder batch finished by a flag, a
+    signal on a shared QP, an empty channel in a later call), so the in-process
+    loop (epfuzz.greybox) keeps such a configuration and spends schedules on it.
 
 `features(run)` is pure (tested without atheris). `Counters` maps feature keys onto
 a block of atheris' 8-bit counters, reserved before `atheris.Setup` and bumped with
@@ -48,9 +56,15 @@ def _tlp_class(t: Any, token_bytes: int) -> str:
     return f"{name}/{t.attrs.type.name}{'/RO' if t.attrs.ro else ''}"
 
 
+def _overlap(a: Any, b: Any) -> bool:
+    """The two TLPs touch the same bytes: which one's value stays is decided by the reordering
+    (a reset store passed by a signal, a flag passed by the word it guards)."""
+    return a.region == b.region and a.off < b.off + max(b.length, 1) and b.off < a.off + max(a.length, 1)
+
+
 def reorder_pairs(run: SimRun) -> set[Feature]:
     tb = run.layout.token_bytes
-    out: set[Feature] = {("ro", _tlp_class(a, tb), _tlp_class(b, tb), rule, a.region, b.region)
+    out: set[Feature] = {("ro", _tlp_class(a, tb), _tlp_class(b, tb), rule, a.region, b.region, _overlap(a, b))
                          for a, b, rule in run.tlp_inversions}
     out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in run.packet_inversions}
     return out
@@ -118,8 +132,23 @@ def _progress(k: int, n: int) -> int:
     return 0 if k == 0 else (2 if k >= n else 1)
 
 
+def shape_features(run: SimRun) -> set[Feature]:
+    """(e) configuration waypoints: work-request kinds per QP relation, empty channels, epochs."""
+    data_qps: dict[int, set[int]] = {}
+    for w in run.wrs:
+        if getattr(w.op, "region", None) == ops.DATA:
+            data_qps.setdefault(w.channel, set()).add(w.qp)
+    out: set[Feature] = {("wr", type(w.op).__name__, getattr(w.op, "region", "-"),
+                          "data-qp" if w.qp in data_qps.get(w.channel, ()) else "other-qp") for w in run.wrs}
+    epochs = min(max((w.epoch for w in run.wrs), default=0), 3)
+    out.add(("epochs", epochs))
+    if 0 in run.layout.tokens_in_channel:
+        out.add(("empty-channel", epochs))
+    return out
+
+
 def features(run: SimRun) -> set[Feature]:
-    return reorder_pairs(run) | accept_features(run)
+    return reorder_pairs(run) | accept_features(run) | shape_features(run)
 
 
 def feature_index(key: Feature) -> int:

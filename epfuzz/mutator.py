@@ -48,7 +48,7 @@ def byte_edit(data: bytes, max_size: int, rng: random.Random) -> bytes:
     return bytes(b[:max_size])
 
 
-def _field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list[int]:
+def field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list[int]:
     """Byte offsets at which each draw of the decoder starts."""
     starts: list[int] = []
 
@@ -77,7 +77,7 @@ def make_mutator(decode: Callable[[ChoiceReader], object],
             return byte_edit(data, max_size, rng)
         if move == "fresh":
             return rng.randbytes(rng.randrange(1, min(max_size, 128) + 1))
-        starts = _field_bounds(data, decode)
+        starts = field_bounds(data, decode)
         if not starts:
             return rng.randbytes(rng.randrange(1, min(max_size, 128) + 1))
         i = rng.randrange(len(starts))

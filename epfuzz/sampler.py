@@ -23,11 +23,12 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from epfuzz import codec
+from epfuzz import codec, ops
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.adversary import apply_overtakes
 from epfuzz.sim.engine import NET_WINDOW, build
+from epfuzz.sim.packets import TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 
 MAX_DEPTH = 3
@@ -52,28 +53,62 @@ def _pick_unit(ev: Any, rng: random.Random) -> int:
     return ev.seq + rng.randrange(ev.n)
 
 
-def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: int | None = None
-                    ) -> tuple[Overtake, ...]:
-    """d change points (1..MAX_DEPTH) over the scenario's arrival order."""
-    run = build(scn.replace(schedule=()), proto)
-    d = depth or rng.randint(1, MAX_DEPTH)
+def _marked(run: Any) -> list[Any]:
+    """TLP runs a write-then-signal protocol hinges on: every non-data TLP (a signal, an atomic, a
+    CQE) and every data run that ends a slot (the trailer's bytes)."""
+    tb = run.layout.token_bytes
+    return [t for t in run.tlps if t.action != TlpAction.COPY
+            or (t.region == ops.DATA and tb and (t.off + t.length) % tb == 0)]
+
+
+def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]]], rng: random.Random,
+                  focus: bool = False) -> Overtake | None:
+    """One change point over the order that `moves` (the schedule so far, per stage) already made.
+
+    `focus` (the guided loop's move): half the time the event is one of the `_marked` runs and the
+    unit its last one, so a signal or a trailer is one draw in tens, not in hundreds.
+    """
     net = scn.knobs.adaptive_routing and len(run.packets) > 1
-    moves: dict[str, list[tuple[int, int]]] = {"pcie": [], "net": []}
-    out: list[Overtake] = []
-    for _ in range(d):
-        stage = "net" if net and rng.random() < 0.5 else "pcie"
-        events = run.packets if stage == "net" else run.tlps
-        if not events:
-            break
+    stage = "net" if net and rng.random() < 0.5 else "pcie"
+    events = run.packets if stage == "net" else run.tlps
+    if not events:
+        return None
+    marked = _marked(run) if focus and stage == "pcie" and rng.random() < 0.5 else []
+    if marked:
+        ev = rng.choice(marked)
+        unit = ev.seq + ev.n - 1
+    else:
         unit = _pick_unit(rng.choice(events), rng)
-        if stage == "net":
-            order, _ = apply_overtakes(events, moves["net"], packet_pass_rule(True), NET_WINDOW)
-        else:
-            order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), scn.knobs.reorder_window)
-        index = _position(order, unit)
-        distance = min(64, 1 << rng.randrange(7)) if rng.random() < 0.5 else rng.randint(1, 64)
-        moves[stage].append((index, distance))
-        out.append(Overtake(stage, index, distance))
+    if stage == "net":
+        order, _ = apply_overtakes(events, moves["net"], packet_pass_rule(True), NET_WINDOW)
+    else:
+        order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), scn.knobs.reorder_window)
+    index = _position(order, unit)
+    distance = min(64, 1 << rng.randrange(7)) if rng.random() < 0.5 else rng.randint(1, 64)
+    moves[stage].append((index, distance))
+    return Overtake(stage, index, distance)
+
+
+def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: int | None = None,
+                    keep: Sequence[Overtake] = (), focus: bool = False, base: Any = None) -> tuple[Overtake, ...]:
+    """d change points (1..MAX_DEPTH) over the scenario's arrival order, after the overtakes in `keep`.
+
+    With `keep` (a kept input's schedule) this is a PCT move that adds to what came close
+    instead of starting over: a depth-2 bug whose first reordering an input already makes
+    needs one more change point, not two. `base`: the scenario's run without a schedule, if the
+    caller keeps one (the guided loop mutates the same configuration many times).
+    """
+    run = base if base is not None else build(scn.replace(schedule=()), proto)
+    d = depth or rng.randint(1, MAX_DEPTH)
+    moves: dict[str, list[tuple[int, int]]] = {"pcie": [], "net": []}
+    for o in keep:
+        moves.setdefault(o.stage, []).append((o.index, o.distance))
+    out: list[Overtake] = list(keep)
+    for _ in range(d):
+        o = _change_point(run, scn, moves, rng, focus)
+        if o is None:
+            break
+        out.append(o)
     return tuple(out)
 
 

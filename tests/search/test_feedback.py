@@ -96,3 +96,28 @@ def test_semantic_features_raise_libfuzzer_coverage(tmp_path):
     on_cov, on_ft = _coverage(tmp_path, "on")
     assert on_cov >= off_cov + 16, (off_cov, on_cov)
     assert on_ft >= off_ft + 16, (off_ft, on_ft)
+
+
+def test_shape_waypoints_mark_the_remainder_corner():
+    """A channel's partial last batch (7 tokens, interval 6) is finished by a WRITE flag: a new waypoint."""
+    base = {"protocol": "deep_remainder_flag", "topology": {"num_channels": 1}}
+    corner = _run({**base, "payload": {"num_tokens": 7}})
+    plain = _run({**base, "payload": {"num_tokens": 6}})
+    flag = ("wr", "WriteValue", "signal", "data-qp")
+    assert flag in features(corner) and flag not in features(plain)
+    assert ("epochs", 0) in features(plain)
+
+
+def test_a_signal_passing_the_reset_of_its_own_word_is_a_same_bytes_pair():
+    """deep_reset_race, minimized: the empty channel's READ and ADD both pass the reset store of their word."""
+    doc = {"protocol": "deep_reset_race", "knobs": {"reorder_window": 6},
+           "schedule": [{"stage": "pcie", "index": 131, "distance": 5}, {"stage": "pcie", "index": 132, "distance": 5}],
+           "topology": {"num_channels": 4, "num_qps": 4}, "chunking": {"splits_per_token": 2},
+           "payload": {"epochs": 2, "num_tokens": 1}}
+    run = _run(doc)
+    assert run.violation is not None and run.violation.kind == "hang"
+    same = {k for k in reorder_pairs(run) if k[-1] is True}
+    assert any(k[1].startswith("read") and k[2] == "local" for k in same), same
+    assert ("empty-channel", 1) in features(run)
+    clean = _run({**doc, "schedule": []})
+    assert not any(k[-1] is True for k in reorder_pairs(clean))

@@ -1,0 +1,138 @@
+"""`epfuzz fuzz --engine guided`: the in-process greybox loop (epfuzz.greybox) as a campaign.
+
+Same run folder and summary as the libFuzzer campaign (epfuzz.campaign): kept
+inputs under `corpus/` (named by SHA-1, seeded from corpus/<harness>/, which is
+never written), one case file per bug signature, `progress.csv` a row a second,
+bugs grouped by root cause with a minimized case each, `bugs.csv`. There is no
+process per job and no line coverage: "coverage" here is the number of semantic
+features seen (epfuzz.feedback). The emulator is the only backend it drives,
+since its features are read from the emulator's trace.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+
+from epfuzz.backends.sim import SimBackend
+from epfuzz.campaign import PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
+from epfuzz.corpus import case_paths, sha1, write_atomic
+from epfuzz.errors import EpfuzzError
+from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
+from epfuzz.greybox import Greybox, Step
+from epfuzz.log import get_logger
+from epfuzz.protocols import get_protocol
+
+
+def _seeds(folder: Path, protocol: str, preset: str) -> list[bytes]:
+    """Raw inputs and cases of a seed folder, as bytes the decoder reads (unreadable files skipped)."""
+    from epfuzz import codec
+    from epfuzz.replay import load_any
+
+    out = []
+    for p in case_paths([folder]) if folder.is_dir() else []:
+        try:
+            case = load_any(p, protocol, preset)
+        except EpfuzzError:
+            continue
+        out.append(case.input or codec.encode(case.scenario))
+    return out
+
+
+class _Campaign:
+    """One guided run: the loop, its findings by signature, and its progress rows."""
+
+    def __init__(self, name: str, protocol: str, preset: str, run_dir: Path, seed: int) -> None:
+        self.name, self.protocol, self.preset, self.run_dir = name, protocol, preset, run_dir
+        self.proto = get_protocol(protocol)
+        self.loop = Greybox(protocol, self.proto, seed, preset)
+        self.seen: set[str] = set()
+        self.findings: list[tuple[str, Path, str]] = []
+        self.stop_signal = 0
+        self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
+
+    def handle(self, step: Step) -> None:
+        if step.kept:
+            write_atomic(self.run_dir / "corpus" / sha1(step.data), step.data)
+        if step.run.violation is None:
+            return
+        outcome = SimBackend().run(step.scenario, self.proto)
+        sig = signature(step.scenario, outcome, self.proto)
+        if sig in self.seen:
+            return
+        self.seen.add(sig)
+        path = write_finding(self.run_dir, step.scenario, step.data, outcome, self.proto)
+        self.findings.append((sig, path, outcome.violation.summary() if outcome.violation else ""))
+        alarm = "" if self.proto.expected(step.scenario) == "finding" else (
+            f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
+        sys.stderr.write(f"\n=== epfuzz finding: {self.findings[-1][2]}\n{alarm}  signature: {sig}\n"
+                         f"  replay: {replay_command(path)}\n  scenario: {one_line_json(step.scenario)}\n")
+
+    def row(self, elapsed: float) -> str:
+        g = self.loop
+        return (f"{elapsed:.1f},{g.execs},{g.execs / elapsed if elapsed else 0:.0f},{len(g.seen)},"
+                f"{len(g.corpus)},{len(self.findings)},0\n")
+
+    def run(self, seconds: float, max_execs: int | None, progress: bool) -> float:
+        start = time.monotonic()
+        last = 0.0
+        with (self.run_dir / "progress.csv").open("a") as csv:
+            csv.write(PROGRESS_HEADER)
+            for data in _seeds(ROOT / "corpus" / self.name, self.protocol, self.preset):
+                self.handle(self.loop.try_input(data))
+            while not self.stop_signal and time.monotonic() - start < seconds and (
+                    max_execs is None or self.loop.execs < max_execs):
+                self.handle(self.loop.step())
+                now = time.monotonic()
+                if now - last >= 1:
+                    csv.write(self.row(now - start))
+                    csv.flush()
+                    last = now
+                    if progress and sys.stderr.isatty():
+                        sys.stderr.write(f"\r[{now - start:5.0f}s / {seconds:.0f}s] execs {self.loop.execs} "
+                                         f"features {len(self.loop.seen)} corpus {len(self.loop.corpus)} "
+                                         f"findings {len(self.findings)}   ")
+        if progress and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        return time.monotonic() - start
+
+
+def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_dir: Path | None = None,
+                seed: int | None = None, progress: bool = True, protocol: str | None = None,
+                max_execs: int | None = None) -> Summary:
+    """Fuzz a built-in harness's protocol, or a plug-in protocol (module:Attr), with the greybox loop."""
+    if protocol:
+        get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
+        name = plugin_name(protocol)
+    else:
+        name = harness_path(harness or "").stem
+        protocol = name.removesuffix("_fuzzer")
+    run_dir = run_dir or ROOT / "runs" / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}"
+    (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
+    camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed)
+
+    def stop(signum: int, *_: object) -> None:
+        camp.stop_signal = signum
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
+    try:
+        elapsed = camp.run(seconds, max_execs, progress)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim")
+    write_bug_index(bugs, run_dir / "bugs.csv")
+    g = camp.loop
+    summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,
+                      camp.stop_signal)
+    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+        f.write(camp.row(elapsed))
+    for bug in bugs:
+        camp.log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
+                         replay=replay_command(bug.case), summary=bug.note)
+    camp.log.info("fuzz.summary", execs=g.execs, exec_per_s=round(summary.exec_per_s), features=len(g.seen),
+                  corpus=len(g.corpus), findings=len(camp.findings))
+    return summary
