@@ -264,6 +264,9 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
         if t:
             t.join(timeout=5)
+    if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
+        for tmp in run_dir.glob(".finding-*"):
+            tmp.unlink(missing_ok=True)
     findings = []
     for path in sorted(run_dir.glob("finding-*.json")):
         try:

@@ -1,0 +1,30 @@
+"""A job killed mid-write leaves no temp file in the run folder (issue 16's "every written file is whole").
+
+libFuzzer's SIGINT handler ends a job with _Exit, so write_atomic's clean-up never runs in that job:
+the campaign, which outlives its jobs, removes what they left half-written."""
+
+from __future__ import annotations
+
+import sys
+
+from epfuzz.campaign import _Jobs, _monitor, _summarize
+from epfuzz.log import get_logger
+
+# a job that starts write_atomic (the temp file) and dies before the rename, as a _Exit would leave it
+_DIES_MID_WRITE = ("import os, sys; d = sys.argv[1]; open(os.path.join(d, '.finding-x-0123.json.k2j4'), 'w')"
+                   ".write('{\"name\": '); os._exit(0)")
+
+
+def test_temp_file_of_a_job_stopped_mid_write_is_removed(tmp_path):
+    run_dir, work = tmp_path / "run", tmp_path / "work"
+    run_dir.mkdir()
+    work.mkdir()
+    (run_dir / "keep.txt").write_text("a user's file")
+    jobs = _Jobs([sys.executable, "-c", _DIES_MID_WRITE, str(run_dir)], [], [], 1, 5, run_dir, None,
+                 get_logger(harness="t"))
+    jobs.launch(0)
+    _monitor(jobs, 5, False, jobs.log)
+    summary = _summarize("t", jobs, work, "sim", jobs.log)
+    assert not list(run_dir.rglob(".finding-*"))
+    assert (run_dir / "keep.txt").read_text() == "a user's file"
+    assert summary.findings == []
