@@ -19,7 +19,8 @@ $(VENV)/.installed: pyproject.toml
 
 # the emulator's hot modules compiled with mypyc, beside their sources (issue 14); rebuilt when a source
 # changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.native decides)
-CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/native.py epfuzz/corebuild.py
+CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/payload.py epfuzz/epoch.py epfuzz/oracle.py \
+            epfuzz/native.py epfuzz/corebuild.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
 	$(PY) -m epfuzz.corebuild
 	touch $@
