@@ -1,9 +1,9 @@
 """The compiled emulator and its pure-Python sources: which one runs, and that both give the reference.
 
 `epfuzz.native` picks the path once per process. The in-process equivalence test
-(`test_equivalence.py`) covers whichever this process loaded; here a child process
-forced onto the sources checks the same reference, so `make test` runs both paths
-whenever the extensions are built.
+(`test_equivalence.py`) covers whichever this process loaded; here one child process
+per path checks the same reference and says which path it ran, so `make test` runs
+both whenever the extensions are built (and fails if built ones go unused).
 """
 
 from __future__ import annotations
@@ -30,20 +30,17 @@ def test_this_process_runs_what_was_decided() -> None:
     assert native.running() == native.decide()
 
 
-def test_pure_path_matches_reference() -> None:
-    """The first 1,000 reference scenarios through the pure-Python sources, in a child process."""
+@pytest.mark.parametrize("path", ["pure", "compiled"])
+def test_path_matches_reference(path: str) -> None:
+    """The first 1,000 reference scenarios on each path, each in a child process that names its path."""
+    env = {"EPFUZZ_PURE": "1"} if path == "pure" else {}
+    if path == "compiled" and native.stale_reason() is not None:
+        pytest.skip(f"compiled emulator not usable here: {native.stale_reason()}")
     code = ("import sys; sys.path.insert(0, 'bench'); import equivalence\n"
             "from epfuzz import native\n"
             "n, bad = equivalence.mismatches(1000)\n"
             "print(native.running(), n, len(bad), bad[:2])")
-    assert _child(code, EPFUZZ_PURE="1") == "pure 1000 0 []"
-
-
-def test_fresh_extensions_are_used() -> None:
-    """Built and up to date: a plain process runs the compiled emulator (else the speed work is idle)."""
-    if native.stale_reason() is not None:
-        pytest.skip(f"compiled emulator not usable here: {native.stale_reason()}")
-    assert _child("from epfuzz import native; print(native.running())") == "compiled"
+    assert _child(code, **env) == f"{path} 1000 0 []"
 
 
 def test_atheris_gets_the_sources() -> None:
