@@ -276,14 +276,16 @@ def render_rates(t: dict[str, Any]) -> list[str]:
 
 def render_costs(out: dict[str, Any]) -> list[str]:
     """The scaling table and the instrumentation table."""
-    lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes):", "",
+    path = out["throughput"].get("emulator_path", "pure")
+    lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes; "
+             f"{path} path):", "",
              "| epochs | packets | tokens/epoch | us/scenario | us/packet |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {r['epochs']} | {r['packets']} | {r['tokens']} | {r['us_per_scenario']} | {r['us_per_packet']} |"
               for r in out.get("scaling", [])]
     ins = out.get("instrumentation")
     if ins:
         lines += ["", "atheris instrumentation, one module group at a time, random `dispatch_any` scenarios "
-                  f"in-process (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
+                  f"in-process, pure-Python path (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
                   "| instrumented | exec/s | slowdown |", "| --- | --- | --- |"]
         lines += [f"| {k} | {v['exec_per_s']} | {v['slowdown']}x |" for k, v in ins.items() if isinstance(v, dict)]
     return lines

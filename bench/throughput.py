@@ -169,9 +169,26 @@ def instrumented_rate(group: str, seconds: float) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def pure_rate(seconds: float) -> float:
+    """The uninstrumented random-scenario rate on the pure-Python path (a fresh interpreter)."""
+    import os
+
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+            "import throughput\n"
+            f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "EPFUZZ_PURE": "1"})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
-    base = rate(random_inputs(), "dispatch_any", seconds=seconds)
-    out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base)}
+    """Slowdown per instrumented group against the uninstrumented pure-Python path.
+
+    With atheris loaded the emulator runs its sources (`epfuzz.native`), so the baseline is the pure
+    path too: against the compiled one the ratios would mix instrumentation with compilation.
+    """
+    base = pure_rate(seconds)
+    out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base), "path": "pure"}
     for group in GROUPS:
         r = instrumented_rate(group, seconds)
         out[group] = {"exec_per_s": round(r), "slowdown": round(base / r, 2)}
