@@ -67,6 +67,8 @@ def stale_reason() -> str | None:
     """Why the extensions cannot be used (None: they are complete and built from these sources)."""
     if any(extension(n) is None for n in COMPILED):
         return "not every compiled module was built"
+    if not all(source(n).exists() for n in COMPILED):
+        return None  # a frozen bundle (OSS-Fuzz's PyInstaller build) ships extensions without sources
     try:
         built = json.loads(MANIFEST.read_text())["sources"]
     except (OSError, ValueError, KeyError):
@@ -103,8 +105,8 @@ class PureFinder(importlib.abc.MetaPathFinder):
 
     def find_spec(self, fullname: str, path: Sequence[str] | None = None,
                   target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
-        if fullname not in COMPILED or decide() != "pure":
-            return None
+        if fullname not in COMPILED or decide() != "pure" or not source(fullname).exists():
+            return None  # no source (a frozen bundle): the ordinary import finds what there is
         return importlib.util.spec_from_file_location(fullname, source(fullname))
 
 
