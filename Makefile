@@ -14,10 +14,18 @@ SOAK_TIME ?= 1800
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev]'
+	$(PY) -m pip install -q -e '.[dev,core]'
 	touch $@
 
-install: $(VENV)/.installed
+# the emulator's hot modules compiled with mypyc, beside their sources (issue 14); rebuilt when a source
+# changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.native decides)
+CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/payload.py epfuzz/epoch.py epfuzz/oracle.py \
+            epfuzz/native.py epfuzz/corebuild.py
+$(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
+	$(PY) -m epfuzz.corebuild
+	touch $@
+
+install: $(VENV)/.installed $(VENV)/.core
 
 # exit 1 means "found something", which is what fuzzing a buggy protocol is for; the summary's replay
 # commands name .venv/bin/epfuzz unless epfuzz is on PATH (`. .venv/bin/activate`)
@@ -64,3 +72,4 @@ soak: install
 
 clean:
 	rm -rf $(VENV) runs .pytest_cache .ruff_cache
+	rm -f epfuzz/sim/*.so epfuzz/*__mypyc*.so epfuzz/_core_manifest.json

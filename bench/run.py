@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import instrumentation, random_inputs, rate, rates, scaling  # noqa: E402
+from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling  # noqa: E402
 
 from epfuzz import codec  # noqa: E402
 from epfuzz.errors import EpfuzzError  # noqa: E402
@@ -86,8 +86,16 @@ def harness(name: str) -> Path:
 
 # ---------------------------------------------------------------- throughput
 def throughput() -> dict[str, Any]:
-    """In-process rates (CPU time, `bench/throughput.py`) and libFuzzer's exec/s, in the same run."""
+    """In-process rates (CPU time, `bench/throughput.py`) and libFuzzer's exec/s, in the same run.
+
+    The in-process rates are of the path this process runs (compiled, once `make install` built it);
+    `pure` repeats them on the pure-Python sources in a child process, for comparison.
+    """
+    from epfuzz import native
+
     out = rates()
+    out["emulator_path"] = native.running()
+    out["pure"] = path_rates(pure=True) if out["emulator_path"] == "compiled" else None
     with tempfile.TemporaryDirectory() as tmp:
         triv = Path(tmp) / "trivial_fuzzer.py"
         triv.write_text(TRIVIAL)
@@ -218,14 +226,9 @@ def render(out: dict[str, Any]) -> str:
     lines = [f"Measured {out['date']} on {out['machine']}, {out['cores']} cores; {took}. "
              "Rates are per CPU second of the measuring process "
              "(`time.process_time()`), not wall clock: the machine is shared.", "",
-             "| throughput | exec/s |", "| --- | --- |",
-             f"| emulator, random decoded `dispatch_any` scenarios (in-process) | {t['emulator_random_exec_per_s']} |",
-             "| emulator, random decoded #661-protocol scenarios (in-process) | "
-             f"{t['emulator_661_random_exec_per_s']} |",
-             f"| emulator, random decoded scenarios, mean over the zoo's buggy protocols | "
-             f"{t['emulator_zoo_mean_exec_per_s']} |",
-             f"| emulator, DeepEP #661 seed (in-process) | {t['emulator_661_seed_exec_per_s']} |",
-             f"| instrumented `{t['harness']}` harness under libFuzzer | {t['harness_exec_per_s']:.0f} |",
+             *render_rates(t),
+             f"| instrumented `{t['harness']}` harness under libFuzzer (pure Python: atheris instruments the sources) "
+             f"| {t['harness_exec_per_s']:.0f} |",
              f"| emulator, random decoded `{t['harness']}` scenarios (in-process) | "
              f"{t['emulator_harness_protocol_random_exec_per_s']} |",
              f"| harness / in-process (same protocol) | {t['harness_over_in_process']} |",
@@ -254,16 +257,35 @@ def render(out: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_rates(t: dict[str, Any]) -> list[str]:
+    """The in-process rows: the path this process ran, and the pure-Python sources beside it when compiled."""
+    pure = t.get("pure")
+    path = t.get("emulator_path", "pure")
+
+    def row(what: str, key: str) -> str:
+        return f"| {what} (in-process) | {t[key]} |" + (f" {pure[key]} |" if pure else "")
+
+    head = f"| throughput | exec/s ({path}) |" + (" exec/s (pure Python) |" if pure else "")
+    return [head, "| --- | --- |" + (" --- |" if pure else ""),
+            row("emulator, random decoded `dispatch_any` scenarios", "emulator_random_exec_per_s"),
+            row("emulator, random decoded #661-protocol scenarios", "emulator_661_random_exec_per_s"),
+            row("emulator, random decoded scenarios, mean over the zoo's buggy protocols",
+                "emulator_zoo_mean_exec_per_s"),
+            row("emulator, DeepEP #661 seed", "emulator_661_seed_exec_per_s")]
+
+
 def render_costs(out: dict[str, Any]) -> list[str]:
     """The scaling table and the instrumentation table."""
-    lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes):", "",
+    path = out["throughput"].get("emulator_path", "pure")
+    lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes; "
+             f"{path} path):", "",
              "| epochs | packets | tokens/epoch | us/scenario | us/packet |", "| --- | --- | --- | --- | --- |"]
     lines += [f"| {r['epochs']} | {r['packets']} | {r['tokens']} | {r['us_per_scenario']} | {r['us_per_packet']} |"
               for r in out.get("scaling", [])]
     ins = out.get("instrumentation")
     if ins:
         lines += ["", "atheris instrumentation, one module group at a time, random `dispatch_any` scenarios "
-                  f"in-process (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
+                  f"in-process, pure-Python path (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
                   "| instrumented | exec/s | slowdown |", "| --- | --- | --- |"]
         lines += [f"| {k} | {v['exec_per_s']} | {v['slowdown']}x |" for k, v in ins.items() if isinstance(v, dict)]
     return lines

@@ -11,7 +11,10 @@ only the CPU this process got. Parts:
   epochs (1, 4), on fixed `deepep_v2_dispatch` scenarios;
 - `instrumentation`: the same random loop with atheris instrumentation of one
   module group at a time (each in a fresh interpreter, so nothing else is
-  instrumented), as the ratio to the uninstrumented rate.
+  instrumented), as the ratio to the uninstrumented rate. With atheris loaded the
+  emulator runs its pure-Python sources (`epfuzz.native`), so these are pure-path
+  figures; `path_rates(pure=True)` gives the uninstrumented pure-path rates beside
+  the compiled ones.
 
     .venv/bin/python bench/throughput.py            # all of it, JSON on stdout
 """
@@ -76,6 +79,21 @@ def rates(seconds: float = 4.0) -> dict[str, Any]:
         "emulator_zoo_random_exec_per_s": zoo,
         "emulator_zoo_mean_exec_per_s": round(sum(zoo.values()) / len(zoo)),
     }
+
+
+def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
+    """`rates()` in a child process on one emulator path: the compiled one (if built) or the pure sources."""
+    import os
+
+    env = {k: v for k, v in os.environ.items() if k != "EPFUZZ_PURE"}
+    if pure:
+        env["EPFUZZ_PURE"] = "1"
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+            "import throughput\nfrom epfuzz import native\n"
+            f"out = throughput.rates({seconds}); out['path'] = native.running(); print(json.dumps(out))\n")
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
+    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
 
 
 def _scaling_scenario(packets: int, epochs: int) -> Any:
@@ -151,9 +169,26 @@ def instrumented_rate(group: str, seconds: float) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def pure_rate(seconds: float) -> float:
+    """The uninstrumented random-scenario rate on the pure-Python path (a fresh interpreter)."""
+    import os
+
+    code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
+            "import throughput\n"
+            f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "EPFUZZ_PURE": "1"})
+    return float(out.stdout.strip().splitlines()[-1])
+
+
 def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
-    base = rate(random_inputs(), "dispatch_any", seconds=seconds)
-    out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base)}
+    """Slowdown per instrumented group against the uninstrumented pure-Python path.
+
+    With atheris loaded the emulator runs its sources (`epfuzz.native`), so the baseline is the pure
+    path too: against the compiled one the ratios would mix instrumentation with compilation.
+    """
+    base = pure_rate(seconds)
+    out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base), "path": "pure"}
     for group in GROUPS:
         r = instrumented_rate(group, seconds)
         out[group] = {"exec_per_s": round(r), "slowdown": round(base / r, 2)}

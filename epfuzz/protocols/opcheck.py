@@ -28,8 +28,8 @@ def _span(op: ops.Op) -> tuple[str, int, int] | None:
     return None
 
 
-def _problem(op: ops.Op, channel: int, layout: Layout) -> str | None:
-    sizes = layout.sizes
+def _problem(op: ops.Op, channel: int, layout: Layout, sizes: dict[str, int]) -> str | None:
+    """Why `op` is outside `layout` (`sizes`: the layout's, made once per check), or None."""
     span = _span(op)
     if span is not None:
         region, off, length = span
@@ -51,9 +51,10 @@ def _problem(op: ops.Op, channel: int, layout: Layout) -> str | None:
 
 def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int) -> None:
     """Raise `ProtocolError` for the first op that addresses outside `layout`."""
+    sizes = layout.sizes  # a property that builds a dict: once, not per op
     for c, prog in enumerate(programs):
         for i, op in enumerate(prog):
-            why = _problem(op, c, layout)
+            why = _problem(op, c, layout, sizes)
             if why is not None:
                 raise ProtocolError(f"protocol {protocol!r}, epoch {epoch}, channel {c}, op {i} "
                                     f"{op!r}: {why}")

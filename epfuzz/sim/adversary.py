@@ -35,7 +35,7 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
     tail may be passed (distance or window). Pass rules are per attributes, so
     they hold for every unit of a run alike.
     """
-    order = list(items)
+    order: list[Any] = list(items)  # Any: packets and TLP runs alike (mypyc compiles one body for both)
     inversions: list[tuple[T, T, str]] = []
     total = sum(x.n for x in order)
     if total < 2:
@@ -49,7 +49,7 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
         run = order[pos]
         k = u - acc
         if run.n > 1:  # isolate the chosen unit
-            parts: list[T] = []
+            parts: list[Any] = []
             if k:
                 head, run = run.split(k)
                 parts.append(head)

@@ -74,8 +74,8 @@ class SimRun:
         for t in self.order:
             if rank[id(t)] >= v.position and t.region == v.region and t.off < hi and lo < t.off + t.length:
                 stale_pkts.add(t.pkt)
-        for _, b, r in self.packet_inversions:
-            if b.seq in stale_pkts:
+        for _, pb, r in self.packet_inversions:
+            if pb.seq in stale_pkts:
                 out.add(r)
         return frozenset(out)
 
@@ -108,13 +108,14 @@ def build(scn: Scenario, proto: Protocol,
     for e in range(scn.payload.epochs):
         programs = apply_spins(proto.sender(scn, lay, e), scn)
         check_programs(programs, lay, proto.name or type(proto).__name__, e)
-        w, p = post_and_send(scn, programs, e, len(wrs), psn)
+        w, ps = post_and_send(scn, programs, e, len(wrs), psn)
         wrs += w
-        pkts += p
+        pkts += ps
     for i, p in enumerate(pkts):
         p.seq = i
     net = [(o.index, o.distance) for o in scn.schedule if o.stage == "net"]
-    arrivals, pinv = (pkts, [])
+    arrivals: list[Packet] = pkts
+    pinv: list[tuple[Packet, Packet, str]] = []
     if arrival is not None:
         arrivals = arrival(pkts)
     elif net and scn.knobs.adaptive_routing:

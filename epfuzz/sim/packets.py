@@ -10,6 +10,11 @@ cheap to compare and hash as the plain integers they replaced.
 from __future__ import annotations
 
 from enum import IntEnum
+from typing import TYPE_CHECKING, ClassVar
+
+if TYPE_CHECKING:
+    from epfuzz import ops
+    from epfuzz.ordering import Attrs
 
 
 class PacketKind(IntEnum):
@@ -44,10 +49,30 @@ class LocalStore(IntEnum):
 
 
 class Packet:
-    n = 1  # one unit for the adversary: packets are never split
-
+    # annotated (not only slotted) so that mypy and mypyc (`epfuzz.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
                  "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index")
+    n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
+    seq: int
+    epoch: int
+    channel: int
+    wr: int
+    qp: int
+    psn: int
+    kind: PacketKind
+    region: str
+    off: int
+    length: int
+    value: int
+    last: bool
+    cq_slot: int
+    ready: int
+    depart: int
+    arrive: int
+    op_index: int
+
+    def split(self, k: int) -> tuple[Packet, Packet]:  # pragma: no cover - the adversary splits runs of n > 1
+        raise AssertionError("a packet is one unit: it is never split")
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Packet(seq={self.seq}, qp={self.qp}, psn={self.psn}, kind={self.kind}, off={self.off})"
@@ -64,6 +89,23 @@ class Tlp:
 
     __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
                  "dep", "hold", "pkt", "wr", "target", "local")
+    seq: int
+    n: int
+    mps: int
+    epoch: int
+    attrs: Attrs
+    action: TlpAction
+    qp: int
+    region: str
+    off: int
+    length: int
+    value: int
+    dep: int
+    hold: bool
+    pkt: int
+    wr: int
+    target: int
+    local: LocalStore
 
     def __repr__(self) -> str:  # pragma: no cover
         a = self.attrs
@@ -72,15 +114,28 @@ class Tlp:
     def split(self, k: int) -> tuple[Tlp, Tlp]:
         """Split after the first k TLPs of the run (0 < k < n)."""
         cut = (self.off // self.mps + k) * self.mps
-        head, tail = Tlp(), Tlp()
-        for name in Tlp.__slots__:
-            v = getattr(self, name)
-            setattr(head, name, v)
-            setattr(tail, name, v)
+        head, tail = self.copy(), self.copy()
         head.n, head.length = k, cut - self.off
         tail.seq, tail.n, tail.off, tail.length = self.seq + k, self.n - k, cut, self.off + self.length - cut
         return head, tail
 
+    def copy(self) -> Tlp:
+        """Field by field, spelled out: a getattr/setattr loop over `__slots__` is slower and opaque to mypyc."""
+        t = Tlp()
+        t.seq, t.n, t.mps, t.epoch, t.attrs, t.action = self.seq, self.n, self.mps, self.epoch, self.attrs, self.action
+        t.qp, t.region, t.off, t.length, t.value = self.qp, self.region, self.off, self.length, self.value
+        t.dep, t.hold, t.pkt, t.wr, t.target, t.local = self.dep, self.hold, self.pkt, self.wr, self.target, self.local
+        return t
+
 
 class Wr:
     __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done")
+    id: int
+    epoch: int
+    channel: int
+    op_index: int
+    op: ops.Op
+    qp: int
+    post: int
+    start: int
+    done: int

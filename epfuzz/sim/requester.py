@@ -40,6 +40,9 @@ _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, Pack
 _BY_READY = attrgetter("ready", "qp", "psn")
 _BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
 
+#: the ops that become a WR (`Spin` and `Flush` only pace the posting channel)
+Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send
+
 #: one packet of a WR before timing: kind, region, offset, length, value, last of its WR
 Piece = tuple[PacketKind, str, int, int, int, bool]
 
@@ -87,7 +90,7 @@ class SendQueues:
         self.wrs: list[Wr] = []
         self.pkts: list[Packet] = []
 
-    def post(self, op: ops.Op, channel: int, index: int, qp: int, now: int) -> None:
+    def post(self, op: Posted, channel: int, index: int, qp: int, now: int) -> None:
         """Post `op` (the channel's op number `index`) on `qp` at time `now`."""
         w = Wr()
         w.id = wid = self.wr_base + len(self.wrs)
@@ -98,33 +101,36 @@ class SendQueues:
         if op.fence and self.atomic_done[qp] > start:
             start = self.atomic_done[qp]
         w.start = start
-        cls = type(op)
-        if cls is ops.Write or cls is ops.WriteImm:
-            ready = self._payload(op, cls is ops.Write, channel, index, qp, wid, start)
+        if isinstance(op, ops.Write):
+            ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift, 0, channel, index, qp, wid,
+                                  start)
+        elif isinstance(op, ops.WriteImm):
+            ready = self._payload(op.region, op.offset, op.length, _IMM, op.imm, op.cq_slot, channel, index, qp,
+                                  wid, start)
         else:  # one packet: the pieces() cases of an 8-byte value, atomic or send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            kind, region, off, value, cq_slot = (
-                (_VALUE, op.region, op.offset, op.value, 0) if cls is ops.WriteValue
-                else (_ATOMIC, op.region, op.offset, op.delta, 0) if cls is ops.AtomicAdd
-                else (_SEND, ops.RECV, op.slot * 16, op.value, op.slot) if cls is ops.Send
-                else _unknown(op))
-            self._packet(channel, index, qp, wid, kind, region, off, 8, value, True, ready, cq_slot)
+            if isinstance(op, ops.WriteValue):
+                self._packet(channel, index, qp, wid, _VALUE, op.region, op.offset, 8, op.value, True, ready, 0)
+            elif isinstance(op, ops.AtomicAdd):
+                self._packet(channel, index, qp, wid, _ATOMIC, op.region, op.offset, 8, op.delta, True, ready, 0)
+            else:
+                self._packet(channel, index, qp, wid, _SEND, ops.RECV, op.slot * 16, 8, op.value, True, ready,
+                             op.slot)
         self.free[qp] = ready
         w.done = done = ready + 2 * self.lat[qp]
         if done > self.acked[qp]:
             self.acked[qp] = done
-        if cls is ops.AtomicAdd and done > self.atomic_done[qp]:
+        if isinstance(op, ops.AtomicAdd) and done > self.atomic_done[qp]:
             self.atomic_done[qp] = done
         self.wrs.append(w)
 
-    def _payload(self, op: ops.Write | ops.WriteImm, plain: bool, channel: int, index: int, qp: int,
-                 wid: int, ready: int) -> int:
+    def _payload(self, region: str, o0: int, length: int, kind: PacketKind, value: int, cq_slot: int,
+                 channel: int, index: int, qp: int, wid: int, ready: int) -> int:
         """The MTU pieces of a WRITE (value: shift) or WRITE_WITH_IMM (value: imm), paced; the last ready time."""
         mtu, div = self.mtu, self.qdiv[qp]
-        o0, end = op.offset, op.offset + op.length
-        n = max(1, -(-op.length // mtu))
-        kind, value, cq_slot = (_WRITE, op.shift, 0) if plain else (_IMM, op.imm, op.cq_slot)
-        epoch, region, psn, append = self.epoch, op.region, self.psn, self.pkts.append
+        end = o0 + length
+        n = max(1, -(-length // mtu))
+        epoch, psn, append = self.epoch, self.psn, self.pkts.append
         for i in range(n):  # `_packet` inlined: this loop runs once per packet
             off = o0 + i * mtu
             ln = end - off
@@ -155,10 +161,6 @@ class SendQueues:
         self.pkts.append(p)
 
 
-def _unknown(op: ops.Op) -> tuple[PacketKind, str, int, int, int]:  # pragma: no cover
-    raise TypeError(op)
-
-
 def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
                   psn: list[int]) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
@@ -169,15 +171,14 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     sq = SendQueues(scn, epoch, wr_base, psn)
     heap = [(0, c, 0) for c, prog in enumerate(programs) if prog]  # (time, channel, next op index)
     heapq.heapify(heap)
-    spin, flush, acked, post = ops.Spin, ops.Flush, sq.acked, sq.post
+    acked, post = sq.acked, sq.post
     while heap:
         t, c, idx = heap[0]
         prog = programs[c]
         op = prog[idx]
-        cls = type(op)
-        if cls is spin:
+        if isinstance(op, ops.Spin):
             t += op.ns
-        elif cls is flush:
+        elif isinstance(op, ops.Flush):
             a = acked[op.qp % nq]
             if a > t:
                 t = a
