@@ -18,6 +18,9 @@ GUEST_ROOT = "/tmp/epfuzz"
 #: top-level entries a guest command never needs (run outputs, environments, caches, VCS)
 SKIP_TOP = frozenset({"runs", "build", "dist"})
 SKIP_ANY = frozenset({"__pycache__"})
+#: files built on the host for the host's Python (bytecode, the compiled emulator and its manifest): the
+#: guest's Python runs the pure sources instead of loading extensions built against another interpreter
+SKIP_BUILT = (".pyc", ".so", "_core_manifest.json")
 
 
 def _wanted(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
@@ -26,7 +29,7 @@ def _wanted(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
         top = parts[0]
         if top.startswith(".") or top in SKIP_TOP or top.endswith(".egg-info"):
             return None
-    if SKIP_ANY.intersection(parts) or info.name.endswith(".pyc") or not (info.isfile() or info.isdir()):
+    if SKIP_ANY.intersection(parts) or info.name.endswith(SKIP_BUILT) or not (info.isfile() or info.isdir()):
         return None
     info.uid = info.gid = 0
     info.uname = info.gname = "root"

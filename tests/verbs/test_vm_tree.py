@@ -10,9 +10,12 @@ from epfuzz import vm_tree
 
 
 def test_the_tar_holds_the_project_and_leaves_out_environments_caches_and_runs(tmp_path):
+    """The host's compiled emulator stays out too: the guest's Python runs the pure sources."""
     for name in ("epfuzz/a.py", "epfuzz/sub/b.py", "harnesses/h_fuzzer.py", "corpus/h_fuzzer/seed", "README.md",
                  ".venv/lib/x.py", ".git", "runs/r/finding.json", "epfuzz/__pycache__/a.cpython-311.pyc",
-                 "epfuzz.egg-info/PKG-INFO", "tests/guest/c.pyc"):
+                 "epfuzz.egg-info/PKG-INFO", "tests/guest/c.pyc",
+                 "epfuzz/sim/engine.cpython-311-x86_64-linux-gnu.so", "epfuzz/_core_manifest.json",
+                 "epfuzz/_core__mypyc.cpython-311-x86_64-linux-gnu.so"):
         p = tmp_path / name
         p.parent.mkdir(parents=True, exist_ok=True)
         p.write_text(name)
