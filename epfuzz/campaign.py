@@ -22,37 +22,14 @@ from pathlib import Path
 
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
+from epfuzz.campaign_common import PLUGIN, PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
+from epfuzz.campaign_guest import fuzz_in_guest
 from epfuzz.corpus import case_paths, load_case, sha1
 from epfuzz.errors import InputError
-from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
+from epfuzz.findings import group_findings, replay_command, write_bug_index
 from epfuzz.log import get_logger
 
-ROOT = Path(__file__).resolve().parent.parent
 STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
-PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
-GUEST_RUN = "/tmp/run"   # a guest campaign's run folder (tmpfs), copied to the host's at the end
-
-
-def harness_names() -> list[str]:
-    return sorted(p.name[:-3] for p in (ROOT / "harnesses").glob("*_fuzzer.py"))
-
-
-PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
-
-
-def plugin_name(protocol: str) -> str:
-    """The harness name a plug-in protocol (module:Attr) runs under."""
-    return protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
-
-
-def harness_path(name: str) -> Path:
-    name = name.removesuffix(".py")
-    if not name.endswith("_fuzzer"):
-        name += "_fuzzer"
-    p = ROOT / "harnesses" / f"{name}.py"
-    if not p.exists():
-        raise InputError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
-    return p
 
 
 @dataclass
@@ -66,67 +43,6 @@ class JobState:
     restarts: int = 0
     harness_errors: int = 0
     lines: list[str] = field(default_factory=list)
-
-
-@dataclass
-class Summary:
-    harness: str
-    run_dir: Path
-    elapsed: float
-    execs: int
-    cov: int
-    corpus: int
-    harness_errors: int
-    findings: list[tuple[str, Path, str]]   # (signature, case path, summary)
-    bugs: list[Bug] = field(default_factory=list)   # the findings grouped by root cause
-    interrupted: int = 0                    # the signal that stopped the run early, if one did
-
-    @property
-    def exec_per_s(self) -> float:
-        return self.execs / self.elapsed if self.elapsed > 0 else 0.0
-
-    def render(self) -> str:
-        out = [f"epfuzz fuzz {self.harness}: {self.elapsed:.0f} s, {self.execs} execs "
-               f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
-               f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
-               f"{self.harness_errors} harness error(s)"
-               + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
-               f"run folder: {self.run_dir}"]
-        return "\n".join(out + bug_table(self.bugs))
-
-
-def _fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backend: str, preset: str,
-                   extra: list[str] | None, run_dir: Path | None, seed: int | None) -> Summary:
-    import shlex
-
-    from epfuzz import vm
-
-    name = harness_path(harness).stem if harness else plugin_name(protocol or "")
-    run_dir = run_dir or ROOT / "runs" / f"{name}-{backend}-{time.strftime('%Y%m%d-%H%M%S')}"
-    # the run folder lives in the guest's tmpfs while the campaign runs and is copied out at the end:
-    # libFuzzer writes every new corpus input and the monitor polls the folder, and each of those is a
-    # 9p round trip of 10-60 ms under TCG
-    args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", backend,
-            "--time", str(seconds), "--preset", preset, "--run-dir", GUEST_RUN]
-    if protocol:
-        args += ["--protocol", protocol]
-    if seed is not None:
-        args += ["--seed", str(seed)]
-    if extra:
-        args += ["--", *extra]
-    start = time.monotonic()
-    command = f"{shlex.join(args)}; rc=$?; cp -r {GUEST_RUN}/. /mnt/out/; exit $rc"
-    _, lines = vm.run(command, timeout=seconds + 600, out_dir=run_dir)
-    errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
-    rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
-    last = rows[-1].split(",") if rows else ["0"] * 7
-    findings = []
-    for path in sorted(run_dir.glob("finding-*.json")):
-        c = load_case(path)
-        findings.append((c.signature, path, c.note))
-    return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
-                   errors[-1] if errors else 1, findings,
-                   group_findings([p for _, p, _ in findings], run_dir / "bugs", "verbs"))
 
 
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
@@ -278,7 +194,8 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
     write_bug_index(bugs, run_dir / "bugs.csv")
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
-                      sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0)
+                      sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
+                      backend)
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                 f"{summary.corpus},{len(findings)},{jobs.rss}\n")
@@ -302,7 +219,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     soft-RoCE guest, writing into the same run folder (shared read-write).
     """
     if get_backend(backend, require=False).where() is Where.GUEST:
-        return _fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
+        return fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
     if protocol:
         from epfuzz.protocols import get_protocol
 

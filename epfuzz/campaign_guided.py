@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from epfuzz.backends.sim import SimBackend
-from epfuzz.campaign import PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
+from epfuzz.campaign_common import PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding

@@ -111,7 +111,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    from epfuzz.campaign import harness_names
+    from epfuzz.campaign_common import harness_names
 
     print("harnesses:")
     for h in harness_names():

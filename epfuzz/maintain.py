@@ -15,7 +15,7 @@ from collections import defaultdict
 from pathlib import Path
 
 from epfuzz import codec
-from epfuzz.campaign import harness_path
+from epfuzz.campaign_common import harness_path
 from epfuzz.corpus import case_paths, load_case, read_input, sha1, write_atomic
 from epfuzz.errors import HarnessError, InputError
 from epfuzz.findings import group_findings, signature, write_finding

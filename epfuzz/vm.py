@@ -29,6 +29,7 @@ import tempfile
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from pathlib import Path
 
 from epfuzz import vm_tree
@@ -200,7 +201,25 @@ def _qemu_argv(img: Path, memory_mb: int, append: str, shares: dict[str, tuple[P
     return argv
 
 
-def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 1536,
+Echo = Callable[[str], None]
+
+
+def echo_until(stop: Callable[[str], bool], rename: tuple[str, str] = ("", "")) -> Echo:
+    """A console echo to stderr, each line with `rename[0]` written as `rename[1]`, that ends at the
+    first line `stop` picks: a guest campaign's own summary names guest paths and the guest's
+    interpreter in its replay lines, so the host prints its own summary instead."""
+    done = False
+
+    def echo(line: str) -> None:
+        nonlocal done
+        done = done or stop(line)
+        if not done:
+            sys.stderr.write((line.replace(*rename) if rename[0] else line) + "\n")
+            sys.stderr.flush()
+    return echo
+
+
+def run(command: str, timeout: int = 600, stream: bool | Echo = True, memory_mb: int = 1536,
         out_dir: Path | None = None, files: dict[str, bytes] | None = None) -> tuple[int, list[str]]:
     """Boot the guest, run `command` (sh) in the project folder, power off; (exit code, console lines).
 
@@ -210,7 +229,7 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
     The command and `files` (name -> bytes) go in through a read-only share at /mnt/cmd, so their
     size is not bounded by the kernel command line (2,048 bytes, where a longer one never boots).
     """
-    img = build(log=stream)
+    img = build(log=bool(stream))
     if shutil.which("qemu-system-x86_64") is None:
         raise VmError("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
     with tempfile.TemporaryDirectory(prefix="epfuzz-cmd-") as tmp:
@@ -229,13 +248,14 @@ def run(command: str, timeout: int = 600, stream: bool = True, memory_mb: int = 
         return _console(argv, timeout, stream)
 
 
-def _console(argv: list[str], timeout: float, stream: bool) -> tuple[int, list[str]]:
+def _console(argv: list[str], timeout: float, stream: bool | Echo) -> tuple[int, list[str]]:
     """Run QEMU and follow its console to the guest's exit mark; QEMU is killed on every exit path.
 
     Two clocks: the guest must reach its init within BOOT_TIMEOUT (the BIOS prints lines before the
     kernel runs, so a console that is not silent is no sign of a boot), and the command must end
     within `timeout`."""
     lines: deque[str] = deque(maxlen=4000)
+    echo = stream if callable(stream) else (lambda line: print(line, flush=True)) if stream else None
     rc: int | None = None
     booted = started = False
     start = time.monotonic()
@@ -264,8 +284,8 @@ def _console(argv: list[str], timeout: float, stream: bool) -> tuple[int, list[s
                     lines.append(line)
                     if line.startswith(EXIT_MARK):
                         rc = int(line.split()[1])
-                    elif stream and started:
-                        print(line, flush=True)
+                    elif echo and started:
+                        echo(line)
                     booted = booted or INIT_MARK in line or "Run /init.sh" in line
                     started = started or RUNNING_MARK in line
             elif proc.poll() is not None:

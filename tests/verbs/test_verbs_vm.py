@@ -104,10 +104,14 @@ def test_a_maximal_scenario_runs_on_verbs_from_the_host():
 
 
 @_marked
-def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_path):
+def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_path, capsys):
     """`epfuzz fuzz --backend verbs` runs the campaign in the guest, in a run folder in the guest's
-    tmpfs that is copied to the host's at the end: the summary is read from that copy."""
+    tmpfs that is copied to the host's at the end: the summary is read from that copy. Nothing the
+    host shows names a guest path, and every replay line says it replays on verbs."""
+    import csv
+
     from epfuzz.campaign import fuzz
+    from epfuzz.campaign_guest import GUEST_RUN
 
     run = tmp_path / "run"
     s = fuzz("dispatch_any", 15, backend="verbs", run_dir=run, progress=False)
@@ -115,3 +119,10 @@ def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_pa
     assert s.harness_errors == 0, s.render()
     assert len((run / "progress.csv").read_text().splitlines()) > 3
     assert any((run / "corpus").iterdir()) and (run / "bugs.csv").exists()
+    shown = capsys.readouterr()
+    assert GUEST_RUN not in shown.out + shown.err + s.render()
+    assert "epfuzz fuzz" not in shown.out + shown.err  # the guest's own summary is not echoed
+    replays = [x for x in s.render().splitlines() if "replay:" in x]
+    assert len(replays) == len(s.bugs)
+    assert all(x.endswith("--backend verbs") and str(run.resolve()) in x for x in replays)
+    assert all(row["case"].startswith(str(run)) for row in csv.DictReader((run / "bugs.csv").open()))

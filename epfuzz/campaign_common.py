@@ -1,0 +1,67 @@
+"""What every campaign engine shares: where harnesses are, the run folder's progress columns, the summary.
+
+`epfuzz fuzz` has three engines (libFuzzer jobs here, in the guest, and the in-process greybox
+loop); each reads its run folder back into one `Summary`, so the bug table and its replay lines
+are printed the same way whichever ran.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epfuzz.errors import InputError
+from epfuzz.findings import Bug, bug_table
+
+ROOT = Path(__file__).resolve().parent.parent
+PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
+
+
+def harness_names() -> list[str]:
+    return sorted(p.name[:-3] for p in (ROOT / "harnesses").glob("*_fuzzer.py"))
+
+
+PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
+
+
+def plugin_name(protocol: str) -> str:
+    """The harness name a plug-in protocol (module:Attr) runs under."""
+    return protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
+
+
+def harness_path(name: str) -> Path:
+    name = name.removesuffix(".py")
+    if not name.endswith("_fuzzer"):
+        name += "_fuzzer"
+    p = ROOT / "harnesses" / f"{name}.py"
+    if not p.exists():
+        raise InputError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
+    return p
+
+
+@dataclass
+class Summary:
+    harness: str
+    run_dir: Path
+    elapsed: float
+    execs: int
+    cov: int
+    corpus: int
+    harness_errors: int
+    findings: list[tuple[str, Path, str]]   # (signature, case path, summary)
+    bugs: list[Bug] = field(default_factory=list)   # the findings grouped by root cause
+    interrupted: int = 0                    # the signal that stopped the run early, if one did
+    backend: str = "sim"                    # where the findings replay (their replay lines name it)
+
+    @property
+    def exec_per_s(self) -> float:
+        return self.execs / self.elapsed if self.elapsed > 0 else 0.0
+
+    def render(self) -> str:
+        out = [f"epfuzz fuzz {self.harness}: {self.elapsed:.0f} s, {self.execs} execs "
+               f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
+               f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
+               f"{self.harness_errors} harness error(s)"
+               + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
+               f"run folder: {self.run_dir}"]
+        return "\n".join(out + bug_table(self.bugs, self.backend))
