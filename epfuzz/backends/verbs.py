@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 from epfuzz import codec
 from epfuzz.backends.base import Backend, Outcome, Where
 from epfuzz.backends.verbs_net import rdma_devices
-from epfuzz.errors import BackendUnavailable, EpfuzzError
+from epfuzz.errors import BackendUnavailable, EpfuzzError, HarnessError, InputError, ProtocolError, Unsupported
 from epfuzz.oracle import Violation
 from epfuzz.scenario import Scenario
 
@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from epfuzz.protocols.base import Protocol
 
 RESULT_MARK = "EPFUZZ-VERBS-RESULT "
+ERROR_MARK = "EPFUZZ-VERBS-ERROR "
 
 
 def guest_main(argv: list[str]) -> int:
@@ -39,9 +40,21 @@ def guest_main(argv: list[str]) -> int:
 
     scn = codec.load_json(Path(argv[0]).read_text())
     repeats = int(argv[1])
-    res = local_runner().run(scn, get_protocol(scn.protocol), repeats)
+    try:
+        res = local_runner().run(scn, get_protocol(scn.protocol), repeats)
+    except EpfuzzError as e:  # the host raises it again as itself: one line for the user, no traceback
+        print(ERROR_MARK + json.dumps({"kind": type(e).__name__, "message": str(e)}), flush=True)
+        return 1
     print(RESULT_MARK + json.dumps(res), flush=True)
     return 0
+
+
+def _guest_error(line: str) -> EpfuzzError:
+    """The guest's error line as the error it was (an inconclusive run stays `Unsupported`, so a
+    harness skips it as it does locally); a class this side does not know is a plain EpfuzzError."""
+    err = json.loads(line.split(" ", 1)[1])
+    kind = {c.__name__: c for c in (Unsupported, InputError, ProtocolError, HarnessError)}.get(err["kind"], EpfuzzError)
+    return kind(err["message"])
 
 
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
@@ -51,6 +64,8 @@ def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
     rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
                        stream=False, files={"scenario.json": scn.to_json(indent=None).encode()})
     line = next((x for x in lines if x.startswith(RESULT_MARK)), None)
+    if (err := next((x for x in lines if x.startswith(ERROR_MARK)), None)) is not None:
+        raise _guest_error(err)
     if rc != 0 or line is None:
         raise EpfuzzError("verbs run in the guest failed: " + " | ".join(lines[-6:]))
     res: dict[str, Any] = json.loads(line.split(" ", 1)[1])

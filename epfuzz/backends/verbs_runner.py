@@ -132,8 +132,7 @@ class VerbsRunner:
             ep = self._start_epoch(w, epoch, repeat)
             ep.deadline = time.monotonic() + EPOCH_TIMEOUT_S
             self._post_epoch(w, ep)
-            while self._look(w, ep):
-                pass
+            self._wait(w, ep, lambda ep=ep: not self._look(w, ep), "the receiver", total=float("inf"))
             self._drain(w, ep)
             if ep.result is not None:
                 return ep.result
@@ -264,22 +263,22 @@ class VerbsRunner:
                 w.pairs[q][0].post_send(work_request(w, op))
                 ep.posted[q] += 1
 
-    def _wait(self, w: Wiring, ep: EpochRun, done: Callable[[], bool], what: str) -> None:
-        """Wait for completions; rxe under a loaded TCG host now and then never completes a run
-        (in campaigns about once a minute, even unshaped): it says nothing (Unsupported, which a
-        harness skips), the next run gets fresh QPs (`run` discards these). Given up after STALL_S
-        with no completion (a slow run completes WRs steadily; each stuck epoch cost a campaign
-        20 s) or EPOCH_TIMEOUT_S in all."""
+    def _wait(self, w: Wiring, ep: EpochRun, done: Callable[[], bool], what: str,
+              total: float = EPOCH_TIMEOUT_S) -> None:
+        """Wait for completions; rxe on a loaded TCG host now and then never completes a run (even
+        unshaped): it says nothing (Unsupported: a harness skips it; `run` discards the QPs) after
+        STALL_S with work outstanding and no completion, or `total` s. The receiver waits here too
+        (a stuck run cost 24 s: its 20 s deadline, then the drain's 4); with nothing outstanding
+        only its deadline (a hang) ends it."""
         start = seen = time.monotonic()
         progress = -1
         while not done():
-            now = time.monotonic()
+            now, sends, recvs = time.monotonic(), sum(ep.posted) - sum(ep.completed), sum(map(len, ep.consumers))
             if sum(ep.completed) + sum(ep.received) != progress:
                 progress, seen = sum(ep.completed) + sum(ep.received), now
-            if now - seen > STALL_S or now - start > EPOCH_TIMEOUT_S:
-                raise Unsupported(f"backend verbs: {what} saw no completion for {now - seen:.0f} s "
-                                  f"({now - start:.0f} s in all): {sum(ep.posted) - sum(ep.completed)} sends and "
-                                  f"{sum(map(len, ep.consumers)) - sum(ep.received)} receives outstanding; "
+            if (sends + recvs - sum(ep.received) > 0 and now - seen > STALL_S) or now - start > total:
+                raise Unsupported(f"backend verbs: {what} saw no completion for {now - seen:.0f} s ({now - start:.0f} "
+                                  f"s in all): {sends} sends and {recvs - sum(ep.received)} receives outstanding; "
                                   "the run is inconclusive")
             if not self._reap_sends(w, ep) and not self._look(w, ep):
                 time.sleep(0.0005)
