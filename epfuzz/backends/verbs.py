@@ -31,6 +31,9 @@ if TYPE_CHECKING:
 
 RESULT_MARK = "EPFUZZ-VERBS-RESULT "
 ERROR_MARK = "EPFUZZ-VERBS-ERROR "
+#: scenario knobs that are settings of the NIC itself: the runner cannot set them (mr_relaxed it can)
+DEVICE_KNOBS = frozenset({"knobs.nic_relaxed_ordering", "knobs.atomic_mode", "knobs.hca_o920",
+                          "knobs.adaptive_routing", "knobs.ido"})
 
 
 def guest_main(argv: list[str]) -> int:
@@ -82,6 +85,12 @@ class VerbsBackend(Backend):
         self._local = self._local or importlib.util.find_spec("pyverbs") is not None and (
             bool(rdma_devices()) or os.environ.get("EPFUZZ_IN_GUEST") == "1")
         return self._local
+
+    def signature_fields(self, proto: Protocol) -> tuple[str, ...]:
+        """Only fields that change what the runner posts or registers: NIC firmware settings (PCI
+        atomic mode, NIC relaxed ordering, o9-20, adaptive routing, IDO) describe the device the
+        scenario imagines, which verbs runs as it is, so findings that differ only there are one bug."""
+        return tuple(f for f in super().signature_fields(proto) if f not in DEVICE_KNOBS)
 
     def where(self) -> Where:
         return Where.HERE if self.runs_locally() else Where.GUEST
