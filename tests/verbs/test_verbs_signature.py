@@ -2,8 +2,7 @@
 
 The verbs runner posts the protocol's ops and registers the MR (relaxed or not); it cannot set PCI
 atomic mode, NIC relaxed ordering, o9-20, adaptive routing or IDO, so two findings that differ only
-there are the same run on the device, and one bug (a 60 s guest campaign reported six "bugs" that
-were one cross-QP signal, split by those knobs)."""
+there are the same run on the device, and one bug."""
 
 from __future__ import annotations
 
