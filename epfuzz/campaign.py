@@ -22,11 +22,11 @@ from pathlib import Path
 
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
-from epfuzz.campaign_common import PLUGIN, PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
+from epfuzz.campaign_common import PLUGIN, PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name, read_findings
 from epfuzz.campaign_guest import fuzz_in_guest
-from epfuzz.corpus import case_paths, load_case, sha1
+from epfuzz.corpus import case_paths, sha1
 from epfuzz.errors import InputError
-from epfuzz.findings import group_findings, replay_command, write_bug_index
+from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
 
 STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
@@ -183,16 +183,8 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
-    findings = []
-    for path in sorted(run_dir.glob("finding-*.json")):
-        try:
-            c = load_case(path)
-            findings.append((c.signature, path, c.note))
-        except InputError as e:
-            log.error("fuzz.bad_finding_file", error=str(e))  # type: ignore[attr-defined]
+    findings, bugs = read_findings(run_dir, backend, log)
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
-    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
-    write_bug_index(bugs, run_dir / "bugs.csv")
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend)

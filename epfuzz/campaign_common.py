@@ -10,8 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epfuzz.corpus import load_case
 from epfuzz.errors import InputError
-from epfuzz.findings import Bug, bug_table
+from epfuzz.findings import Bug, bug_table, group_findings, write_bug_index
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
@@ -65,3 +66,19 @@ class Summary:
                + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
                f"run folder: {self.run_dir}"]
         return "\n".join(out + bug_table(self.bugs, self.backend))
+
+
+def read_findings(run_dir: Path, backend: str, log: object) -> tuple[list[tuple[str, Path, str]], list[Bug]]:
+    """A finished run folder's raw findings, (signature, case, summary) each (a file that does not load
+    is logged and skipped), and the bugs they make by root cause, indexed in `bugs.csv` with this
+    host's paths (a guest campaign's own index names its guest paths)."""
+    findings = []
+    for path in sorted(run_dir.glob("finding-*.json")):
+        try:
+            c = load_case(path)
+            findings.append((c.signature, path, c.note))
+        except InputError as e:
+            log.error("fuzz.bad_finding_file", error=str(e))  # type: ignore[attr-defined]
+    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
+    write_bug_index(bugs, run_dir / "bugs.csv")
+    return findings, bugs

@@ -14,9 +14,8 @@ import time
 from pathlib import Path
 
 from epfuzz import vm
-from epfuzz.campaign_common import ROOT, Summary, harness_path, plugin_name
-from epfuzz.corpus import load_case
-from epfuzz.findings import group_findings, write_bug_index
+from epfuzz.campaign_common import ROOT, Summary, harness_path, plugin_name, read_findings
+from epfuzz.log import get_logger
 
 GUEST_RUN = "/tmp/run"   # a guest campaign's run folder (tmpfs), copied to the host's at the end
 
@@ -47,11 +46,6 @@ def fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backe
     errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
     rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
     last = rows[-1].split(",") if rows else ["0"] * 7
-    findings = []
-    for path in sorted(run_dir.glob("finding-*.json")):
-        c = load_case(path)
-        findings.append((c.signature, path, c.note))
-    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
-    write_bug_index(bugs, run_dir / "bugs.csv")  # the guest's names its cases by their guest paths
+    findings, bugs = read_findings(run_dir, backend, get_logger(harness=name, backend=backend, preset=preset))
     return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
                    errors[-1] if errors else 1, findings, bugs, backend=backend)
