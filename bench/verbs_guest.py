@@ -65,12 +65,14 @@ def plain(n: int, corpus: Path) -> None:
     t0 = time.perf_counter()
     done = 0
     slow = []
+    stuck: list[tuple[float, str, object]] = []
     prof.enable()
     for scn in (inputs * (n // len(inputs) + 1))[:n]:
         t = time.perf_counter()
         try:
             out = b.run(scn, proto)
-        except Unsupported:
+        except Unsupported as err:
+            stuck.append((time.perf_counter() - t, str(err), scn))
             continue
         slow.append((time.perf_counter() - t, out.verdict, scn))
         done += 1
@@ -80,6 +82,8 @@ def plain(n: int, corpus: Path) -> None:
         print(f"{t:6.2f} s {verdict:8s} epochs {scn.payload.epochs} tokens {scn.payload.num_tokens} "
               f"qps {scn.topology.num_qps} delay {list(f.qp_delay_ns)} div {list(f.qp_rate_div)} "
               f"port {f.port_rate_div} spins {len(f.spins)} signal {scn.signal.kind}")
+    for t, why, scn in stuck:  # inconclusive runs: what they asked for (a stall costs STALL_S)
+        print(f"{t:6.2f} s stuck: {why}\n  {scn.to_json(indent=None)}")
     seconds = time.perf_counter() - t0
     print(top(prof))
     print(json.dumps({"verbs_runs": done, "seconds": round(seconds, 2), "runs_per_second": round(done / seconds, 1),
