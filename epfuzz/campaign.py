@@ -22,7 +22,16 @@ from pathlib import Path
 
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
-from epfuzz.campaign_common import PLUGIN, PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name, read_findings
+from epfuzz.campaign_common import (
+    PLUGIN,
+    PROGRESS_HEADER,
+    ROOT,
+    Summary,
+    harness_path,
+    log_end,
+    plugin_name,
+    read_findings,
+)
 from epfuzz.campaign_guest import fuzz_in_guest
 from epfuzz.corpus import case_paths, sha1
 from epfuzz.errors import InputError
@@ -193,12 +202,8 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
                 f"{summary.corpus},{len(findings)},{jobs.rss}\n")
     for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
         log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
-                  replay=replay_command(path), summary=text)
-    for bug in bugs:
-        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count,  # type: ignore[attr-defined]
-                    case=str(bug.case), replay=replay_command(bug.case, backend), summary=bug.note)
-    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
-             cov=summary.cov, corpus=summary.corpus, findings=len(findings), harness_errors=summary.harness_errors)
+                  replay=replay_command(path, backend), summary=text)
+    log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
     return summary
 
 

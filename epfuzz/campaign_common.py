@@ -12,7 +12,7 @@ from pathlib import Path
 
 from epfuzz.corpus import load_case
 from epfuzz.errors import InputError
-from epfuzz.findings import Bug, bug_table, group_findings, write_bug_index
+from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
 
 ROOT = Path(__file__).resolve().parent.parent
 PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
@@ -82,3 +82,13 @@ def read_findings(run_dir: Path, backend: str, log: object) -> tuple[list[tuple[
     bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
     write_bug_index(bugs, run_dir / "bugs.csv")
     return findings, bugs
+
+
+def log_end(log: object, summary: Summary, **totals: object) -> None:
+    """The end of a campaign in the log, whichever engine ran it: each bug once, with the replay line
+    the summary prints, then the totals (`totals`: what the engine counts besides executions)."""
+    for bug in summary.bugs:
+        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count,  # type: ignore[attr-defined]
+                    case=str(bug.case), replay=replay_command(bug.case, summary.backend), summary=bug.note)
+    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
+             corpus=summary.corpus, findings=len(summary.findings), **totals)

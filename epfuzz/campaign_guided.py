@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from epfuzz.backends.sim import SimBackend
-from epfuzz.campaign_common import PROGRESS_HEADER, ROOT, Summary, harness_path, plugin_name
+from epfuzz.campaign_common import PROGRESS_HEADER, ROOT, Summary, harness_path, log_end, plugin_name
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
@@ -130,9 +130,5 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
                       camp.stop_signal)
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(camp.row(elapsed))
-    for bug in bugs:
-        camp.log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
-                         replay=replay_command(bug.case), summary=bug.note)
-    camp.log.info("fuzz.summary", execs=g.execs, exec_per_s=round(summary.exec_per_s), features=len(g.seen),
-                  corpus=len(g.corpus), findings=len(camp.findings))
+    log_end(camp.log, summary, features=len(g.seen))
     return summary

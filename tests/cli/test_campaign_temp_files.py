@@ -28,3 +28,30 @@ def test_temp_file_of_a_job_stopped_mid_write_is_removed(tmp_path):
     assert not list(run_dir.rglob(".finding-*"))
     assert (run_dir / "keep.txt").read_text() == "a user's file"
     assert summary.findings == []
+
+
+def test_every_replay_line_a_verbs_campaign_logs_names_verbs(tmp_path, capsys):
+    """The raw findings' debug lines too: one pasted from a verbs campaign's log ran on sim."""
+    import json
+    import logging
+    import shutil
+
+    from epfuzz.campaign_common import ROOT
+    from epfuzz.log import configure
+
+    run_dir, work = tmp_path / "run", tmp_path / "work"
+    run_dir.mkdir()
+    work.mkdir()
+    shutil.copy(ROOT / "corpus" / "regressions" / "cross-qp-mlx5-default.json", run_dir / "finding-x.json")
+    configure(json_lines=True, level=logging.DEBUG)
+    try:
+        jobs = _Jobs([sys.executable, "-c", "pass"], [], [], 1, 5, run_dir, None, get_logger(harness="t"))
+        jobs.launch(0)
+        _monitor(jobs, 5, False, jobs.log)
+        _summarize("t", jobs, work, "verbs", jobs.log)
+    finally:
+        configure()
+    lines = [json.loads(x) for x in capsys.readouterr().err.splitlines() if x.startswith("{")]
+    replays = {x["event"]: x["replay"] for x in lines if "replay" in x}
+    assert set(replays) == {"fuzz.finding", "fuzz.bug"}, lines
+    assert all(r.endswith("--backend verbs") for r in replays.values()), replays
