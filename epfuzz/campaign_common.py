@@ -7,6 +7,7 @@ are printed the same way whichever ran.
 
 from __future__ import annotations
 
+import csv
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -68,10 +69,12 @@ class Summary:
         return "\n".join(out + bug_table(self.bugs, self.backend))
 
 
-def read_findings(run_dir: Path, backend: str, log: object) -> tuple[list[tuple[str, Path, str]], list[Bug]]:
+def read_findings(run_dir: Path, backend: str, log: object,
+                  grouped_at: str | None = None) -> tuple[list[tuple[str, Path, str]], list[Bug]]:
     """A finished run folder's raw findings, (signature, case, summary) each (a file that does not load
     is logged and skipped), and the bugs they make by root cause, indexed in `bugs.csv` with this
-    host's paths (a guest campaign's own index names its guest paths)."""
+    host's paths. `grouped_at`: the run folder's path where the campaign ran (the guest's), whose
+    `bugs.csv` already groups the findings (on verbs only the guest can rerun them to group them)."""
     findings = []
     for path in sorted(run_dir.glob("finding-*.json")):
         try:
@@ -79,9 +82,35 @@ def read_findings(run_dir: Path, backend: str, log: object) -> tuple[list[tuple[
             findings.append((c.signature, path, c.note))
         except InputError as e:
             log.error("fuzz.bad_finding_file", error=str(e))  # type: ignore[attr-defined]
-    bugs = group_findings([p for _, p, _ in findings], run_dir / "bugs", backend)
+    paths = [p for _, p, _ in findings]
+    bugs = _index(run_dir, grouped_at, paths) if grouped_at else []
+    seen = {p for b in bugs for p in b.raw}
+    bugs += group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw")
+    bugs.sort(key=lambda b: -b.count)
     write_bug_index(bugs, run_dir / "bugs.csv")
     return findings, bugs
+
+
+def _index(run_dir: Path, grouped_at: str, paths: list[Path]) -> list[Bug]:
+    """The bugs of a `bugs.csv` written where the campaign ran, with this run folder's paths (only
+    findings that are here: a row without any is dropped)."""
+    index = run_dir / "bugs.csv"
+    if not index.exists():
+        return []
+    here = {p.name: p for p in paths}
+    bugs = []
+    with index.open(newline="") as f:
+        for row in csv.DictReader(f):
+            raw = [here[n] for n in (row.get("raw") or "").split() if n in here]
+            case = Path(row["case"].replace(grouped_at.rstrip("/"), str(run_dir), 1))
+            if not raw or not case.is_file():
+                continue
+            try:
+                note = load_case(case).note
+            except InputError:
+                continue
+            bugs.append(Bug(row["root_cause"], case, note, row["minimized"] == "True", raw))
+    return bugs
 
 
 def log_end(log: object, summary: Summary, **totals: object) -> None:

@@ -4,6 +4,8 @@ A raw signature (every rule cell that fired, every knob's value) tells inputs ap
 one bug shows up under dozens of them. The root cause is the signature of the
 *minimized* finding with only the knobs it needs: minimization moves every knob the
 finding does not need to its simplest value, so what is left is what the bug needs.
+On a nondeterministic backend that runs here (verbs, cuda) only the signature's knobs are
+reduced, 5 runs a candidate: the same cause for a fraction of the runs.
 """
 
 from __future__ import annotations
@@ -115,28 +117,46 @@ class Bug:
 
 
 def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float) -> tuple[str, Path, str, bool]:
+    """(root cause, case to replay, its summary, minimized?) of one raw finding.
+
+    sim: the cause of the minimized case. A nondeterministic backend that runs here (verbs in
+    the guest or on an RDMA host, cuda on a GPU): full minimization would cost minutes of device
+    time per finding, so only the signature's knobs are reduced (`minimize.reduce_knobs`, 5 runs a
+    candidate), which is what the cause is made of. Elsewhere, or past the budget ("raw"): the raw
+    signature."""
     from epfuzz import codec
+    from epfuzz.backends.base import Where
     from epfuzz.corpus import load_case
     from epfuzz.errors import EpfuzzError
-    from epfuzz.minimize import minimize
+    from epfuzz.minimize import minimize, reduce_knobs
     from epfuzz.protocols import get_protocol
 
     case = load_case(path)
+    raw = case.signature, path, case.note, False
+    if backend == "raw":
+        return raw
     proto = get_protocol(case.scenario.protocol)
-    if backend != "sim":  # hardware minimization costs device time: group by the raw signature
-        return case.signature, path, case.note, False
+    b = get_backend(backend, require=False)
     try:
-        mz = minimize(case.scenario, proto, backend=backend, max_seconds=max_seconds)
+        if b.deterministic:
+            mz = minimize(case.scenario, proto, backend=backend, max_seconds=max_seconds)
+            scn, outcome, minimized = mz.result, mz.outcome, mz.complete  # out of time: not called minimized
+        elif b.where() is Where.HERE:
+            got = reduce_knobs(case.scenario, proto, b, b.signature_fields(proto), max_seconds=max_seconds)
+            if got is None:  # does not reproduce in 2 of 5 runs now: it stays as it was found
+                return raw
+            scn, outcome, minimized = got[0], got[1], False
+        else:
+            return raw
     except EpfuzzError:  # does not reproduce here (another backend's case): keep it as it is
-        return case.signature, path, case.note, False
-    cause = root_cause(mz.result, mz.outcome, proto)
-    note = mz.outcome.violation.summary() if mz.outcome.violation else ""
-    name = f"{file_stem(mz.result.protocol)}-{hashlib.sha1(cause.encode()).hexdigest()[:10]}"
+        return raw
+    cause = root_cause(scn, outcome, proto)
+    note = outcome.violation.summary() if outcome.violation else ""
+    name = f"{file_stem(scn.protocol)}-{hashlib.sha1(cause.encode()).hexdigest()[:10]}"
     out = out_dir / f"{name}.json"
     if not out.exists():
-        write_atomic(out, Case(name, mz.result, codec.encode(mz.result), "finding", backend, note,
-                               cause).to_json().encode())
-    return cause, out, note, mz.complete  # out of time: the best so far, not called minimized
+        write_atomic(out, Case(name, scn, codec.encode(scn), "finding", backend, note, cause).to_json().encode())
+    return cause, out, note, minimized
 
 
 def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
@@ -163,8 +183,8 @@ def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
 
 def write_bug_index(bugs: list[Bug], path: Path) -> None:
     """`bugs.csv` of a run: what `epfuzz report` shows, the same numbers as the fuzz summary."""
-    rows = [["root_cause", "count", "case", "minimized"]]
-    rows += [[b.cause, str(b.count), str(b.case), str(b.minimized)] for b in bugs]
+    rows = [["root_cause", "count", "case", "minimized", "raw"]]
+    rows += [[b.cause, str(b.count), str(b.case), str(b.minimized), " ".join(p.name for p in b.raw)] for b in bugs]
     with path.open("w", newline="") as f:
         csv.writer(f).writerows(rows)
 

@@ -213,5 +213,40 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
     return Minimized(scn, current, runs, time.perf_counter() - t0, out, complete)
 
 
+def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple[str, ...], repeats: int = 5,
+                 threshold: float = 0.4, max_seconds: float | None = None) -> tuple[Scenario, Outcome, bool] | None:
+    """Each of `fields` away from its simplest value (an empty input's) set to it where the finding
+    survives that, one at a time in order: (scenario, its outcome, whether every field was tried),
+    or None when the finding does not reproduce at `threshold` to begin with.
+
+    What a summary groups findings by on a backend where full minimization costs too much (a verbs
+    run is ~50 ms in the guest, a campaign's findings would need minutes): the root cause is
+    made of these fields alone, so setting the ones the finding does not need is all the grouping
+    needs. A dropped field is one the finding was seen without (in 2 of 5 runs); one kept may only
+    have been unlucky (a finding seen in 60% of runs passes 2 of 5 in 91% of tries, 2 of 3 in 65%),
+    so a flaky finding can split into two groups, but two bugs never merge."""
+    t0 = time.perf_counter()
+    simplest = codec.decode(b"", scn.protocol, scn.preset)
+    first = backend.run(scn, proto, repeats=repeats)
+    if first.violation is None or first.rate < threshold:
+        return None
+    kind = first.violation.kind
+    current, out, complete = scn, first, True
+    for path in fields:
+        if current.get_path(path) == simplest.get_path(path):
+            continue
+        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
+            complete = False
+            break
+        try:
+            cand = codec.load_dict(current.with_path(path, simplest.get_path(path)).to_dict())
+            got = backend.run(cand, proto, repeats=repeats)
+        except EpfuzzError:
+            continue
+        if got.violation is not None and got.violation.kind == kind and got.rate >= threshold:
+            current, out = cand, got
+    return current, out, complete
+
+
 def is_one_minimal(scn: Scenario, predicate: Predicate) -> bool:
     return predicate(scn) and not any(predicate(c) for c in candidates(scn))
