@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """`make bench-search`: time-to-bug of four fuzzers, FuzzBench/Magma style.
 
-    python bench/search.py [--budget S] [--trials N] [--jobs J] [--set deep|zoo|all] [NAME ...]
+    python bench/search.py [--budget S] [--trials N] [--first-seed K] [--jobs J] [--set deep|zoo|all] [NAME ...]
+    python bench/search.py --merge A.json B.json --out bench/search-x   (one table from runs in parts)
 
 Fuzzers, each from nothing (no seed corpus) with its trial number as the seed:
 - `guided`: `epfuzz fuzz --engine guided`'s in-process greybox loop (epfuzz.greybox:
@@ -193,6 +194,8 @@ def main() -> int:
     ap.add_argument("names", nargs="*")
     ap.add_argument("--budget", type=float, default=300)
     ap.add_argument("--trials", type=int, default=20)
+    ap.add_argument("--first-seed", type=int, default=1,
+                    help="seeds run from here (add trials to an earlier run, then --merge both)")
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--set", default="all", choices=("deep", "zoo", "all"))
     ap.add_argument("--fuzzers", default=",".join(DEFAULT_FUZZERS), help=f"comma-separated, of {', '.join(FUZZERS)}")
@@ -207,12 +210,19 @@ def main() -> int:
     if a.merge:
         parts = [json.loads(Path(f).read_text()) for f in a.merge]
         trials = [t for part in parts for t in part["trials"]]
+        keys = [(t["bug"], t["fuzzer"], t["seed"]) for t in trials]
+        if len(set(keys)) < len(keys):
+            raise SystemExit("--merge: the same (bug, fuzzer, seed) trial is in two parts: run the second part "
+                             "with --first-seed past the first")
+        if len({part["config"]["budget"] for part in parts}) > 1:
+            raise SystemExit("--merge: the parts ran at different budgets; a table has one budget")
+        a.budget = parts[0]["config"]["budget"]
         kinds = sorted({t["fuzzer"] for t in trials}, key=FUZZERS.index)
         machine, a.jobs = parts[0]["machine"], parts[0]["config"]["jobs"]
         a.trials = max(sum(1 for t in trials if (t["bug"], t["fuzzer"]) == key)
                        for key in {(t["bug"], t["fuzzer"]) for t in trials})
     else:
-        jobs = [(k, n, s) for s in range(1, a.trials + 1) for n in names for k in kinds]
+        jobs = [(k, n, s) for s in range(a.first_seed, a.first_seed + a.trials) for n in names for k in kinds]
         with ThreadPoolExecutor(a.jobs) as pool:
             trials = list(pool.map(lambda j: one_trial(*j, a.budget, a.instrument), jobs))
         machine = f"{platform.machine()} python {platform.python_version()}, {os.cpu_count()} cores"
