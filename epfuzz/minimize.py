@@ -164,12 +164,14 @@ def _get(doc: dict[str, Any], path: str) -> Any:
     return obj
 
 
+def _holds(out: Outcome, threshold: float, kind: str | None) -> bool:
+    """The run shows the finding: a violation (of `kind`, when given) in `threshold` of its repeats."""
+    return out.violation is not None and (not kind or out.violation.kind == kind) and out.rate >= threshold
+
+
 def reproduces(backend: Backend, proto: Protocol, repeats: int, threshold: float, kind: str | None) -> Predicate:
     def pred(s: Scenario) -> bool:
-        out = backend.run(s, proto, repeats=repeats)
-        if out.violation is None or (kind and out.violation.kind != kind):
-            return False
-        return out.rate >= threshold
+        return _holds(backend.run(s, proto, repeats=repeats), threshold, kind)
 
     return pred
 
@@ -228,7 +230,7 @@ def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple
     t0 = time.perf_counter()
     simplest = codec.decode(b"", scn.protocol, scn.preset)
     first = backend.run(scn, proto, repeats=repeats)
-    if first.violation is None or first.rate < threshold:
+    if first.violation is None or not _holds(first, threshold, None):
         return None
     kind = first.violation.kind
     current, out, complete = scn, first, True
@@ -243,7 +245,7 @@ def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple
             got = backend.run(cand, proto, repeats=repeats)
         except EpfuzzError:
             continue
-        if got.violation is not None and got.violation.kind == kind and got.rate >= threshold:
+        if _holds(got, threshold, kind):
             current, out = cand, got
     return current, out, complete
 
