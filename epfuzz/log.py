@@ -8,6 +8,17 @@ import sys
 import structlog
 
 
+class _Stderr:
+    """Whatever sys.stderr is when a line is logged, not when logging was configured: a stream
+    swapped since (pytest's capture, a caller's redirect) may be closed by then."""
+
+    def write(self, text: str) -> int:
+        return sys.stderr.write(text)
+
+    def flush(self) -> None:
+        sys.stderr.flush()
+
+
 def configure(json_lines: bool | None = None, level: int = logging.INFO) -> None:
     if json_lines is None:
         json_lines = not sys.stderr.isatty()
@@ -22,7 +33,7 @@ def configure(json_lines: bool | None = None, level: int = logging.INFO) -> None
             renderer,
         ],
         wrapper_class=structlog.make_filtering_bound_logger(level),
-        logger_factory=structlog.PrintLoggerFactory(file=sys.stderr),
+        logger_factory=structlog.PrintLoggerFactory(file=_Stderr()),  # type: ignore[arg-type]
         cache_logger_on_first_use=False,
     )
 
