@@ -26,10 +26,13 @@ from epfuzz.campaign_common import (
     PLUGIN,
     PROGRESS_HEADER,
     ROOT,
+    RUNS,
     Summary,
+    fresh_run_dir,
     harness_path,
     log_end,
     plugin_name,
+    preflight,
     read_findings,
 )
 from epfuzz.campaign_guest import fuzz_in_guest
@@ -51,14 +54,44 @@ class JobState:
     exec_s: int = 0
     restarts: int = 0
     harness_errors: int = 0
+    error: str = ""               # the first uncaught exception of the job, with the user's line if any
     lines: list[str] = field(default_factory=list)
 
 
+PACKAGE = str(Path(__file__).resolve().parent)
+FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
+
+
+def _exception(st: JobState, lines: list[str]) -> None:
+    """atheris prints an uncaught exception (to stdout) as '=== Uncaught Python exception: ===', the
+    exception's line, then its traceback: keep the first, with its innermost frame outside epfuzz
+    (the plug-in's code), so the summary says what broke instead of a bare count."""
+    if st.error or not lines:
+        return
+    where = ""
+    for line in lines[1:]:
+        m = FRAME.match(line)
+        if m and not m.group(1).startswith(PACKAGE) and "site-packages" not in m.group(1):
+            where = f" (at {m.group(1)}:{m.group(2)}, in {m.group(3)})"
+    st.error = lines[0].strip() + where
+
+
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
-    assert proc.stderr is not None
+    assert proc.stdout is not None  # libFuzzer's stderr and atheris' stdout, merged
+    exc: list[str] | None = None   # the lines of an uncaught exception being read
     with log_file.open("a") as lf:
-        for line in proc.stderr:
+        for line in proc.stdout:
             lf.write(line)
+            if exc is not None:
+                if line.strip() and not line.startswith(("==", "SUMMARY:", "MS:", "INFO:")):
+                    exc.append(line)
+                    continue
+                if line.strip() or len(exc) > 1:
+                    _exception(st, exc)
+                    exc = None
+            if "=== Uncaught Python exception: ===" in line:
+                exc = []
+                continue
             m = STATUS.search(line)
             if m:
                 st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
@@ -96,7 +129,7 @@ class _Jobs:
         left = max(1, int(self.deadline - time.monotonic()))
         seed = [] if self.seed is None else [f"-seed={self.seed + j + 1000 * self.states[j].restarts}"]
         cmd = [*self.head, f"-max_total_time={left}", *self.tail, *seed, *self.extra]
-        p = subprocess.Popen(cmd, stderr=subprocess.PIPE, stdout=subprocess.DEVNULL, text=True,
+        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
                              errors="replace", start_new_session=True)
         self.procs[j] = p
         t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log"), daemon=True)
@@ -196,7 +229,7 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
-                      backend)
+                      backend, next((s.error for s in jobs.states if s.error), ""))
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                 f"{summary.corpus},{len(findings)},{jobs.rss}\n")
@@ -221,6 +254,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         from epfuzz.protocols import get_protocol
 
         get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
+        preflight(protocol, preset)
         script, name = PLUGIN, plugin_name(protocol)
     elif harness:
         script = harness_path(harness)
@@ -228,7 +262,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     else:
         raise InputError("name a harness or give --protocol module:Attr")
     log = get_logger(harness=name, backend=backend, preset=preset)
-    run_dir = run_dir or ROOT / "runs" / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
     work = run_dir / "corpus"
     art = run_dir / "artifacts"
     for d in (work, art):

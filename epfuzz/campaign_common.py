@@ -12,10 +12,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.corpus import load_case
-from epfuzz.errors import InputError
+from epfuzz.errors import EpfuzzError, InputError, ProtocolError
 from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
 
 ROOT = Path(__file__).resolve().parent.parent
+#: where runs go unless --run-dir says otherwise: beside the user (the current directory), not in
+#: the install tree (a plug-in's author runs epfuzz from their own project)
+RUNS = Path("runs")
 PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
 
 
@@ -29,6 +32,46 @@ PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
 def plugin_name(protocol: str) -> str:
     """The harness name a plug-in protocol (module:Attr) runs under."""
     return protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
+
+
+def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
+    """The run folder, which must be new or empty: a reused folder's old findings and corpus would
+    be read back as this run's (a fixed protocol reported its buggy twin's bugs)."""
+    path = run_dir or default
+    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        raise InputError(f"run folder {path} already exists and is not empty; name a new --run-dir")
+    return path
+
+
+def preflight(protocol: str, preset: str) -> None:
+    """Run a plug-in once on the simplest scenario before fuzzing it: a protocol that breaks the
+    API (an abstract receiver, an exception in its sender, a pin out of range or of no field)
+    fails here in one line, instead of every input of the campaign failing without a word."""
+    import json
+    from functools import reduce
+
+    from epfuzz import codec
+    from epfuzz.backends import get_backend
+    from epfuzz.protocols import REGISTRY, get_protocol
+
+    proto = get_protocol(protocol)
+    scn = codec.decode(b"", protocol, preset)
+    for key in proto.fixed:
+        try:
+            reduce(getattr, key.split("."), scn)
+        except AttributeError:
+            raise InputError(f"protocol {protocol!r} pins {key!r}, which is no scenario field") from None
+    try:
+        codec.load_dict(json.loads(scn.to_json()))  # a pinned value out of range is named here
+    except InputError as e:
+        raise InputError(f"protocol {protocol!r}: its pins make an invalid scenario: {e}") from None
+    try:
+        get_backend("sim").run(scn, proto)
+    except EpfuzzError:
+        raise
+    except Exception as e:  # noqa: BLE001 - the user's code: one line that says where
+        raise ProtocolError(f"protocol {protocol!r} fails on the simplest scenario: {type(e).__name__}: {e}"
+                            f"{REGISTRY.where(e)}") from None
 
 
 def harness_path(name: str) -> Path:
@@ -54,6 +97,7 @@ class Summary:
     bugs: list[Bug] = field(default_factory=list)   # the findings grouped by root cause
     interrupted: int = 0                    # the signal that stopped the run early, if one did
     backend: str = "sim"                    # where the findings replay (their replay lines name it)
+    error: str = ""                         # the first harness error's exception line (and where)
 
     @property
     def exec_per_s(self) -> float:
@@ -66,6 +110,8 @@ class Summary:
                f"{self.harness_errors} harness error(s)"
                + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
                f"run folder: {self.run_dir}"]
+        if self.error:
+            out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
         return "\n".join(out + bug_table(self.bugs, self.backend))
 
 

@@ -17,7 +17,17 @@ import time
 from pathlib import Path
 
 from epfuzz.backends.sim import SimBackend
-from epfuzz.campaign_common import PROGRESS_HEADER, ROOT, Summary, harness_path, log_end, plugin_name
+from epfuzz.campaign_common import (
+    PROGRESS_HEADER,
+    ROOT,
+    RUNS,
+    Summary,
+    fresh_run_dir,
+    harness_path,
+    log_end,
+    plugin_name,
+    preflight,
+)
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
@@ -105,11 +115,12 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     """Fuzz a built-in harness's protocol, or a plug-in protocol (module:Attr), with the greybox loop."""
     if protocol:
         get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
+        preflight(protocol, preset)
         name = plugin_name(protocol)
     else:
         name = harness_path(harness or "").stem
         protocol = name.removesuffix("_fuzzer")
-    run_dir = run_dir or ROOT / "runs" / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}"
+    run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
     (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
     camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed)
 

@@ -135,6 +135,8 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     get_backend(a.backend)  # fail at once if it cannot run here
     if a.preset not in PRESETS:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
+    if a.harness and a.protocol:
+        raise InputError(f"name a harness ({a.harness}) or give --protocol ({a.protocol}), not both")
     if a.engine == "guided":
         s = _fuzz_guided(a)
     else:
@@ -189,7 +191,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     res, out = m.result, m.outcome
     before, after = m.sizes()
     name = f"{res.protocol}-min-{res.digest()}"
-    path = Path(a.output) if a.output else Path(f"{name}.json")
+    path = Path(a.output) if a.output else Path("runs", "minimized", f"{name}.json")
     new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out, proto))
     write_atomic(path, new.to_json().encode())
@@ -239,6 +241,8 @@ def cmd_corpus(a: argparse.Namespace) -> int:
 def cmd_triage(a: argparse.Namespace) -> int:
     from epfuzz import maintain
 
+    if not Path(a.run_dir).is_dir():
+        raise InputError(f"cannot read {a.run_dir}: not a folder")
     groups = maintain.triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset)
     for cause, paths in groups.items():
         print(f"{len(paths):4d}  {cause}")
@@ -275,8 +279,25 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-def main(argv: list[str] | None = None) -> int:
+def _parse(argv: list[str]) -> argparse.Namespace:
+    """`epfuzz fuzz HARNESS [options] -- LIBFUZZER FLAGS`: argparse cannot give a second positional
+    list after the options, so for fuzz what follows `--` is split off first (vm run keeps its `--`)."""
+    cmd = next((t for t in argv if not t.startswith("-")), "")
+    unknown = [t for t in argv if t.startswith("-") and t not in ("-h", "--help", "--log-json", "--debug", "--version")]
+    if not cmd and unknown:  # argparse would only say a COMMAND is missing
+        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+    extra: list[str] = []
+    if cmd == "fuzz" and "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
     a = build_parser().parse_args(argv)
+    if extra:
+        a.libfuzzer = [*a.libfuzzer, *extra]
+    return a
+
+
+def main(argv: list[str] | None = None) -> int:
+    a = _parse(sys.argv[1:] if argv is None else list(argv))
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     elog.configure(json_lines=True if a.log_json else None)
     try:
@@ -298,12 +319,26 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
-        if debug:
-            traceback.print_exc()
-        line = str(e).splitlines()[0] if str(e) else ""
-        print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
-              + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)
+        return _unexpected(e, debug)
+
+
+def _unexpected(e: Exception, debug: bool) -> int:
+    """An exception nobody raised on purpose: the user's plug-in code (exit 3, its line named),
+    a file the system refused (exit 2: not a bug anywhere), or a bug in epfuzz (exit 3)."""
+    if debug:
+        traceback.print_exc()
+    line = str(e).splitlines()[0] if str(e) else ""
+    where = REGISTRY.where(e)
+    if where:
+        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {type(e).__name__}: {line}{where}",
+              file=sys.stderr)
         return EXIT_HARNESS
+    if isinstance(e, OSError) and e.filename:
+        print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)
+        return EXIT_INPUT
+    print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
+          + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)
+    return EXIT_HARNESS
 
 
 if __name__ == "__main__":

@@ -24,6 +24,31 @@ class _Parser(argparse.ArgumentParser):
         raise SystemExit(EXIT_INPUT)
 
 
+def _positive(kind: type) -> object:
+    """An argparse type for a count or a duration that must be above zero (a --jobs 0 run
+    crashed; a --time 0 one fuzzed anyway)."""
+    def parse(text: str) -> object:
+        try:
+            v = kind(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+        if not v > 0:
+            raise argparse.ArgumentTypeError(f"{text} must be above 0")
+        return v
+    parse.__name__ = kind.__name__
+    return parse
+
+
+def _rate(text: str) -> float:
+    try:
+        v = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not 0 < v <= 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a rate in (0, 1]")
+    return v
+
+
 def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
     sp.add_argument("--protocol", help="protocol of a raw fuzz input (default: from its folder name, "
                                        "corpus/<protocol>_fuzzer/)")
@@ -40,7 +65,7 @@ def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
 def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     r = sub.add_parser("run", help="run one scenario (JSON, case or raw input): verdict and trace summary")
     r.add_argument("path", help="case file, scenario JSON, raw fuzz input or crash artifact, or - for stdin")
-    r.add_argument("--repeats", type=int, default=1, help="repetitions (nondeterministic backends)")
+    r.add_argument("--repeats", type=_positive(int), default=1, help="repetitions (nondeterministic backends)")
     _common(r)
 
     rp = sub.add_parser("replay", help="replay cases and corpus inputs against their expected verdicts; "
@@ -55,8 +80,8 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time; summarise the bugs found")
     fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
     fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
-    fz.add_argument("--time", type=int, default=60, help="seconds (default 60)")
-    fz.add_argument("--jobs", type=int, default=1,
+    fz.add_argument("--time", type=_positive(int), default=60, help="seconds (default 60)")
+    fz.add_argument("--jobs", type=_positive(int), default=1,
                     help="libFuzzer worker processes sharing one working corpus (default 1)")
     fz.add_argument("--backend", default="sim", choices=BACKENDS,
                     help="where each input runs: sim (default), verbs (in the soft-RoCE guest here), cuda")
@@ -74,15 +99,15 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
 def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
     ex = sub.add_parser("explore", help="enumerate every allowed visibility order of a small scenario")
     ex.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
-    ex.add_argument("--max-states", type=int, default=500_000, help="give up above this many states")
+    ex.add_argument("--max-states", type=_positive(int), default=500_000, help="give up above this many states")
     _common(ex, backend=False)
 
     mn = sub.add_parser("minimize", help="shrink a finding to a 1-minimal scenario; write it as a case")
     mn.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
-    mn.add_argument("-o", "--output", help="case file to write (default <protocol>-min-<digest>.json)")
-    mn.add_argument("--repeats", type=int, default=5, help="runs per candidate on nondeterministic backends")
-    mn.add_argument("--threshold", type=float, default=0.5, help="minimum reproduction rate to keep a candidate")
-    mn.add_argument("--max-seconds", type=float, help="stop early and keep the smallest reproducer so far")
+    mn.add_argument("-o", "--output", help="case file to write (default runs/minimized/<protocol>-min-<digest>.json)")
+    mn.add_argument("--repeats", type=_positive(int), default=5, help="runs per candidate on nondeterministic backends")
+    mn.add_argument("--threshold", type=_rate, default=0.5, help="minimum reproduction rate to keep a candidate")
+    mn.add_argument("--max-seconds", type=_positive(float), help="stop early and keep the smallest reproducer so far")
     _common(mn)
 
     xp = sub.add_parser("explain", help="timeline, rule cells and knobs behind a finding (sim)")
@@ -119,10 +144,20 @@ def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
     vmp.add_argument("rest", nargs=argparse.REMAINDER, help="run: -- and the command to run in the guest")
 
 
+def _version() -> str:
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("epfuzz")
+    except PackageNotFoundError:  # run from a source tree that was never installed
+        return "(not installed)"
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
     p.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (exit 3)")
+    p.add_argument("--version", action="version", version=f"epfuzz {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     _add_run_commands(sub)
     _add_analysis_commands(sub)

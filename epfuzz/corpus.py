@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz import codec
+from epfuzz.backends import NAMES as BACKEND_NAMES
 from epfuzz.errors import InputError
 from epfuzz.scenario import Scenario
 
@@ -139,6 +140,11 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
         raise InputError(f"{where}: scenario nested too deeply") from None
     if data and codec.decode(data, scn.protocol, scn.preset) != scn:
         raise InputError(f"{where}: 'input' bytes do not decode to 'scenario' (stale case?)")
+    for key in ("protocol", "preset"):  # the case's copies of its scenario's fields must agree with them
+        if key in obj and obj[key] != getattr(scn, key):
+            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {getattr(scn, key)!r}")
+    if obj.get("backend", "sim") not in BACKEND_NAMES:
+        raise InputError(f"{where}: unknown backend {obj['backend']!r}; known: {', '.join(BACKEND_NAMES)}")
     return Case(obj.get("name", stem), scn, data, expect, obj.get("backend", "sim"),
                 obj.get("note", ""), obj.get("signature", ""))
 

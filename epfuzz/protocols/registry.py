@@ -10,10 +10,11 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+import traceback
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
-from epfuzz.errors import InputError
+from epfuzz.errors import InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
 
 
@@ -29,6 +30,7 @@ class ZooRow(NamedTuple):
 @dataclass
 class Registry:
     items: dict[str, Protocol] = field(default_factory=dict)
+    plugin_files: set[str] = field(default_factory=set)   # source files of the loaded plug-ins
 
     def add(self, proto: Protocol) -> Protocol:
         if not proto.name:
@@ -54,11 +56,27 @@ class Registry:
             obj = getattr(mod, attr)
         except (ImportError, AttributeError) as e:
             raise InputError(f"cannot load protocol {spec!r}: {e}") from None
-        proto = obj() if isinstance(obj, type) else obj
+        if getattr(mod, "__file__", None):
+            self.plugin_files.add(os.path.realpath(mod.__file__))
+        try:
+            proto = obj() if isinstance(obj, type) else obj
+        except Exception as e:  # noqa: BLE001 - the user's constructor: say so in one line
+            raise ProtocolError(f"cannot construct protocol {spec!r}: {type(e).__name__}: {e}"
+                                f"{self.where(e)}") from None
         if not isinstance(proto, Protocol):
             raise InputError(f"{spec!r} is not an epfuzz Protocol")
         self.items[spec] = proto
         return proto
+
+    def where(self, exc: BaseException) -> str:
+        """' (at FILE:LINE, in FUNC)' of the innermost frame of `exc` inside a loaded plug-in's
+        source, or '' when none is: an exception raised by the user's code is the user's bug, and
+        the CLI and the campaign say so instead of blaming epfuzz."""
+        hit = ""
+        for fr in traceback.extract_tb(exc.__traceback__):
+            if os.path.realpath(fr.filename) in self.plugin_files:
+                hit = f" (at {fr.filename}:{fr.lineno}, in {fr.name})"
+        return hit
 
     def zoo(self) -> tuple[ZooRow, ...]:
         """One row per pattern, by number; each pattern must have one buggy and one fixed protocol."""

@@ -1,0 +1,96 @@
+"""Bad arguments and refused files are one line and exit 2; nothing on disk is touched (a new
+user's second trial: --jobs 0 crashed, a read-only folder was "a bug in epfuzz", a reused run
+folder reported an earlier run's bugs, minimize wrote into the working directory)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from epfuzz.cli import _parse
+from epfuzz.cli import main as cli
+
+ROOT = Path(__file__).resolve().parents[2]
+C2B = ROOT / "corpus/regressions/deepep661-c2b.json"
+
+
+def run(capsys, *args: str) -> tuple[int, str, str]:
+    try:
+        rc = cli(list(args))
+    except SystemExit as e:  # argparse's errors
+        rc = int(e.code or 0)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+@pytest.mark.parametrize(("args", "says"), [
+    (["fuzz", "deepep_v2_dispatch", "--jobs", "0"], "argument --jobs: 0 must be above 0"),
+    (["fuzz", "deepep_v2_dispatch", "--time", "-5"], "argument --time: -5 must be above 0"),
+    (["run", str(C2B), "--repeats", "0"], "argument --repeats: 0 must be above 0"),
+    (["minimize", str(C2B), "--threshold", "2"], "argument --threshold: 2 is not a rate in (0, 1]"),
+    (["minimize", str(C2B), "--max-seconds", "x"], "argument --max-seconds: 'x' is not a number"),
+    (["explore", str(C2B), "--max-states", "0"], "argument --max-states: 0 must be above 0"),
+    (["--bogus"], "unrecognized arguments: --bogus"),
+    (["fuzz", "deepep_v2_dispatch", "--protocol", "examples.seqflag:SeqFlag"], "not both"),
+    (["triage", "/nonexistent/run"], "cannot read /nonexistent/run: not a folder"),
+])
+def test_bad_arguments_are_one_line_and_exit_2(capsys, args, says):
+    rc, _, err = run(capsys, *args)
+    assert rc == 2
+    assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_version(capsys):
+    rc, out, _ = run(capsys, "--version")
+    assert rc == 0 and out.startswith("epfuzz ")
+
+
+def test_libfuzzer_flags_after_the_options_and_vm_run_keeps_its_separator():
+    a = _parse(["fuzz", "deepep_v2_dispatch", "--time", "3", "--", "-seed=1", "-runs=5"])
+    assert a.harness == "deepep_v2_dispatch" and a.time == 3 and a.libfuzzer == ["-seed=1", "-runs=5"]
+    assert _parse(["fuzz", "--time", "3", "deepep_v2_dispatch", "--", "-seed=1"]).libfuzzer == ["-seed=1"]
+    assert _parse(["vm", "run", "--", "echo", "-x"]).rest == ["echo", "-x"]  # as before: not split off
+
+
+def test_an_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
+    (tmp_path / "file").write_text("keep")
+    rc, _, err = run(capsys, "minimize", str(C2B), "-o", str(tmp_path / "file" / "out.json"))
+    assert rc == 2
+    assert err.startswith(f"epfuzz: cannot write or read {tmp_path / 'file'}") and "bug in epfuzz" not in err
+    assert (tmp_path / "file").read_text() == "keep"
+
+
+def test_minimize_writes_under_runs_not_into_the_working_directory(tmp_path):
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "minimize", str(C2B)], capture_output=True, text=True,
+                       cwd=tmp_path, env=os.environ, timeout=300)
+    assert p.returncode == 1, p.stderr
+    assert [x.name for x in tmp_path.iterdir()] == ["runs"]
+    written = list((tmp_path / "runs" / "minimized").glob("*.json"))
+    assert len(written) == 1 and f"wrote {written[0].relative_to(tmp_path)}" in p.stdout
+
+
+def test_a_used_run_folder_is_refused_and_left_as_it_was(tmp_path, capsys):
+    old = tmp_path / "old"
+    old.mkdir()
+    (old / "finding-x.json").write_text("{}")
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch_fixed", "--time", "5", "--run-dir", str(old))
+    assert rc == 2 and "already exists and is not empty" in err
+    assert [x.name for x in old.iterdir()] == ["finding-x.json"]
+
+
+@pytest.mark.parametrize(("field", "value", "says"), [
+    ("backend", "quantum", "unknown backend 'quantum'"),
+    ("preset", "nopreset", "'preset' is 'nopreset' but its scenario's is"),
+    ("protocol", "other", "'protocol' is 'other' but its scenario's is"),
+])
+def test_a_case_whose_fields_disagree_or_name_no_backend_is_refused(tmp_path, capsys, field, value, says):
+    case = json.loads(C2B.read_text())
+    case[field] = value
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    rc, _, err = run(capsys, "run", str(tmp_path / "case.json"))
+    assert rc == 2 and says in err, err

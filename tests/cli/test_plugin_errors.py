@@ -1,0 +1,143 @@
+"""A plug-in's own bugs are named as the plug-in's, in one line, before and during a campaign
+(a new user's tutorial receiver lacked three methods: `fuzz` restarted its job for the whole
+budget and printed only "N harness error(s)"; `run` blamed epfuzz)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+RECEIVER = '''
+from epfuzz import ops
+from epfuzz.protocols.base import Consume, Protocol, Receiver
+
+
+class Rx(Receiver):
+    watch = frozenset({ops.SIGNAL})
+
+    def __init__(self, layout):
+        self.layout = layout
+        self.got = [False] * layout.num_channels
+
+    def start_epoch(self, epoch):
+        self.got = [False] * self.layout.num_channels
+
+    def poll(self, mem, epoch):
+        if len(self.got) > LIMIT:
+            raise ZeroDivisionError("too many channels for this receiver")
+        out = []
+        for c, got in enumerate(self.got):
+            if not got and mem.u64(ops.SIGNAL, c * 8) == epoch + 1:
+                self.got[c] = True
+                n = self.layout.tokens_in_channel[c] * self.layout.token_bytes
+                out.append(Consume(ops.DATA, self.layout.slot_offset(c, 0), n, c, f"mailbox {c}"))
+        return out
+
+    def done(self):
+        return all(self.got)
+
+    def state(self):
+        return tuple(self.got)
+
+    def restore(self, state):
+        self.got = list(state)
+
+
+class Flag(Protocol):
+    name, expect = "flag", "finding"
+    fixed = FIXED
+
+    def sender(self, scn, layout, epoch):
+        n = lambda c: layout.tokens_in_channel[c] * layout.token_bytes
+        return [[ops.Write(scn.qp_of_channel(c), ops.DATA, layout.slot_offset(c, 0), n(c)),
+                 ops.WriteValue(scn.qp_of_channel(c), ops.SIGNAL, c * 8, epoch + 1)]
+                for c in range(layout.num_channels)]
+
+    def receiver(self, scn, layout):
+        return Rx(layout)
+
+
+class Abstract(Flag):
+    def receiver(self, scn, layout):
+        class Half(Receiver):  # the tutorial's first attempt: poll and done only
+            def poll(self, mem, epoch):
+                return []
+
+            def done(self):
+                return True
+        return Half()
+'''
+
+
+def plugin(folder: Path, name: str, limit: int = 99, fixed: str = '{"knobs.mr_relaxed": True}') -> None:
+    (folder / f"{name}.py").write_text(RECEIVER.replace("LIMIT", str(limit)).replace("FIXED", fixed))
+
+
+def epfuzz(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "epfuzz", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, "EPFUZZ_DEBUG": ""}, timeout=300)
+
+
+def one_line(p: subprocess.CompletedProcess[str]) -> str:
+    lines = [x for x in p.stderr.splitlines() if not x.startswith("{")]  # structlog JSON lines aside
+    assert len(lines) == 1 and "Traceback" not in p.stderr, p.stderr
+    return lines[0]
+
+
+def test_an_exception_in_plugin_code_is_a_protocol_error_that_names_its_line(tmp_path):
+    plugin(tmp_path, "mine", limit=0)
+    (tmp_path / "input").write_bytes(bytes(64))
+    p = epfuzz(tmp_path, "run", "--protocol", "mine:Flag", "input")
+    assert p.returncode == 3
+    line = one_line(p)
+    assert "protocol error (a bug in the protocol plug-in): ZeroDivisionError" in line
+    assert f"{tmp_path / 'mine.py'}:" in line and "in poll" in line
+
+
+def test_fuzz_refuses_a_broken_plugin_at_once_and_writes_no_run_folder(tmp_path):
+    plugin(tmp_path, "mine")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Abstract", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 3
+    line = one_line(p)
+    assert "fails on the simplest scenario: TypeError: Can't instantiate abstract class Half" in line
+    assert "in receiver" in line
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize(("fixed", "says"), [
+    ('{"knobs.no_such_knob": True}', "pins 'knobs.no_such_knob', which is no scenario field"),
+    ('{"topology.num_qps": 99}', "out of range"),
+])
+def test_a_pin_of_no_field_or_out_of_range_is_refused(tmp_path, fixed, says):
+    plugin(tmp_path, "mine", fixed=fixed)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 2
+    assert says in one_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_campaign_names_its_first_harness_error_and_where_the_plugin_raised_it(tmp_path):
+    plugin(tmp_path, "mine", limit=2)  # the simplest scenario passes; three channels or more raise
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "8", "--seed", "1", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = next(x for x in p.stdout.splitlines() if x.startswith("first harness error:"))
+    assert "ZeroDivisionError: too many channels for this receiver" in line
+    assert f"{tmp_path / 'mine.py'}:" in line and "in poll" in line
+    assert "Traceback" in (tmp_path / "r" / "job0.log").read_text()
+
+
+def test_the_readme_tutorial_protocol_works_as_written(tmp_path):
+    """The tutorial's code block, saved as the README says, finds its bug (the first wave's
+    snippet called an undefined nbytes() and a receiver it never showed)."""
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    section = readme[readme.index("## Write your own protocol (tutorial)"):]
+    code = section.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "mailbox.py").write_text(code)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mailbox:SeqFlag", "--engine", "guided", "--time", "20",
+               "--seed", "1", "--run-dir", "r")
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert "mailbox:SeqFlag|spec|stale-accept|" in p.stdout
