@@ -29,6 +29,7 @@ from epfuzz.campaign_common import (
     RUNS,
     Summary,
     fresh_run_dir,
+    grouping_budget,
     harness_path,
     log_end,
     plugin_name,
@@ -216,7 +217,7 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
             time.sleep(0.5)
 
 
-def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) -> Summary:
+def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object, seconds: float) -> Summary:
     """Read the run folder back: raw findings, bugs by root cause, the summary and its log lines."""
     run_dir = jobs.run_dir
     for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
@@ -225,7 +226,7 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
-    findings, bugs = read_findings(run_dir, backend, log)
+    findings, bugs = read_findings(run_dir, backend, log, budget=grouping_budget(seconds), stop=lambda: bool(jobs.got))
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
@@ -282,10 +283,12 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         for j in range(jobs):
             pool.launch(j)
         _monitor(pool, seconds, progress, log)
+        pool.stop()
+        if progress and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
+        return _summarize(name, pool, work, backend, log, seconds)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
         pool.stop()
-        if progress and sys.stderr.isatty():
-            sys.stderr.write("\n")
-    return _summarize(name, pool, work, backend, log)

@@ -23,6 +23,7 @@ from epfuzz.campaign_common import (
     RUNS,
     Summary,
     fresh_run_dir,
+    grouping_budget,
     harness_path,
     log_end,
     plugin_name,
@@ -131,10 +132,12 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
     try:
         elapsed = camp.run(seconds, max_execs, progress)
+        # the handler stays: a signal while findings are grouped ends the grouping, not the summary
+        bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
+                              budget=grouping_budget(seconds), stop=lambda: camp.stop_signal != 0)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim")
     write_bug_index(bugs, run_dir / "bugs.csv")
     g = camp.loop
     summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,

@@ -160,19 +160,21 @@ def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float)
 
 
 def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
-                   max_seconds: float = 20.0, budget: float = 120.0) -> list[Bug]:
+                   max_seconds: float = 20.0, budget: float = 120.0,
+                   stop: Callable[[], bool] | None = None) -> list[Bug]:
     """Group raw finding cases by root cause, most frequent first; minimized cases go to `out_dir`.
 
     Minimizing takes well under a second of CPU on sim (#661 findings: 0.08 s median, 0.45 s the
     most); each gets `max_seconds` of wall time so a loaded machine still finishes it (one cut short
     is grouped by a partly minimized cause and loses "(minimized)"); past `budget` seconds the rest
-    are grouped by their raw signature instead, so a summary never waits long."""
+    are grouped by their raw signature instead, so a summary never waits long; so are they once
+    `stop()` says a signal asked the run to end (the summary is still written)."""
     from epfuzz.errors import InputError
 
     bugs: dict[str, Bug] = {}
     deadline = time.monotonic() + budget
     for path in paths:
-        how = backend if time.monotonic() < deadline else "raw"
+        how = backend if time.monotonic() < deadline and not (stop and stop()) else "raw"
         try:
             cause, case, note, minimized = _representative(path, out_dir, how, max_seconds)
         except InputError:

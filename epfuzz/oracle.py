@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from epfuzz import ops
+from epfuzz.errors import ProtocolError
 from epfuzz.payload import CHUNK, classify_chunks
 from epfuzz.protocols.base import Consume, Layout
 
@@ -102,4 +103,9 @@ def judge(consume: Consume, region: np.ndarray, expected: np.ndarray, layout: La
     this epoch's data image: only data has an expected image; anything accepted
     from another region as payload is wrong by construction.
     """
+    if consume.offset < 0 or consume.length < 0 or consume.offset + consume.length > len(region):
+        # a slice past the end compares nothing: an accept outside the region would pass unchecked
+        raise ProtocolError(f"protocol {protocol!r}, epoch {epoch}: the receiver accepted {consume.what!r} at "
+                            f"{consume.region}+{consume.offset}, {consume.length} bytes, outside the region "
+                            f"({len(region)} bytes)")
     return check(consume, region, expected if consume.region == ops.DATA else None, layout, protocol, epoch)

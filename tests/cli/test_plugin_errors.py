@@ -141,3 +141,16 @@ def test_the_readme_tutorial_protocol_works_as_written(tmp_path):
                "--seed", "1", "--run-dir", "r")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "mailbox:SeqFlag|spec|stale-accept|" in p.stdout
+
+
+def test_an_accept_outside_its_region_is_a_protocol_error_not_a_clean_run(tmp_path):
+    """A slice past the region's end compared nothing: the run was clean and the accept unchecked."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace(
+        "Consume(ops.DATA, self.layout.slot_offset(c, 0), n,", "Consume(ops.DATA, 1 << 30, n,")
+    (tmp_path / "mine.py").write_text(text)
+    (tmp_path / "input").write_bytes(bytes(64))
+    p = epfuzz(tmp_path, "run", "--protocol", "mine:Flag", "input")
+    assert p.returncode == 3
+    assert "protocol error (a bug in the protocol plug-in)" in one_line(p)
+    assert "outside the region" in p.stderr
