@@ -217,7 +217,8 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
             time.sleep(0.5)
 
 
-def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object, seconds: float) -> Summary:
+def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
+               seconds: float | None = None) -> Summary:
     """Read the run folder back: raw findings, bugs by root cause, the summary and its log lines."""
     run_dir = jobs.run_dir
     for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
@@ -226,7 +227,9 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object, se
     if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
-    findings, bugs = read_findings(run_dir, backend, log, budget=grouping_budget(seconds), stop=lambda: bool(jobs.got))
+    signals = len(jobs.got)  # the one that ended the fuzzing (if any) does not end the grouping; a later one does
+    findings, bugs = read_findings(run_dir, backend, log, budget=grouping_budget(seconds),
+                                   stop=lambda: len(jobs.got) > signals)
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,

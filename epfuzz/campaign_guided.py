@@ -133,8 +133,10 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     try:
         elapsed = camp.run(seconds, max_execs, progress)
         # the handler stays: a signal while findings are grouped ends the grouping, not the summary
+        ended_by, camp.stop_signal = camp.stop_signal, 0
         bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
                               budget=grouping_budget(seconds), stop=lambda: camp.stop_signal != 0)
+        camp.stop_signal = ended_by or camp.stop_signal
     finally:
         for s, h in old.items():
             signal.signal(s, h)

@@ -103,6 +103,11 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
                  f"{p.region} bytes {p.off}-{p.off + max(p.length, 1) - 1} arrives (sent {p.depart} ns)")
     L.append("  PCIe visibility order (position: TLP)")
     pos = 0
+    # an accept at an epoch's start (trigger -1) follows no TLP: the receiver's first look
+    polls = (f"    receiver looks as epoch {v.epoch} starts, before any of its TLPs, and accepts {v.what}"
+             if v.trigger == -1 else f"    receiver polls here and accepts {v.what}")
+    if v.kind == "stale-accept" and v.position == 0:
+        L.append(polls)
     overtakers = {id(a) for a, _, _ in run.tlp_inversions}
     for t in run.order:
         mark = "  <== overtook" if id(t) in overtakers else ""
@@ -111,7 +116,7 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
                  f"{tlp_name(t)} QP {t.qp}, {describe(t, run)}{mark}")
         pos += t.n
         if v.kind == "stale-accept" and pos == v.position:
-            L.append(f"    receiver polls here and accepts {v.what}")
+            L.append(polls)
             break
     overtakes = overtake_lines(run)
     L.append("")

@@ -97,10 +97,9 @@ def accept_features(run: SimRun) -> set[Feature]:
     landing = _last_landing(run)
     out: set[Feature] = set()
     best: dict[tuple[int, str], int] = {}
-    epoch_of = {t.seq: t.epoch for t in run.order}
     done: dict[tuple[int, int], int] = {}
     for p in run.polls:
-        e = epoch_of.get(p.trigger, 0)
+        e = p.epoch
         before = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
         for c in p.consumes:
             unit = tb if c.region == ops.DATA else 16

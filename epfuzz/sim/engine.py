@@ -140,6 +140,10 @@ def replay(run: SimRun, proto: Protocol) -> SimRun:
                 run.violation = v
                 return run
             step.start_epoch(t.epoch)
+            v = step.wake(pos)
+            if v is not None:
+                run.violation = v
+                return run
         pos += t.n
         v = step.land(t, pos)
         if v is not None:

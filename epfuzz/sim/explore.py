@@ -124,6 +124,9 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
             raise InputError(f"scenario too large to explore ({len(units)} TLPs in epoch {epoch}, "
                              f"limit {MAX_UNITS_PER_EPOCH})")
         step.start_epoch(epoch)
+        v = step.wake(0)
+        if v is not None:
+            return Exploration(v, states, [])
         start = step.state()
         v, path, n = _explore_epoch(scn, units, step, budget, pass_rule(scn, run.packets))
         states += n

@@ -27,6 +27,7 @@ class Poll:
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
     consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
+    epoch: int = 0
 
 
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
@@ -92,12 +93,22 @@ class Receiving:
         m = self.mem.regions
         return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes())
 
-    def _verify(self, c: Consume, epoch: int, t: Tlp, position: int) -> Violation | None:
+    def _verify(self, c: Consume, epoch: int, t: Tlp | None, position: int) -> Violation | None:
         lay = self.mem.layout
         v = judge(c, self.mem.regions[c.region], expected_data(lay, epoch), lay, self.name, epoch)
         if v is not None:
-            v.trigger, v.position = t.seq, position
+            v.trigger, v.position = (t.seq if t is not None else -1), position
         return v
+
+    def wake(self, position: int) -> Violation | None:
+        """The receiver's first look in an epoch, before any TLP of it lands: a spinning receiver
+        reads memory as the epoch starts (a counter left by the last epoch, say), not only after
+        a write it watches. With stores of its own to make first, that look follows the last one
+        (`land`)."""
+        if self.pending_local:
+            return None
+        v = self._poll(None, position)
+        return v if v is not None or not self.deferred else self._flushed(None, position)
 
     def land(self, t: Tlp, position: int) -> Violation | None:
         """Make `t` visible (`position` TLPs visible after it); the first violation it reveals."""
@@ -109,21 +120,29 @@ class Receiving:
             return v
         if self.flush:
             self.invisible = self.invisible - {t.seq}
-        epoch = self.epoch
-        if t.region in self.rx.watch and not self.pending_local:
-            consumed = self.rx.poll(self.mem, epoch)
-            if consumed and self.polls is not None:
-                self.polls.append(Poll(position, t.seq, [c.what for c in consumed], consumed))
-            for c in consumed:
-                if self.flush and c.region == ops.DATA:
-                    self.deferred += ((c, t.seq),)
-                    continue
-                v = self._verify(c, epoch, t, position)
-                if v is not None:
-                    return v
-                if self.lag and c.region == ops.DATA:
-                    self.reading += ((c, epoch, self.lag),)
+        if not self.pending_local and (t.region in self.rx.watch or t.local):
+            v = self._poll(t, position)
+            if v is not None:
+                return v
         return self._flushed(t, position) if self.deferred else None
+
+    def _poll(self, t: Tlp | None, position: int) -> Violation | None:
+        """The receiver looks (woken by `t`, or at the epoch's start) and each accept is judged."""
+        epoch = self.epoch
+        consumed = self.rx.poll(self.mem, epoch)
+        if consumed and self.polls is not None:
+            self.polls.append(Poll(position, t.seq if t is not None else -1, [c.what for c in consumed], consumed,
+                                   epoch))
+        for c in consumed:
+            if self.flush and c.region == ops.DATA:
+                self.deferred += ((c, t.seq if t is not None else -1),)
+                continue
+            v = self._verify(c, epoch, t, position)
+            if v is not None:
+                return v
+            if self.lag and c.region == ops.DATA:
+                self.reading += ((c, epoch, self.lag),)
+        return None
 
     def _still_reading(self, t: Tlp, position: int) -> Violation | None:
         """Data accepted earlier and still being read must not change under the reader."""
@@ -138,7 +157,7 @@ class Receiving:
         self.reading = tuple((c, e, left - t.n) for c, e, left in self.reading if left - t.n > 0)
         return None
 
-    def _flushed(self, t: Tlp, position: int) -> Violation | None:
+    def _flushed(self, t: Tlp | None, position: int) -> Violation | None:
         """The flush read completes once the data path's earlier TLPs are visible."""
         still = []
         for c, trig in self.deferred:

@@ -13,10 +13,11 @@ from epfuzz.findings import group_findings
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_the_budget_is_half_the_campaign_between_10_and_120_s():
-    assert grouping_budget(5) == 10
-    assert grouping_budget(60) == 30
+def test_the_budget_is_the_campaigns_time_between_30_and_120_s():
+    assert grouping_budget(5) == 30
+    assert grouping_budget(60) == 60
     assert grouping_budget(3600) == 120
+    assert grouping_budget(None) == 120
 
 
 def test_a_stop_request_groups_the_rest_by_raw_signature(tmp_path):
