@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.errors import InputError
+from epfuzz.follows import posted_ops
 from epfuzz.ordering import TlpType
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
@@ -158,12 +159,6 @@ def _no_overtake_reason(run: SimRun) -> str:
     if len(qps) > 1:
         return "arrival order alone exposes it (timing across QPs)"
     return "the order the protocol posts in exposes it, on one QP, with no reordering"
-
-
-def posted_ops(scn: Scenario, proto: Protocol) -> list[list[list[object]]]:
-    """The ops the protocol posts for `scn`, every epoch: what a protocol-side field really changed."""
-    lay = proto.layout(scn)
-    return [[list(p) for p in proto.sender(scn, lay, e)] for e in range(scn.payload.epochs)]
 
 
 def _fence_posted(run: SimRun) -> bool:

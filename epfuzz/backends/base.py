@@ -71,8 +71,20 @@ class Backend(abc.ABC):
 
     def signature_fields(self, proto: Protocol) -> tuple[str, ...]:
         """The scenario fields (dotted paths) that tell one finding of this backend from another:
-        the protocol's own list, else the RDMA knobs that decide whether an ordering bug exists."""
-        return proto.signature_knobs or SIGNATURE_FIELDS
+        the protocol's own list, else the RDMA knobs that decide whether an ordering bug exists
+        (for a plug-in, less the `signal.*` fields its ops never follow: epfuzz.follows)."""
+        if proto.signature_knobs:
+            return proto.signature_knobs
+        if type(proto).__module__.split(".")[0] == "epfuzz":
+            return SIGNATURE_FIELDS
+        from epfuzz.follows import followed
+        from epfuzz.protocols import REGISTRY
+
+        spec = next((k for k, v in REGISTRY.items.items() if v is proto), None)
+        if spec is None:
+            return SIGNATURE_FIELDS
+        keep = followed(proto, spec)
+        return tuple(f for f in SIGNATURE_FIELDS if not f.startswith("signal.") or f in keep)
 
     @abc.abstractmethod
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
