@@ -91,14 +91,40 @@ def one_line_json(scn: Scenario) -> str:
     return json.dumps(scn.to_dict(), separators=(",", ":"))
 
 
-def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
+def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol, exhaustive: bool = False) -> str:
     """Protocol, preset, kind, the rule cells that fired, and the signature knobs away from their
-    simplest value (what an empty input decodes to): on a 1-minimal scenario, what the bug needs."""
+    simplest value (what an empty input decodes to): on a 1-minimal scenario, what the bug needs.
+
+    `exhaustive` (sim): a knob is kept only where `explore` finds no violation of the same kind
+    with it at its simplest value. A 1-minimal case can hold a knob its own schedule needs that
+    the bug does not (adaptive routing for one packet move, where any cross-QP interleaving does
+    as well); the table then said "needs adaptive_routing=True" while `explain` said it does not
+    matter, and one bug was listed once per such knob."""
     from epfuzz import codec
 
     simplest = codec.decode(b"", scn.protocol, scn.preset)
-    return _cause_line(scn, outcome, proto, lambda k: scn.get_path(k) != simplest.get_path(k),
-                       "simplest knobs")
+    moved = [k for k in get_backend(outcome.backend, require=False).signature_fields(proto)
+             if scn.get_path(k) != simplest.get_path(k)]
+    if exhaustive and outcome.violation is not None:
+        moved = [k for k in moved if not _survives(scn.with_path(k, simplest.get_path(k)), proto,
+                                                   outcome.violation.kind)]
+    return _cause_line(scn, outcome, proto, lambda k: k in moved, "simplest knobs")
+
+
+def _survives(scn: Scenario, proto: Protocol, kind: str) -> bool:
+    """A violation of `kind` in some order the rules allow (False where explore cannot decide)."""
+    from epfuzz.errors import EpfuzzError
+    from epfuzz.sim.explore import explore
+
+    try:
+        v = explore(scn, proto, max_states=EXPLORE_STATES).violation
+    except EpfuzzError:
+        return False
+    return v is not None and v.kind == kind
+
+
+#: states `root_cause` lets explore spend on one knob of a minimized case (small: it is a few TLPs)
+EXPLORE_STATES = 20_000
 
 
 @dataclass
@@ -150,7 +176,7 @@ def _representative(path: Path, out_dir: Path, backend: str, max_seconds: float)
             return raw
     except EpfuzzError:  # does not reproduce here (another backend's case): keep it as it is
         return raw
-    cause = root_cause(scn, outcome, proto)
+    cause = root_cause(scn, outcome, proto, exhaustive=minimized and b.deterministic)
     note = outcome.violation.summary() if outcome.violation else ""
     name = f"{file_stem(scn.protocol)}-{hashlib.sha1(cause.encode()).hexdigest()[:10]}"
     out = out_dir / f"{name}.json"

@@ -1,0 +1,99 @@
+"""The bug table's "knobs it needs" and `explain` agree (the first wave's lesson, found broken by
+a protocol author on 2026-12-01): a 1-minimal case may keep a knob its own schedule needs though
+the bug does not (adaptive routing for one packet move, where any cross-QP interleaving does as
+well). The table said "adaptive_routing=True", explain said adaptive routing does not matter,
+and the same race was listed as one bug per such knob."""
+
+from __future__ import annotations
+
+import pytest
+
+from epfuzz import codec, ops
+from epfuzz.backends import get_backend
+from epfuzz.explain import explain
+from epfuzz.findings import root_cause
+from epfuzz.protocols import REGISTRY
+from epfuzz.protocols.base import Consume, Protocol, Receiver
+
+
+class OneFlagRx(Receiver):
+    def __init__(self, layout) -> None:
+        self.layout, self.got = layout, False
+
+    def start_epoch(self, epoch: int) -> None:
+        self.got = False
+
+    def poll(self, mem, epoch: int) -> list[Consume]:
+        if self.got or mem.u64(ops.SIGNAL, 0) != 1:
+            return []
+        self.got = True
+        return [Consume(ops.DATA, 0, self.layout.tokens_in_channel[0] * self.layout.token_bytes, 0, "channel 0")]
+
+    def done(self) -> bool:
+        return self.got
+
+    def state(self) -> tuple[bool]:
+        return (self.got,)
+
+    def restore(self, state: tuple[bool]) -> None:
+        (self.got,) = state
+
+
+class SplitOverTwoQps(Protocol):
+    """Channel 0's bytes, half on QP 0 and half on QP 1; one fetch-and-add on QP 0: a cross-QP race."""
+
+    name, expect = "test_split_two_qps", "finding"
+    fixed = {"knobs.mr_relaxed": False, "topology.num_qps": 2}
+    signature_knobs = ("knobs.mr_relaxed", "knobs.nic_relaxed_ordering", "knobs.adaptive_routing",
+                       "knobs.atomic_mode", "knobs.hca_o920")
+
+    def sender(self, scn, layout, epoch):
+        n = layout.tokens_in_channel[0] * layout.token_bytes
+        half = n // 2 // 16 * 16
+        return [[ops.Write(0, ops.DATA, 0, half), ops.Write(1, ops.DATA, half, n - half),
+                 ops.AtomicAdd(0, ops.SIGNAL, 0, 1)]]
+
+    def receiver(self, scn, layout):
+        return OneFlagRx(layout)
+
+
+@pytest.fixture(autouse=True)
+def registered():
+    REGISTRY.add(SplitOverTwoQps())
+    yield
+    REGISTRY.items.pop("test_split_two_qps")
+
+
+#: what the minimizer left of one finding: one packet move that needs adaptive routing to be made
+CASE = {"protocol": "test_split_two_qps", "knobs": {"adaptive_routing": True},
+        "schedule": [{"stage": "net", "index": 2, "distance": 1}],
+        "topology": {"num_channels": 1, "num_qps": 2},
+        "payload": {"num_tokens": 1, "hidden_bytes": 16, "scale_bytes": 0, "meta_bytes": 16, "epochs": 1}}
+
+
+def test_the_cause_names_only_knobs_explain_says_the_finding_needs():
+    scn = codec.load_dict(CASE)
+    proto = REGISTRY.get("test_split_two_qps")
+    out = get_backend("sim").run(scn, proto)
+    assert out.violation is not None
+    assert root_cause(scn, out, proto).endswith("adaptive_routing=True")  # this case's schedule needs it
+    cause = root_cause(scn, out, proto, exhaustive=True)
+    assert cause.endswith("|simplest knobs"), cause
+    exp = explain(scn, proto)
+    assert any("adaptive routing" in k for k in exp.knobs_irrelevant) and not exp.knobs_needed
+
+
+def test_knobs_the_bug_needs_stay_in_the_cause():
+    """DeepEP #661's minimized case: the relaxed-ordering NIC and PCI atomic mode 4 are the bug."""
+    import json
+    from pathlib import Path
+
+    from epfuzz.corpus import load_case
+
+    case = load_case(Path(__file__).resolve().parents[2] / "corpus/regressions/deepep661-c2b.json")
+    obj = json.loads(case.scenario.to_json())
+    obj["preset"] = "spec"  # its preset pins both knobs (their simplest values there); spec leaves them free
+    scn = codec.load_dict(obj)
+    proto = REGISTRY.get(scn.protocol)
+    out = get_backend("sim").run(scn, proto)
+    assert root_cause(scn, out, proto, exhaustive=True).endswith("|C2b|nic_relaxed_ordering=True,atomic_mode=4")
