@@ -11,30 +11,8 @@ from epfuzz import ops
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import SIGNATURE_FIELDS
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.protocols.base import Consume, Protocol, Receiver
-
-
-class FlagRx(Receiver):
-    def __init__(self, layout) -> None:
-        self.layout, self.got = layout, False
-
-    def start_epoch(self, epoch: int) -> None:
-        self.got = False
-
-    def poll(self, mem, epoch: int) -> list[Consume]:
-        if self.got or mem.u64(ops.SIGNAL, 0) != epoch + 1:
-            return []
-        self.got = True
-        return [Consume(ops.DATA, 0, self.layout.tokens_in_channel[0] * self.layout.token_bytes, 0, "channel 0")]
-
-    def done(self) -> bool:
-        return self.got
-
-    def state(self) -> tuple[bool]:
-        return (self.got,)
-
-    def restore(self, state: tuple[bool]) -> None:
-        (self.got,) = state
+from epfuzz.protocols.base import Protocol
+from tests.receivers import OneChannelReceiver
 
 
 class OwnFlag(Protocol):
@@ -50,7 +28,7 @@ class OwnFlag(Protocol):
         return [[ops.Write(0, ops.DATA, 0, n), ops.WriteValue(0, ops.SIGNAL, 0, epoch + 1, fence=self.fence(scn))]]
 
     def receiver(self, scn, layout):
-        return FlagRx(layout)
+        return OneChannelReceiver(layout, lambda mem, epoch: mem.u64(ops.SIGNAL, 0) == epoch + 1)
 
 
 class FencedFlag(OwnFlag):

@@ -13,30 +13,8 @@ from epfuzz.backends import get_backend
 from epfuzz.explain import explain
 from epfuzz.findings import root_cause
 from epfuzz.protocols import REGISTRY
-from epfuzz.protocols.base import Consume, Protocol, Receiver
-
-
-class OneFlagRx(Receiver):
-    def __init__(self, layout) -> None:
-        self.layout, self.got = layout, False
-
-    def start_epoch(self, epoch: int) -> None:
-        self.got = False
-
-    def poll(self, mem, epoch: int) -> list[Consume]:
-        if self.got or mem.u64(ops.SIGNAL, 0) != 1:
-            return []
-        self.got = True
-        return [Consume(ops.DATA, 0, self.layout.tokens_in_channel[0] * self.layout.token_bytes, 0, "channel 0")]
-
-    def done(self) -> bool:
-        return self.got
-
-    def state(self) -> tuple[bool]:
-        return (self.got,)
-
-    def restore(self, state: tuple[bool]) -> None:
-        (self.got,) = state
+from epfuzz.protocols.base import Protocol
+from tests.receivers import OneChannelReceiver
 
 
 class SplitOverTwoQps(Protocol):
@@ -54,7 +32,7 @@ class SplitOverTwoQps(Protocol):
                  ops.AtomicAdd(0, ops.SIGNAL, 0, 1)]]
 
     def receiver(self, scn, layout):
-        return OneFlagRx(layout)
+        return OneChannelReceiver(layout, lambda mem, epoch: mem.u64(ops.SIGNAL, 0) == 1)
 
 
 @pytest.fixture(autouse=True)

@@ -14,37 +14,10 @@ import pytest
 from epfuzz import codec, ops
 from epfuzz.explain import explain
 from epfuzz.protocols import REGISTRY
-from epfuzz.protocols.base import Consume, Protocol, Receiver
+from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
-
-
-class HeadReceiver(Receiver):
-    """Waits for the channel's cumulative head counter (fetch-and-add, never reset)."""
-
-    def __init__(self, layout, strict: bool) -> None:
-        self.layout, self.strict, self.got = layout, strict, False
-
-    def start_epoch(self, epoch: int) -> None:
-        self.got = False
-
-    def poll(self, mem, epoch: int) -> list[Consume]:
-        n = self.layout.tokens_in_channel[0]
-        head = mem.u64(ops.SIGNAL, 0)
-        ready = head == n * (epoch + 1) if self.strict else head >= n
-        if self.got or not ready:
-            return []
-        self.got = True
-        return [Consume(ops.DATA, self.layout.slot_offset(0, 0), n * self.layout.token_bytes, 0, "channel 0")]
-
-    def done(self) -> bool:
-        return self.got
-
-    def state(self) -> tuple[bool]:
-        return (self.got,)
-
-    def restore(self, state: tuple[bool]) -> None:
-        (self.got,) = state
+from tests.receivers import OneChannelReceiver
 
 
 class CumulativeHead(Protocol):
@@ -57,7 +30,13 @@ class CumulativeHead(Protocol):
                  ops.AtomicAdd(0, ops.SIGNAL, 0, n)]]
 
     def receiver(self, scn, layout):
-        return HeadReceiver(layout, self.strict)
+        n = layout.tokens_in_channel[0]
+
+        def ready(mem, epoch: int) -> bool:  # the head counter: fetch-and-add, never reset
+            head = mem.u64(ops.SIGNAL, 0)
+            return head == n * (epoch + 1) if self.strict else head >= n
+
+        return OneChannelReceiver(layout, ready)
 
 
 class StaleHead(CumulativeHead):
