@@ -52,6 +52,13 @@ def _seeds(folder: Path, protocol: str, preset: str) -> list[bytes]:
     return out
 
 
+def _peak_rss_mb() -> int:
+    """This process's peak RSS (the guided loop runs in it; the report showed 0 MB for it)."""
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
+
+
 class _Campaign:
     """One guided run: the loop, its findings by signature, and its progress rows."""
 
@@ -84,7 +91,7 @@ class _Campaign:
     def row(self, elapsed: float) -> str:
         g = self.loop
         return (f"{elapsed:.1f},{g.execs},{g.execs / elapsed if elapsed else 0:.0f},{len(g.seen)},"
-                f"{len(g.corpus)},{len(self.findings)},0\n")
+                f"{len(g.corpus)},{len(self.findings)},{_peak_rss_mb()}\n")
 
     def run(self, seconds: float, max_execs: int | None, progress: bool) -> float:
         start = time.monotonic()

@@ -122,6 +122,9 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
     if not raw.strip():
         raise InputError(f"{where}: empty file")
     obj = _json_object(raw, where)
+    if "scenario" not in obj and ("input" in obj or "expect" in obj):  # a case, not a bare scenario
+        has = ", ".join(k for k in ("input", "expect") if k in obj)
+        raise InputError(f"{where}: a case with no 'scenario' (it has {has})")
     if "scenario" not in obj and "protocol" not in obj:
         raise InputError(f"{where}: neither a case (no 'scenario' key) nor a scenario (no 'protocol' key)")
     try:

@@ -55,7 +55,8 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
     md += ["", "## Findings by root cause", ""]
     if bugs:
         md += ["| root cause | raw findings | example case |", "| --- | --- | --- |"]
-        md += [f"| `{s}` | {n} | {ex} |" for s, n, ex in bugs]
+        # a root cause is '|'-separated: escaped, or it splits the table's columns
+        md += [f"| `{s.replace('|', chr(92) + '|')}` | {n} | {ex} |" for s, n, ex in bugs]
     else:
         md.append("none")
     text = "\n".join(md) + "\n"

@@ -94,3 +94,11 @@ def test_a_case_whose_fields_disagree_or_name_no_backend_is_refused(tmp_path, ca
     (tmp_path / "case.json").write_text(json.dumps(case))
     rc, _, err = run(capsys, "run", str(tmp_path / "case.json"))
     assert rc == 2 and says in err, err
+
+
+def test_a_case_without_its_scenario_says_so(tmp_path, capsys):
+    case = json.loads(C2B.read_text())
+    del case["scenario"]
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    rc, _, err = run(capsys, "run", str(tmp_path / "case.json"))
+    assert rc == 2 and "a case with no 'scenario' (it has input, expect)" in err, err
