@@ -59,22 +59,19 @@ class JobState:
     lines: list[str] = field(default_factory=list)
 
 
-PACKAGE = str(Path(__file__).resolve().parent)
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 
 
 def _exception(st: JobState, lines: list[str]) -> None:
     """atheris prints an uncaught exception (to stdout) as '=== Uncaught Python exception: ===', the
-    exception's line, then its traceback: keep the first, with its innermost frame outside epfuzz
-    (the plug-in's code), so the summary says what broke instead of a bare count."""
+    exception's line, then its traceback: keep the first, with its innermost frame in the plug-in's
+    code (as the CLI names it: REGISTRY.where), so the summary says what broke instead of a count."""
+    from epfuzz.protocols import REGISTRY
+
     if st.error or not lines:
         return
-    where = ""
-    for line in lines[1:]:
-        m = FRAME.match(line)
-        if m and not m.group(1).startswith(PACKAGE) and "site-packages" not in m.group(1):
-            where = f" (at {m.group(1)}:{m.group(2)}, in {m.group(3)})"
-    st.error = lines[0].strip() + where
+    frames = [(m.group(1), int(m.group(2)), m.group(3)) for x in lines[1:] if (m := FRAME.match(x))]
+    st.error = lines[0].strip() + REGISTRY.where_in(frames)
 
 
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:

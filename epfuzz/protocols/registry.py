@@ -11,6 +11,7 @@ import importlib
 import os
 import sys
 import traceback
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -71,11 +72,16 @@ class Registry:
     def where(self, exc: BaseException) -> str:
         """' (at FILE:LINE, in FUNC)' of the innermost frame of `exc` inside a loaded plug-in's
         source, or '' when none is: an exception raised by the user's code is the user's bug, and
-        the CLI and the campaign say so instead of blaming epfuzz."""
+        the CLI says so instead of blaming epfuzz."""
+        return self.where_in((fr.filename, fr.lineno, fr.name) for fr in traceback.extract_tb(exc.__traceback__))
+
+    def where_in(self, frames: Iterable[tuple[str, int | None, str]]) -> str:
+        """`where` for (file, line, function) frames, innermost last: also what a campaign reads
+        back from a job's printed traceback."""
         hit = ""
-        for fr in traceback.extract_tb(exc.__traceback__):
-            if os.path.realpath(fr.filename) in self.plugin_files:
-                hit = f" (at {fr.filename}:{fr.lineno}, in {fr.name})"
+        for file, line, func in frames:
+            if os.path.realpath(file) in self.plugin_files:
+                hit = f" (at {file}:{line}, in {func})"
         return hit
 
     def zoo(self) -> tuple[ZooRow, ...]:
