@@ -252,10 +252,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     if get_backend(backend, require=False).where() is Where.GUEST:
         return fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
     if protocol:
-        from epfuzz.protocols import get_protocol
-
-        get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
-        preflight(protocol, preset)
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
         script, name = PLUGIN, plugin_name(protocol)
     elif harness:
         script = harness_path(harness)

@@ -45,11 +45,10 @@ def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
 
 
 def preflight(protocol: str, preset: str) -> None:
-    """Run a plug-in once on the simplest scenario before fuzzing it: a protocol that breaks the
-    API (an abstract receiver, an exception in its sender, a pin out of range or of no field)
-    fails here in one line, instead of every input of the campaign failing without a word."""
+    """Load a plug-in and run it once on the simplest scenario before fuzzing it: a protocol that
+    breaks the API (an abstract receiver, an exception in its sender, a pin out of range or of no
+    field) fails here in one line, instead of every input of the campaign failing without a word."""
     import json
-    from functools import reduce
 
     from epfuzz import codec
     from epfuzz.backends import get_backend
@@ -59,7 +58,7 @@ def preflight(protocol: str, preset: str) -> None:
     scn = codec.decode(b"", protocol, preset)
     for key in proto.fixed:
         try:
-            reduce(getattr, key.split("."), scn)
+            scn.get_path(key)
         except AttributeError:
             raise InputError(f"protocol {protocol!r} pins {key!r}, which is no scenario field") from None
     try:

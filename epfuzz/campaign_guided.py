@@ -122,8 +122,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
                 max_execs: int | None = None) -> Summary:
     """Fuzz a built-in harness's protocol, or a plug-in protocol (module:Attr), with the greybox loop."""
     if protocol:
-        get_protocol(protocol)  # fails now, with the reason, if it cannot be loaded
-        preflight(protocol, preset)
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
         name = plugin_name(protocol)
     else:
         name = harness_path(harness or "").stem
