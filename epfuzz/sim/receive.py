@@ -93,11 +93,13 @@ class Receiving:
         m = self.mem.regions
         return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes())
 
-    def _verify(self, c: Consume, epoch: int, t: Tlp | None, position: int) -> Violation | None:
+    def _verify(self, c: Consume, epoch: int, trigger: int, position: int) -> Violation | None:
+        """Judge one accept; `trigger` is the seq of the TLP that woke the receiver (-1: the epoch's
+        first look, which no TLP woke)."""
         lay = self.mem.layout
         v = judge(c, self.mem.regions[c.region], expected_data(lay, epoch), lay, self.name, epoch)
         if v is not None:
-            v.trigger, v.position = (t.seq if t is not None else -1), position
+            v.trigger, v.position = trigger, position
         return v
 
     def wake(self, position: int) -> Violation | None:
@@ -107,8 +109,8 @@ class Receiving:
         (`land`)."""
         if self.pending_local:
             return None
-        v = self._poll(None, position)
-        return v if v is not None or not self.deferred else self._flushed(None, position)
+        v = self._poll(-1, position)
+        return v if v is not None or not self.deferred else self._flushed(-1, position)
 
     def land(self, t: Tlp, position: int) -> Violation | None:
         """Make `t` visible (`position` TLPs visible after it); the first violation it reveals."""
@@ -121,23 +123,23 @@ class Receiving:
         if self.flush:
             self.invisible = self.invisible - {t.seq}
         if not self.pending_local and (t.region in self.rx.watch or t.local):
-            v = self._poll(t, position)
+            v = self._poll(t.seq, position)
             if v is not None:
                 return v
-        return self._flushed(t, position) if self.deferred else None
+        return self._flushed(t.seq, position) if self.deferred else None
 
-    def _poll(self, t: Tlp | None, position: int) -> Violation | None:
-        """The receiver looks (woken by `t`, or at the epoch's start) and each accept is judged."""
+    def _poll(self, trigger: int, position: int) -> Violation | None:
+        """The receiver looks (woken by TLP `trigger`, or at the epoch's start: -1) and each accept
+        is judged."""
         epoch = self.epoch
         consumed = self.rx.poll(self.mem, epoch)
         if consumed and self.polls is not None:
-            self.polls.append(Poll(position, t.seq if t is not None else -1, [c.what for c in consumed], consumed,
-                                   epoch))
+            self.polls.append(Poll(position, trigger, [c.what for c in consumed], consumed, epoch))
         for c in consumed:
             if self.flush and c.region == ops.DATA:
-                self.deferred += ((c, t.seq if t is not None else -1),)
+                self.deferred += ((c, trigger),)
                 continue
-            v = self._verify(c, epoch, t, position)
+            v = self._verify(c, epoch, trigger, position)
             if v is not None:
                 return v
             if self.lag and c.region == ops.DATA:
@@ -150,21 +152,21 @@ class Receiving:
             return None
         for c, e, _ in self.reading:
             if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
-                v = self._verify(c, e, t, position)
+                v = self._verify(c, e, t.seq, position)
                 if v is not None:
                     v.kind = "overwritten-while-read"
                     return v
         self.reading = tuple((c, e, left - t.n) for c, e, left in self.reading if left - t.n > 0)
         return None
 
-    def _flushed(self, t: Tlp | None, position: int) -> Violation | None:
+    def _flushed(self, trigger: int, position: int) -> Violation | None:
         """The flush read completes once the data path's earlier TLPs are visible."""
         still = []
         for c, trig in self.deferred:
             if any(s < trig for s in self.invisible):
                 still.append((c, trig))
                 continue
-            v = self._verify(c, self.epoch, t, position)
+            v = self._verify(c, self.epoch, trigger, position)
             if v is not None:
                 return v
         self.deferred = tuple(still)
