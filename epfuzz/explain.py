@@ -82,11 +82,16 @@ class Explanation:
         return "\n".join(self.lines)
 
 
-def _finding_survives(scn: Scenario, proto: Protocol) -> tuple[bool, str]:
+def finding_survives(scn: Scenario, proto: Protocol, kind: str | None = None,
+                     max_states: int = 200_000) -> tuple[bool, str]:
+    """(a violation (of `kind`, when given) in some order the rules allow, how that was checked):
+    exhaustively, or where explore cannot decide in the scenario's own schedule. The one test of
+    "the finding needs this knob" for explain's knob lines and the bug table's root cause."""
     try:
-        return explore(scn, proto, max_states=200_000).violation is not None, "exhaustive"
+        v, method = explore(scn, proto, max_states=max_states).violation, "exhaustive"
     except InputError:
-        return simulate(scn, proto).violation is not None, "same schedule"
+        v, method = simulate(scn, proto).violation, "same schedule"
+    return v is not None and (kind is None or v.kind == kind), method
 
 
 def explain(scn: Scenario, proto: Protocol) -> Explanation:
@@ -187,7 +192,7 @@ def _knob_flips(scn: Scenario, proto: Protocol, run: SimRun) -> tuple[list[str],
                 fenced = " (it posts fenced WRs itself)" if path == "signal.fence" and _fence_posted(run) else ""
                 unused.append(f"{path}={scn.get_path(path)}: the same ops either way{fenced}")
                 continue
-        survives, method = _finding_survives(flipped, proto)
+        survives, method = finding_survives(flipped, proto)
         (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
     return needed, irrelevant, unused, method
 

@@ -95,32 +95,23 @@ def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol, exhaustive: boo
     """Protocol, preset, kind, the rule cells that fired, and the signature knobs away from their
     simplest value (what an empty input decodes to): on a 1-minimal scenario, what the bug needs.
 
-    `exhaustive` (sim): a knob is kept only where `explore` finds no violation of the same kind
-    with it at its simplest value. A 1-minimal case can hold a knob its own schedule needs that
+    `exhaustive` (sim): a knob is kept only where explain's test (`explain.finding_survives`: explore,
+    or the case's own schedule where explore cannot decide) finds no violation of the same kind with
+    it at its simplest value. A 1-minimal case can hold a knob its own schedule needs that
     the bug does not (adaptive routing for one packet move, where any cross-QP interleaving does
     as well); the table then said "needs adaptive_routing=True" while `explain` said it does not
     matter, and one bug was listed once per such knob."""
     from epfuzz import codec
+    from epfuzz.explain import finding_survives
 
     simplest = codec.decode(b"", scn.protocol, scn.preset)
     moved = [k for k in get_backend(outcome.backend, require=False).signature_fields(proto)
              if scn.get_path(k) != simplest.get_path(k)]
     if exhaustive and outcome.violation is not None:
-        moved = [k for k in moved if not _survives(scn.with_path(k, simplest.get_path(k)), proto,
-                                                   outcome.violation.kind)]
+        kind = outcome.violation.kind
+        moved = [k for k in moved if not finding_survives(scn.with_path(k, simplest.get_path(k)), proto, kind,
+                                                          EXPLORE_STATES)[0]]
     return _cause_line(scn, outcome, proto, lambda k: k in moved, "simplest knobs")
-
-
-def _survives(scn: Scenario, proto: Protocol, kind: str) -> bool:
-    """A violation of `kind` in some order the rules allow (False where explore cannot decide)."""
-    from epfuzz.errors import EpfuzzError
-    from epfuzz.sim.explore import explore
-
-    try:
-        v = explore(scn, proto, max_states=EXPLORE_STATES).violation
-    except EpfuzzError:
-        return False
-    return v is not None and v.kind == kind
 
 
 #: states `root_cause` lets explore spend on one knob of a minimized case (small: it is a few TLPs)
