@@ -29,12 +29,12 @@ from epfuzz.campaign_common import (
     RUNS,
     Summary,
     fresh_run_dir,
-    grouping_budget,
     harness_path,
     log_end,
     plugin_name,
     preflight,
     read_findings,
+    until_grace,
 )
 from epfuzz.campaign_guest import fuzz_in_guest
 from epfuzz.corpus import case_paths, sha1
@@ -214,8 +214,7 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
             time.sleep(0.5)
 
 
-def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
-               seconds: float | None = None) -> Summary:
+def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) -> Summary:
     """Read the run folder back: raw findings, bugs by root cause, the summary and its log lines."""
     run_dir = jobs.run_dir
     for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
@@ -224,13 +223,14 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
     if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
-    signals = len(jobs.got)  # the one that ended the fuzzing (if any) does not end the grouping; a later one does
-    findings, bugs = read_findings(run_dir, backend, log, budget=grouping_budget(seconds),
-                                   stop=lambda: len(jobs.got) > signals)
+    # a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds
+    findings, grouping = read_findings(run_dir, backend, log, stop=until_grace(lambda: bool(jobs.got)))
+    bugs = grouping.bugs
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend, next((s.error for s in jobs.states if s.error), ""))
+    summary.left, summary.why = grouping.left, grouping.why
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                 f"{summary.corpus},{len(findings)},{jobs.rss}\n")
@@ -284,7 +284,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
         # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
-        return _summarize(name, pool, work, backend, log, seconds)
+        return _summarize(name, pool, work, backend, log)
     finally:
         for s, h in old.items():
             signal.signal(s, h)

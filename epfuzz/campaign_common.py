@@ -8,13 +8,15 @@ are printed the same way whichever ran.
 from __future__ import annotations
 
 import csv
+import sys
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.corpus import load_case
 from epfuzz.errors import EpfuzzError, InputError, ProtocolError
-from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
+from epfuzz.findings import Bug, Grouping, bug_table, group_findings, replay_command, write_bug_index
 
 ROOT = Path(__file__).resolve().parent.parent
 #: where runs go unless --run-dir says otherwise: beside the user (the current directory), not in
@@ -98,6 +100,8 @@ class Summary:
     interrupted: int = 0                    # the signal that stopped the run early, if one did
     backend: str = "sim"                    # where the findings replay (their replay lines name it)
     error: str = ""                         # the first harness error's exception line (and where)
+    left: list[Path] = field(default_factory=list)  # raw findings not grouped yet (see `why`)
+    why: str = ""
 
     @property
     def exec_per_s(self) -> float:
@@ -112,19 +116,48 @@ class Summary:
                f"run folder: {self.run_dir}"]
         if self.error:
             out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
-        return "\n".join(out + bug_table(self.bugs, self.backend))
+        return "\n".join(out + bug_table(Grouping(self.bugs, self.left, self.why), self.backend, self.run_dir))
 
 
-def grouping_budget(seconds: float | None) -> float:
-    """Seconds the summary may spend minimizing findings to group them: the campaign's own time,
-    30 to 120 s (a 10 s campaign of a plug-in with 666 raw signatures spent 120 s more here; 40
-    findings of a 30 s #661 campaign need 10-30 s on a loaded 2-core machine)."""
-    return 120.0 if seconds is None else min(120.0, max(30.0, seconds))
+#: wall seconds the grouping goes on after a signal asked the run to end (a container's grace period
+#: is 10-30 s; grouping already took up to 65 s there): what is grouped by then is the summary, the
+#: rest is listed as not grouped yet, never as bugs, so only how many are grouped depends on the clock
+SIGNAL_GRACE = 1.5
+
+
+def until_grace(signalled: Callable[[], bool]) -> Callable[[], bool]:
+    """A stop test that turns true `SIGNAL_GRACE` seconds after `signalled()` first does."""
+    first: list[float] = []
+
+    def stop() -> bool:
+        if not first and signalled():
+            first.append(time.monotonic())
+        return bool(first) and time.monotonic() - first[0] > SIGNAL_GRACE
+
+    return stop
+
+
+class GroupingProgress:
+    """N of M findings grouped, bugs so far: a line rewritten on a terminal, a log line every 5 s off one."""
+
+    def __init__(self, log: object, tty: bool | None = None) -> None:
+        self.log, self.last = log, 0.0
+        self.tty = sys.stderr.isatty() if tty is None else tty
+
+    def __call__(self, done: int, total: int, bugs: int) -> None:
+        now = time.monotonic()
+        if self.tty:
+            sys.stderr.write(f"\r[grouping] {done} of {total} finding(s), {bugs} bug(s) so far   "
+                             + ("\n" if done == total else ""))
+            sys.stderr.flush()
+        elif now - self.last >= 5 or done == total:
+            self.log.info("fuzz.grouping", done=done, total=total, bugs=bugs)  # type: ignore[attr-defined]
+            self.last = now
 
 
 def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | None = None,
-                  budget: float = 120.0, stop: Callable[[], bool] | None = None,
-                  ) -> tuple[list[tuple[str, Path, str]], list[Bug]]:
+                  stop: Callable[[], bool] | None = None, progress: bool = True,
+                  ) -> tuple[list[tuple[str, Path, str]], Grouping]:
     """A finished run folder's raw findings, (signature, case, summary) each (a file that does not load
     is logged and skipped), and the bugs they make by root cause, indexed in `bugs.csv` with this
     host's paths. `grouped_at`: the run folder's path where the campaign ran (the guest's), whose
@@ -139,11 +172,11 @@ def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | No
     paths = [p for _, p, _ in findings]
     bugs = _index(run_dir, grouped_at, paths) if grouped_at else []
     seen = {p for b in bugs for p in b.raw}
-    bugs += group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
-                           budget=budget, stop=stop)
-    bugs.sort(key=lambda b: -b.count)
-    write_bug_index(bugs, run_dir / "bugs.csv")
-    return findings, bugs
+    got = group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
+                         stop=stop, progress=GroupingProgress(log) if progress else None)
+    got.bugs = sorted(bugs + got.bugs, key=lambda b: (-b.count, b.cause))
+    write_bug_index(got, run_dir / "bugs.csv")
+    return findings, got
 
 
 def _index(run_dir: Path, grouped_at: str, paths: list[Path]) -> list[Bug]:
@@ -164,7 +197,8 @@ def _index(run_dir: Path, grouped_at: str, paths: list[Path]) -> list[Bug]:
                 note = load_case(case).note
             except InputError:
                 continue
-            bugs.append(Bug(row["root_cause"], case, note, row["minimized"] == "True", raw))
+            bugs.append(Bug(row["root_cause"], case, note, row["minimized"] == "True", raw,
+                            int(row.get("repeats") or 1), float(row.get("rate") or 1.0)))
     return bugs
 
 
@@ -173,6 +207,7 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
     the summary prints, then the totals (`totals`: what the engine counts besides executions)."""
     for bug in summary.bugs:
         log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count,  # type: ignore[attr-defined]
-                    case=str(bug.case), replay=replay_command(bug.case, summary.backend), summary=bug.note)
+                    case=str(bug.case), replay=replay_command(bug.case, summary.backend, bug.repeats),
+                    summary=bug.note)
     log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
              corpus=summary.corpus, findings=len(summary.findings), **totals)

@@ -46,7 +46,8 @@ def fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backe
     errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
     rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
     last = rows[-1].split(",") if rows else ["0"] * 7
-    findings, bugs = read_findings(run_dir, backend, get_logger(harness=name, backend=backend, preset=preset),
+    findings, grouping = read_findings(run_dir, backend, get_logger(harness=name, backend=backend, preset=preset),
                                    grouped_at=GUEST_RUN)
     return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
-                   errors[-1] if errors else 1, findings, bugs, backend=backend)
+                   errors[-1] if errors else 1, findings, grouping.bugs, left=grouping.left, why=grouping.why,
+                   backend=backend)

@@ -21,13 +21,14 @@ from epfuzz.campaign_common import (
     PROGRESS_HEADER,
     ROOT,
     RUNS,
+    GroupingProgress,
     Summary,
     fresh_run_dir,
-    grouping_budget,
     harness_path,
     log_end,
     plugin_name,
     preflight,
+    until_grace,
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.errors import EpfuzzError
@@ -138,18 +139,17 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
     try:
         elapsed = camp.run(seconds, max_execs, progress)
-        # the handler stays: a signal while findings are grouped ends the grouping, not the summary
-        ended_by, camp.stop_signal = camp.stop_signal, 0
-        bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
-                              budget=grouping_budget(seconds), stop=lambda: camp.stop_signal != 0)
-        camp.stop_signal = ended_by or camp.stop_signal
+        # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds
+        grouping = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
+                                  stop=until_grace(lambda: camp.stop_signal != 0),
+                                  progress=GroupingProgress(camp.log) if progress else None)
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    write_bug_index(bugs, run_dir / "bugs.csv")
+    write_bug_index(grouping, run_dir / "bugs.csv")
     g = camp.loop
-    summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,
-                      camp.stop_signal)
+    summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, grouping.bugs,
+                      camp.stop_signal, left=grouping.left, why=grouping.why)
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(camp.row(elapsed))
     log_end(camp.log, summary, features=len(g.seen))

@@ -239,16 +239,16 @@ def cmd_corpus(a: argparse.Namespace) -> int:
 
 
 def cmd_triage(a: argparse.Namespace) -> int:
-    from epfuzz import maintain
+    from epfuzz.campaign_common import GroupingProgress
+    from epfuzz.log import get_logger
+    from epfuzz.triage.run import triage
 
     if not Path(a.run_dir).is_dir():
         raise InputError(f"cannot read {a.run_dir}: not a folder")
-    groups = maintain.triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset)
-    for cause, paths in groups.items():
-        print(f"{len(paths):4d}  {cause}")
-    print(f"{len(groups)} root cause(s) in {sum(map(len, groups.values()))} finding(s)"
-          + (f"; new minimized representatives written to {a.keep}" if a.keep else ""))
-    return EXIT_FINDING if groups else EXIT_CLEAN
+    got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
+                 progress=GroupingProgress(get_logger(command="triage")))
+    print("\n".join(got.render()))
+    return EXIT_FINDING if got.grouping.bugs or got.grouping.left else EXIT_CLEAN
 
 
 def cmd_report(a: argparse.Namespace) -> int:

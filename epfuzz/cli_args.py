@@ -7,6 +7,7 @@ import sys
 
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.presets import PRESETS
+from epfuzz.triage.group import MAX_STEPS
 
 EXIT_INPUT = 2
 DESCRIPTION = """Fault-injection fuzzing for GPU expert-parallel write-then-signal protocols.
@@ -128,11 +129,15 @@ def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
     co.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
     co.add_argument("sources", nargs="*", help="merge: folders whose coverage-adding inputs are added")
 
-    tr = sub.add_parser("triage", help="group a run's findings by root cause; keep one minimized case per group")
+    tr = sub.add_parser("triage", help="group a run's findings by root cause and update its bugs/ and bugs.csv; "
+                        "--keep copies one minimized case per new root cause")
     tr.add_argument("run_dir", help="an epfuzz fuzz run folder (or any folder of finding cases)")
     tr.add_argument("--keep", help="folder to write new representatives to (e.g. corpus/regressions)")
     tr.add_argument("--protocol", help="protocol of raw crash-* artifacts in the folder")
     tr.add_argument("--preset", default="spec", help="preset of raw crash-* artifacts (default spec)")
+    tr.add_argument("--max-steps", type=_positive(int), default=MAX_STEPS,
+                    help=f"bound on candidates tried and explorations made in all (default {MAX_STEPS:,}); "
+                         "findings past it are listed as not grouped yet")
 
     rp2 = sub.add_parser("report", help="exec/s and coverage over time, bugs by root cause (markdown + PNG)")
     rp2.add_argument("run_dir", help="an epfuzz fuzz run folder (has progress.csv)")

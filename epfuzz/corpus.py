@@ -204,3 +204,8 @@ def case_paths(paths: list[Path]) -> list[Path]:
         else:
             out.append(p)
     return out
+
+
+def file_stem(protocol: str) -> str:
+    """A protocol name fit for a file name (plug-ins are module:Attr)."""
+    return "".join(ch if ch.isalnum() or ch in "._-" else "." for ch in protocol)

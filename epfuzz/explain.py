@@ -13,25 +13,24 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.errors import InputError
-from epfuzz.follows import posted_ops
 from epfuzz.ordering import TlpType
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
-from epfuzz.sim.explore import explore
 from epfuzz.sim.packets import PacketKind, Tlp, TlpAction
 
-#: (label, dotted path, the value that should make it safe)
-KNOB_FLIPS = (
-    ("RO MR (mr_relaxed)", "knobs.mr_relaxed", False),
-    ("NIC sets RO", "knobs.nic_relaxed_ordering", False),
-    ("PCI atomic mode 4", "knobs.atomic_mode", 0),
-    ("o9-20 not enforced", "knobs.hca_o920", True),
-    ("no fence on the signal", "signal.fence", True),
-    ("signal on another QP", "signal.other_qp", False),
-    ("adaptive routing", "knobs.adaptive_routing", False),
-    ("IDO", "knobs.ido", False),
-)
+#: what explain calls a knob (the dotted path is shown beside it)
+LABELS = {
+    "knobs.mr_relaxed": "MR registered relaxed",
+    "knobs.nic_relaxed_ordering": "NIC sets RO",
+    "knobs.atomic_mode": "PCI atomic mode",
+    "knobs.hca_o920": "HCA enforces o9-20",
+    "signal.fence": "fence on the signal",
+    "signal.other_qp": "signal on another QP",
+    "signal.kind": "signal kind",
+    "knobs.adaptive_routing": "adaptive routing",
+    "knobs.ido": "IDO",
+}
 
 PK_NAMES = {PacketKind.WRITE: "RDMA WRITE", PacketKind.VALUE: "RDMA WRITE (flag)",
             PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND"}
@@ -82,18 +81,6 @@ class Explanation:
         return "\n".join(self.lines)
 
 
-def finding_survives(scn: Scenario, proto: Protocol, kind: str | None = None,
-                     max_states: int = 200_000) -> tuple[bool, str]:
-    """(a violation (of `kind`, when given) in some order the rules allow, how that was checked):
-    exhaustively, or where explore cannot decide in the scenario's own schedule. The one test of
-    "the finding needs this knob" for explain's knob lines and the bug table's root cause."""
-    try:
-        v, method = explore(scn, proto, max_states=max_states).violation, "exhaustive"
-    except InputError:
-        v, method = simulate(scn, proto).violation, "same schedule"
-    return v is not None and (kind is None or v.kind == kind), method
-
-
 def explain(scn: Scenario, proto: Protocol) -> Explanation:
     run = simulate(scn, proto)
     if run.violation is None:
@@ -136,16 +123,7 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
                  + (f" (the first {shown} shown):" if count > shown else ":"))
         for off, cls in v.bad_chunks[:shown]:
             L.append(f"  {v.region}+{off}: {cls}")
-    needed, irrelevant, unused, method = _knob_flips(scn, proto, run)
-    L.append("")
-    L.append(f"knobs without which the finding disappears ({method or 'no'} check):")
-    L += [f"  {k}" for k in needed] or ["  none of the single flips makes it safe"]
-    if irrelevant:
-        L.append("knobs that do not matter here:")
-        L += [f"  {k}" for k in irrelevant]
-    if unused:
-        L.append("scenario fields this protocol's ops do not follow:")
-        L += [f"  {k}" for k in unused]
+    needed, irrelevant, unused, method = _needs_lines(scn, proto, run, L)
     return Explanation(run, overtakes, needed, irrelevant, method, L)
 
 
@@ -170,31 +148,56 @@ def _fence_posted(run: SimRun) -> bool:
     return any(getattr(w.op, "fence", False) for w in run.wrs)
 
 
-def _knob_flips(scn: Scenario, proto: Protocol, run: SimRun) -> tuple[list[str], list[str], list[str], str]:
-    """(needed, irrelevant, not followed by the protocol, check method) for each single knob flip.
+def _label(path: str, value: object) -> str:
+    return f"{LABELS[path]} ({path}={value})" if path in LABELS else f"{path}={value}"
 
-    A `signal.*` field is the protocol's to follow: a plug-in may fence its own signal
-    whatever `signal.fence` says, so a flip that leaves the posted ops unchanged is
-    reported as not followed, never as "does not matter" (issue 18.7).
-    """
-    needed: list[str] = []
-    irrelevant: list[str] = []
-    unused: list[str] = []
-    method = ""
-    base_ops = None
-    for label, path, safe in KNOB_FLIPS:
-        if scn.get_path(path) == safe:
-            continue
-        flipped = scn.with_path(path, safe)
-        if path.startswith("signal."):
-            base_ops = base_ops if base_ops is not None else posted_ops(scn, proto)
-            if posted_ops(flipped, proto) == base_ops:
-                fenced = " (it posts fenced WRs itself)" if path == "signal.fence" and _fence_posted(run) else ""
-                unused.append(f"{path}={scn.get_path(path)}: the same ops either way{fenced}")
-                continue
-        survives, method = finding_survives(flipped, proto)
-        (irrelevant if survives else needed).append(f"{label} ({path}={scn.get_path(path)})")
-    return needed, irrelevant, unused, method
+
+def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
+                 L: list[str]) -> tuple[list[str], list[str], list[str], str]:
+    """What the finding needs, field by field (`epfuzz.triage.cause.needs`, the analysis the bug
+    table's root cause reads too): (knobs needed, knobs that do not matter, signal fields the
+    protocol does not follow, check method), written to `L`.
+
+    A `signal.*` field is the protocol's to follow: a plug-in may fence its own signal whatever
+    `signal.fence` says, so a value that leaves the posted ops unchanged is reported as not
+    followed, never as "does not matter" (issue 18.7)."""
+    from epfuzz.backends import get_backend
+    from epfuzz.backends.base import SIGNATURE_FIELDS
+    from epfuzz.triage.cause import needs
+
+    kind = run.violation.kind if run.violation else None
+    # the default knobs too: a plug-in's signature leaves out the signal fields it does not follow,
+    # which explain names as such (the root cause, from the signature alone, agrees on the rest)
+    fields = tuple(dict.fromkeys(SIGNATURE_FIELDS + get_backend("sim").signature_fields(proto)))
+    got = needs(scn, proto, kind, fields)
+    needed = [_label(n.path, n.value) + (f", pinned by the {n.pinned}" if n.pinned else "") for n in got.knobs]
+    irrelevant = [_label(p, scn.get_path(p)) for p in got.irrelevant]
+    unused = [f"{p}={scn.get_path(p)}: the same ops either way"
+              + (" (it posts fenced WRs itself)" if p == "signal.fence" and _fence_posted(run) else "")
+              for p in got.unfollowed]
+    L.append("")
+    L.append(f"knobs without which the finding disappears ({got.method} check):")
+    L += [f"  {k}" for k in needed] or ["  none: no other value of a knob makes it safe"]
+    shape = [f"  {n.path}={_value(n.value)}: not with {', '.join(map(_value, n.without))}" for n in got.shape]
+    if shape:
+        L.append("the shape it needs (with any simpler value tried, no allowed order shows it):")
+        L += shape
+    if irrelevant:
+        L.append("knobs that do not matter here:")
+        L += [f"  {k}" for k in irrelevant]
+    if unused:
+        L.append("scenario fields this protocol's ops do not follow:")
+        L += [f"  {k}" for k in unused]
+    return needed, irrelevant, unused, got.method
+
+
+def _value(v: object) -> str:
+    """A field value as JSON writes it (a list of spins, not a tuple of dataclasses)."""
+    import json
+
+    from epfuzz.scenario import _to_plain
+
+    return json.dumps(_to_plain(v), separators=(",", ":"))
 
 
 def _fits(text: str, units: float, pt_per_unit: float, size: float) -> bool:

@@ -16,14 +16,15 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.backends.base import Where
+from epfuzz.backends.base import Outcome, Where
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
+from epfuzz.scenario import Scenario
 
 
 def _backend_asked(argv: Sequence[str]) -> str:
@@ -86,7 +87,17 @@ class Harness:
             f"  scenario: {one_line_json(scn)}\n")
         sys.stderr.flush()
         if not self.keep_going:
-            raise Finding(outcome.violation, scn)
+            self.crash(scn, outcome, sig)
+
+    def crash(self, scn: Scenario, outcome: Outcome, sig: str) -> NoReturn:
+        """Stop on the finding as a crash whose innermost three frames name its root cause
+        (`epfuzz.triage.identity`): ClusterFuzz dedups Python crashes by those names."""
+        from epfuzz.triage.group import cause_of
+        from epfuzz.triage.identity import raise_finding
+
+        assert outcome.violation is not None
+        cause = (cause_of(scn, self.proto) if self.backend.deterministic else None) or sig
+        raise_finding(cause, Finding(outcome.violation, scn))
 
 
 def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:

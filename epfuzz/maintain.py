@@ -1,4 +1,4 @@
-"""Corpus upkeep and crash triage: merge, prune (by coverage, via libFuzzer -merge=1), dedup.
+"""Corpus upkeep: merge, prune (by coverage, via libFuzzer -merge=1), dedup (triage: `epfuzz.triage.run`).
 
 Merge and prune never edit a corpus in place: the result is built in a fresh
 folder and swapped in with renames, so an interruption leaves the old corpus.
@@ -16,9 +16,9 @@ from pathlib import Path
 
 from epfuzz import codec
 from epfuzz.campaign_common import harness_path
-from epfuzz.corpus import case_paths, load_case, read_input, sha1, write_atomic
+from epfuzz.corpus import read_input, sha1, write_atomic
 from epfuzz.errors import HarnessError, InputError
-from epfuzz.findings import group_findings, signature, write_finding
+from epfuzz.findings import signature
 from epfuzz.protocols import REGISTRY, get_protocol
 
 
@@ -100,41 +100,3 @@ def prune(harness: str, corpus: Path) -> tuple[int, int]:
         corpus.rename(old)           # two renames on one file system: never a half corpus
         fresh.rename(corpus)
     return len(files), len(list(corpus.iterdir()))
-
-
-def triage(run_dir: Path, protocol: str | None, dest: Path | None, preset: str = "spec",
-           backend: str = "sim") -> dict[str, list[Path]]:
-    """Group a run's findings by root cause (each minimized); keep one case per new root cause in `dest`."""
-    from epfuzz.backends import get_backend
-
-    b = get_backend(backend)
-    cases: list[Path] = []
-    origin: dict[Path, Path] = {}   # wrapped raw artifact -> the artifact
-    with tempfile.TemporaryDirectory() as tmp:
-        for path in case_paths([run_dir]):
-            if path.suffix == ".json" and path.parent.name != "bugs":
-                cases.append(path)
-            elif path.name.startswith("crash-") and protocol:  # wrap a raw artifact as a case to group it
-                try:
-                    scn = codec.decode(read_input(path), protocol, preset)
-                except InputError as e:
-                    print(f"error: {e}", file=sys.stderr)
-                    continue
-                proto = get_protocol(scn.protocol)
-                out = b.run(scn, proto)
-                if out.violation is not None:
-                    wrapped = write_finding(Path(tmp), scn, codec.encode(scn), out, proto)
-                    origin[wrapped] = path
-                    cases.append(wrapped)
-        bugs = group_findings(cases, Path(tmp) / "bugs", backend)
-        known = set()
-        for p in case_paths([dest]) if dest is not None and dest.is_dir() else []:
-            try:
-                known.add(load_case(p).signature)
-            except InputError:
-                continue
-        for bug in bugs:
-            if dest is not None and bug.cause not in known and bug.minimized:
-                write_atomic(dest / bug.case.name, bug.case.read_bytes())
-                known.add(bug.cause)
-        return {bug.cause: [origin.get(p, p) for p in bug.raw] for bug in bugs}

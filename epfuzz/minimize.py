@@ -1,36 +1,47 @@
-"""Structure-aware minimization of a finding, to a 1-minimal scenario.
+"""Structure-aware minimization of a finding: 1-minimal, at the smallest shape the bug allows.
 
-Like Hypothesis' shrinker, it works on the IR, not the bytes: it removes
-schedule entries, spins and per-QP faults (one at a time, then two at a time:
-an overtake, its undo and the overtake again need a pair removal to shrink to
-the one overtake, since dropping any single one leaves the identity or a
-different order), lowers every integer towards its
-simplest value, moves every choice towards its first option, and repeats until
-no single removal or simplification keeps the finding (1-minimal, checked by
-`is_one_minimal`). Candidates are validated through the same JSON loader as any
-user input, so the result is always a valid scenario.
+Like Hypothesis' shrinker it works on the IR, not the bytes, in named passes (`PASSES`) run to a
+fixpoint, "simpler" defined once per field type (`simpler_values`):
 
-On a nondeterministic backend each candidate is run `repeats` times and kept
-only if it still reproduces in at least `threshold` of them.
+- `remove_entries`: drop one entry of a list (an overtake, a spin, a per-QP delay);
+- `shrink_shape`: sizes down (epochs, tokens, channels, QPs, bytes, chunking, delays), each
+  candidate also tried with its overtakes re-addressed to the same TLPs (`epfuzz.readdress`: an
+  index counts the run's TLPs, so a smaller shape pointed it elsewhere and the shrink failed, which
+  left 33 tokens or 6 channels in "minimized" cases);
+- `simplify_knobs`: ordering knobs and signal fields towards their first option;
+- `simplify_schedule`: an overtake's index to the smallest that names the same TLP, then lower,
+  its distance lower;
+- `simplify_rest`: every other leaf (the GPU section), so no field is left out;
+- `remove_pairs`: two entries of one list at once (an overtake, its undo and the overtake again
+  shrink only so), tried only once no single step applies.
+
+Each pass resumes at the field it last shrank instead of starting over, and the passes repeat
+until a whole round changes nothing: then every candidate of the result was tried and failed,
+so it is 1-minimal (`is_one_minimal`). Candidates go through the same JSON loader as any user
+input, so the result is always a valid scenario.
+
+The work is bounded in candidates tried (`max_runs`), never in seconds, so the result is a
+function of the finding, whatever the load (issue 26). `max_seconds` exists for the interactive
+`epfuzz minimize --max-seconds` on hardware only. On a nondeterministic backend each candidate is
+run `repeats` times and kept if it reproduces in at least `threshold` of them.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
-from itertools import combinations
-from typing import Any
 
 from epfuzz import codec
 from epfuzz.backends import Backend, Outcome, get_backend
 from epfuzz.errors import EpfuzzError
-from epfuzz.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
 from epfuzz.pins import fixed_fields
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario, iter_leaf_fields
+from epfuzz.triage.passes import PASSES, Ctx, Pass, candidates, remove_pairs, simpler_values
 
 Predicate = Callable[[Scenario], bool]
+__all__ = ["Minimized", "candidates", "is_one_minimal", "minimize", "reduce_knobs", "reproduces", "simpler_values"]
 
 
 @dataclass
@@ -41,7 +52,7 @@ class Minimized:
     seconds: float
     #: the run that verified `result`; on hardware a second run could disagree with it
     outcome: Outcome
-    #: False when `max_runs`/`max_seconds` stopped the search: `result` is then the best so far,
+    #: False when `max_runs`/`max_seconds`/`stop` ended the search: `result` is then the best so far,
     #: not checked to be 1-minimal
     complete: bool = True
 
@@ -51,117 +62,6 @@ class Minimized:
 
     def sizes(self) -> tuple[int, int]:
         return len(codec.encode(self.original)), len(codec.encode(self.result))
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    head, _, rest = path.partition(".")
-    out = dict(doc)
-    if rest:
-        out[head] = dict(doc.get(head, {}))
-        out[head][rest] = value
-    else:
-        out[head] = value
-    return out
-
-
-def _smaller_ints(v: int, lo: int) -> list[int]:
-    """lo first, then halfway points, then v-1: big steps before small ones."""
-    out: list[int] = []
-    if v <= lo:
-        return out
-    out.append(lo)
-    # the next few small values: an overtake index is taken modulo the TLP count
-    out += [x for x in range(lo + 1, min(v, lo + 4))]
-    d = (v - lo) // 2
-    while d > 0:
-        if v - d not in out:
-            out.append(v - d)
-        d //= 2
-    if v - 1 not in out:
-        out.append(v - 1)
-    return out
-
-
-def _simplify_value(spec: FieldSpec, v: Any) -> list[Any]:
-    if isinstance(spec, IntField):
-        return _smaller_ints(v, spec.lo)
-    if isinstance(spec, BoolField):
-        return [False] if v else []
-    if isinstance(spec, ChoiceField):
-        return list(spec.options[: spec.options.index(v)])
-    return []
-
-
-def candidates(scn: Scenario) -> Iterator[Scenario]:
-    """Every single removal or simplification of `scn` that is a valid scenario, simplest first."""
-    fixed = fixed_fields(scn.protocol, scn.preset)
-    doc = scn.to_dict()
-
-    def valid(d: dict[str, Any]) -> Scenario | None:
-        try:
-            return codec.load_dict(d)
-        except EpfuzzError:
-            return None
-
-    leaves = list(iter_leaf_fields())
-    # removals first: they shrink the most
-    for path, f in leaves:
-        if not isinstance(f, (IntsField, ItemsField)) or path in fixed:
-            continue
-        seq = scn.get_path(path)
-        for i in range(len(seq)):
-            lst = list(_get(doc, path))
-            del lst[i]
-            c = valid(_set(doc, path, lst))
-            if c is not None:
-                yield c
-    yield from _pair_removals(doc, leaves, fixed, valid)
-    for path, f in leaves:
-        if path in fixed:
-            continue
-        if isinstance(f, (IntField, BoolField, ChoiceField)):
-            for nv in _simplify_value(f, scn.get_path(path)):
-                c = valid(_set(doc, path, nv))
-                if c is not None:
-                    yield c
-        elif isinstance(f, IntsField):
-            lst = list(scn.get_path(path))
-            for i, x in enumerate(lst):
-                for nv in _smaller_ints(x, f.lo):
-                    c = valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
-                    if c is not None:
-                        yield c
-        elif isinstance(f, ItemsField):
-            items = list(_get(doc, path))
-            sub = f.cls
-            for i, item in enumerate(items):
-                for sp, sf in iter_leaf_fields(sub):
-                    for nv in _simplify_value(sf, item[sp]):
-                        new = items[:i] + [{**item, sp: nv}] + items[i + 1:]
-                        c = valid(_set(doc, path, new))
-                        if c is not None:
-                            yield c
-
-
-def _pair_removals(doc: dict[str, Any], leaves: list[tuple[str, FieldSpec]], fixed: Any,
-                   valid: Callable[[dict[str, Any]], Scenario | None]) -> Iterator[Scenario]:
-    """Every removal of two entries of one list: reached only when no single removal kept the
-    finding, so it costs nothing on cases that single removals already shrink."""
-    for path, f in leaves:
-        if not isinstance(f, ItemsField) or path in fixed:
-            continue
-        seq = list(_get(doc, path))
-        for i, j in combinations(range(len(seq)), 2):
-            c = valid(_set(doc, path, [x for k, x in enumerate(seq) if k not in (i, j)]))
-            if c is not None:
-                yield c
-
-
-def _get(doc: dict[str, Any], path: str) -> Any:
-    obj: Any = doc
-    for p in path.split("."):
-        obj = obj[p]
-    return obj
 
 
 def _holds(out: Outcome, threshold: float, kind: str | None) -> bool:
@@ -176,10 +76,57 @@ def reproduces(backend: Backend, proto: Protocol, repeats: int, threshold: float
     return pred
 
 
+class _Search:
+    """The fixpoint loop: the passes, a count of candidates tried, and what may end it early."""
+
+    def __init__(self, scn: Scenario, proto: Protocol, pred: Predicate, max_runs: int,
+                 max_seconds: float | None, stop: Callable[[], bool] | None) -> None:
+        self.current, self.proto, self.pred = scn, proto, pred
+        self.fixed = fixed_fields(scn.protocol, scn.preset)
+        self.max_runs, self.stop = max_runs, stop
+        self.deadline = None if max_seconds is None else time.perf_counter() + max_seconds
+        self.runs = 0
+        self.accepted = [scn]
+        self.complete = True
+
+    def _out_of_budget(self) -> bool:
+        if (self.runs >= self.max_runs or (self.deadline is not None and time.perf_counter() > self.deadline)
+                or (self.stop is not None and self.stop())):
+            self.complete = False
+        return not self.complete
+
+    def run_pass(self, p: Pass) -> bool:
+        """Shrink with one pass until it has nothing left; True if it changed the scenario."""
+        changed, resume = False, 0
+        while not self._out_of_budget():
+            for pos, cand in p(Ctx(self.current, self.proto, self.fixed)):
+                if pos < resume:
+                    continue
+                if self._out_of_budget():
+                    return changed
+                self.runs += 1
+                if self.pred(cand):
+                    self.current, resume, changed = cand, pos, True
+                    self.accepted.append(cand)
+                    break
+            else:
+                return changed
+        return changed
+
+    def search(self) -> None:
+        while not self._out_of_budget():
+            changed = False
+            for p in PASSES:
+                changed |= self.run_pass(p)
+            if not changed and not self.run_pass(remove_pairs):
+                return
+
+
 def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int = 1, threshold: float = 0.5,
-             predicate: Predicate | None = None, max_runs: int = 20000,
-             max_seconds: float | None = None) -> Minimized:
-    """Shrink until 1-minimal, or until `max_runs` candidates or `max_seconds` (then: the best so far)."""
+             predicate: Predicate | None = None, max_runs: int = 20000, max_seconds: float | None = None,
+             stop: Callable[[], bool] | None = None) -> Minimized:
+    """Shrink until 1-minimal, or until `max_runs` candidates, `max_seconds` or `stop()` (then: the
+    best so far, `complete` False)."""
     b = get_backend(backend)
     if b.deterministic:
         repeats = 1
@@ -188,67 +135,51 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
         raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
     pred = predicate or reproduces(b, proto, repeats, threshold, first.violation.kind)
     t0 = time.perf_counter()
-    runs = 0
-    current = scn
-    accepted = [scn]
-    improved = True
-    complete = True
-    while improved:
-        improved = False
-        for cand in candidates(current):
-            if runs >= max_runs or (max_seconds is not None and time.perf_counter() - t0 > max_seconds):
-                complete = False
-                break
-            runs += 1
-            if pred(cand):
-                current = cand
-                accepted.append(cand)
-                improved = True
-                break
+    s = _Search(scn, proto, pred, max_runs, max_seconds, stop)
+    s.search()
+    current = s.current
     out = b.run(current, proto, repeats=repeats)
     # a flaky reproduction can slip through once: on a nondeterministic backend, step back
     # through the accepted candidates until one reproduces again at the threshold
-    while not b.deterministic and out.rate < threshold and len(accepted) > 1:
-        accepted.pop()
-        current = accepted[-1]
+    while not b.deterministic and out.rate < threshold and len(s.accepted) > 1:
+        s.accepted.pop()
+        current = s.accepted[-1]
         out = b.run(current, proto, repeats=repeats)
-    return Minimized(scn, current, runs, time.perf_counter() - t0, out, complete)
+    return Minimized(scn, current, s.runs, time.perf_counter() - t0, out, s.complete)
 
 
 def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple[str, ...], repeats: int = 5,
-                 threshold: float = 0.4, max_seconds: float | None = None) -> tuple[Scenario, Outcome, bool] | None:
-    """Each of `fields` away from its simplest value (an empty input's) set to it where the finding
-    survives that, one at a time in order: (scenario, its outcome, whether every field was tried),
-    or None when the finding does not reproduce at `threshold` to begin with.
+                 threshold: float = 0.4) -> tuple[Scenario, Outcome] | None:
+    """Each of `fields` set to its simplest value where the finding survives it, one at a time in
+    order, each value a few runs (bounded in runs, not seconds): (scenario, its outcome), or None
+    when the finding does not
+    reproduce at `threshold` to begin with. An integer field (a plug-in's `topology.num_qps`) goes to
+    the smallest value it survives, not only to its simplest (one QP kills a cross-QP race; two keep
+    it: seven QP counts were seven "bugs").
 
     What a summary groups findings by on a backend where full minimization costs too much (a verbs
-    run is ~50 ms in the guest, a campaign's findings would need minutes): the root cause is
-    made of these fields alone, so setting the ones the finding does not need is all the grouping
-    needs. A dropped field is one the finding was seen without (in 2 of 5 runs); one kept may only
-    have been unlucky (a finding seen in 60% of runs passes 2 of 5 in 91% of tries, 2 of 3 in 65%),
-    so a flaky finding can split into two groups, but two bugs never merge."""
-    t0 = time.perf_counter()
-    simplest = codec.decode(b"", scn.protocol, scn.preset)
+    run is ~50 ms in the guest, a campaign's findings would need minutes): the root cause is made of
+    these fields alone. A dropped value is one the finding was seen with (in 2 of 5 runs); one kept
+    may only have been unlucky (a finding seen in 60% of runs passes 2 of 5 in 91% of tries), so a
+    flaky finding can split into two groups, but two bugs never merge."""
+    specs = dict(iter_leaf_fields())
     first = backend.run(scn, proto, repeats=repeats)
     if first.violation is None or not _holds(first, threshold, None):
         return None
     kind = first.violation.kind
-    current, out, complete = scn, first, True
+    current, out = scn, first
     for path in fields:
-        if current.get_path(path) == simplest.get_path(path):
-            continue
-        if max_seconds is not None and time.perf_counter() - t0 > max_seconds:
-            complete = False
-            break
-        try:
-            cand = codec.load_dict(current.with_path(path, simplest.get_path(path)).to_dict())
-            got = backend.run(cand, proto, repeats=repeats)
-        except EpfuzzError:
-            continue
-        if _holds(got, threshold, kind):
-            current, out = cand, got
-    return current, out, complete
+        for value in simpler_values(specs[path], current.get_path(path)):
+            try:
+                cand = codec.load_dict(current.with_path(path, value).to_dict())
+                got = backend.run(cand, proto, repeats=repeats)
+            except EpfuzzError:
+                continue
+            if _holds(got, threshold, kind):
+                current, out = cand, got
+                break
+    return current, out
 
 
-def is_one_minimal(scn: Scenario, predicate: Predicate) -> bool:
-    return predicate(scn) and not any(predicate(c) for c in candidates(scn))
+def is_one_minimal(scn: Scenario, predicate: Predicate, proto: Protocol | None = None) -> bool:
+    return predicate(scn) and not any(predicate(c) for c in candidates(scn, proto))

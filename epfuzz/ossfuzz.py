@@ -63,7 +63,17 @@ def dictionary(name: str) -> str:
 
 
 def options(name: str) -> str:
-    return f"[libfuzzer]\nmax_len = {MAX_LEN}\ndict = {name}.dict\n"
+    """What ClusterFuzz must not randomize for this target, each with why (its strategies pick a random
+    -max_len 15% of the time; libFuzzer's length control starts inputs short). `fork` is left to
+    ClusterFuzz: a crash in a fork child is reported with the same three named frames
+    (tests/harness/test_crash_identity.py runs the harness under -fork)."""
+    return (f"[libfuzzer]\n"
+            f"# an input decodes to a whole scenario whatever its length; past {MAX_LEN} bytes nothing more is read,\n"
+            f"# and a shorter cap leaves schedule and fault entries unreachable\n"
+            f"max_len = {MAX_LEN}\n"
+            f"# short inputs decode to the simplest scenario: grow nothing, start at full length\n"
+            f"len_control = 0\n"
+            f"dict = {name}.dict\n")
 
 
 def package(out: Path) -> list[Path]:

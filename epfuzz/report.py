@@ -59,6 +59,10 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
         md += [f"| `{s.replace('|', chr(92) + '|')}` | {n} | {ex} |" for s, n, ex in bugs]
     else:
         md.append("none")
+    left = run_dir / "ungrouped.txt"
+    if left.exists():  # what the summary's grouping left: `epfuzz triage RUN` groups it
+        why, *names = left.read_text().splitlines()
+        md += ["", f"{len(names)} raw finding(s) not grouped yet ({why}): `epfuzz triage {run_dir}` groups them"]
     text = "\n".join(md) + "\n"
     (run_dir / "report.md").write_text(text)
     out_png = None

@@ -10,3 +10,12 @@ ROOT = Path(__file__).resolve().parent.parent
 @pytest.fixture
 def root() -> Path:
     return ROOT
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
+    """The root-cause cache (`epfuzz.triage.cache`) of the test run, not the user's: a test that
+    groups findings must not be answered by what an earlier session grouped (subprocesses inherit it)."""
+    import os
+
+    os.environ["EPFUZZ_CACHE_DIR"] = str(tmp_path_factory.mktemp("epfuzz-cache"))

@@ -49,7 +49,7 @@ def test_fence_judged_from_the_posted_ops():
     scn = _scn("tests.model.test_explain_claims:FlagFirstFenced", topology__num_qps=1)
     assert scn.signal.fence is False
     text = explain(scn, proto).text()
-    assert "no fence on the signal" not in text, text  # it was listed as "does not matter"
+    assert "fence on the signal (signal.fence" not in text, text  # it was listed as "does not matter"
     assert "signal.fence=False: the same ops either way (it posts fenced WRs itself)" in text, text
 
 

@@ -68,7 +68,7 @@ def findings(folder, cases):
 def test_one_race_under_many_signal_kinds_fences_and_mr_orderings_is_one_bug(tmp_path, stand_in):
     paths = findings(tmp_path / "run", CROSS + RELAXED_WRITE)
     assert len({p.name for p in paths}) == 7
-    bugs = group_findings(paths, tmp_path / "run" / "bugs", "verbs")
+    bugs = group_findings(paths, tmp_path / "run" / "bugs", "verbs").bugs
     causes = {b.cause.split("|")[-1]: b.count for b in bugs}
     assert causes == {"other_qp=True": 5, "kind=write,mr_relaxed=True": 2}, causes
     for b in bugs:  # the reduced case replays as the bug it stands for
@@ -82,7 +82,7 @@ def test_one_race_under_many_signal_kinds_fences_and_mr_orderings_is_one_bug(tmp
 def test_a_finding_that_does_not_reproduce_keeps_its_raw_signature(tmp_path, monkeypatch, stand_in):
     paths = findings(tmp_path / "run", CROSS[:2])
     monkeypatch.setattr(StandIn, "run", lambda self, scn, proto, repeats=1: Outcome("verbs", None, repeats, 0))
-    bugs = group_findings(paths, tmp_path / "run" / "bugs", "verbs")
+    bugs = group_findings(paths, tmp_path / "run" / "bugs", "verbs").bugs
     assert len(bugs) == 2 and all("kind=" in b.cause for b in bugs)
 
 
@@ -91,18 +91,54 @@ def test_the_host_takes_the_grouping_the_guest_made(tmp_path, monkeypatch, stand
     paths = findings(run, CROSS + RELAXED_WRITE)
     guest_root = "/tmp/guest-run"
     # what the guest wrote: its index names its own paths
-    bugs = group_findings(paths, run / "bugs", "verbs")
-    for b in bugs:
+    grouping = group_findings(paths, run / "bugs", "verbs")
+    for b in grouping.bugs:
         b.case = type(b.case)(guest_root) / "bugs" / b.case.name
-    write_bug_index(bugs, run / "bugs.csv")
+    write_bug_index(grouping, run / "bugs.csv")
     extra = findings(run, [("send", False, True, False)])  # a finding the guest's index does not name
     # the host cannot run verbs: were it to regroup, every finding would be its own bug
     monkeypatch.setattr(StandIn, "runs_locally", lambda self: False)
     before = stand_in.runs
-    _, got = read_findings(run, "verbs", get_logger(harness="t"), grouped_at=guest_root)
+    _, grouping = read_findings(run, "verbs", get_logger(harness="t"), grouped_at=guest_root)
+    got = grouping.bugs
     assert stand_in.runs == before
     assert [b.count for b in got] == [5, 2, 1]
     assert all(b.case.is_file() and b.case.is_relative_to(run) for b in got)
     assert got[-1].raw == extra
     text = (run / "bugs.csv").read_text()
     assert guest_root not in text and str(run) in text
+
+
+class FlakyCrossQp(StandIn):
+    """A cross-QP race (stale with two QPs or more) seen in 3 of 5 runs, told apart by the QP count."""
+
+    def signature_fields(self, proto):
+        return ("topology.num_qps",)
+
+    def run(self, scn, proto, repeats=1):
+        self.runs += 1
+        bad = scn.topology.num_qps >= 2
+        v = Violation("stale-accept", scn.protocol, 0, 0, "accepted early") if bad else None
+        hits = (3 * repeats + 4) // 5 if bad else 0
+        return Outcome("verbs", v if hits else None, runs=repeats, hits=hits)
+
+
+def test_a_count_knob_goes_to_the_smallest_value_the_finding_survives(tmp_path, monkeypatch):
+    """Issue 26.3: seven QP counts were seven bugs (`num_qps=1` kills the race, so the knob was kept
+    at each count found); and the replay line must carry the runs a flaky finding needs."""
+    from epfuzz.findings import bug_table
+
+    dev = FlakyCrossQp()
+    monkeypatch.setitem(backends._cache, "verbs", dev)
+    folder = tmp_path / "run"
+    folder.mkdir()
+    paths = []
+    for n in range(2, 9):
+        scn = codec.load_dict({"protocol": "dispatch_any", "topology": {"num_qps": n}})
+        paths.append(write_finding(folder, scn, codec.encode(scn), dev.run(scn, PROTO, 5), PROTO))
+    grouping = group_findings(paths, folder / "bugs", "verbs")
+    assert [(b.cause.split("|")[-1], b.count) for b in grouping.bugs] == [("num_qps=2", 7)]
+    bug = grouping.bugs[0]
+    assert bug.repeats == 6 and bug.rate == 0.6  # 1 - 0.4**6 > 99%
+    text = "\n".join(bug_table(grouping, "verbs"))
+    assert "--backend verbs --repeats 6" in text and "reproduced in 60% of runs" in text

@@ -1,0 +1,198 @@
+"""What a minimized finding needs, and the root cause made of it.
+
+One question, asked of one scenario field at a time: does some other value of this field make
+the finding disappear for every order the rules allow (`epfuzz explore`; where explore cannot
+decide in its bound, the case's own schedule)? If so, the finding needs the field's value. The bug
+table's root cause (`root_cause`) and `explain` both read this one analysis, so they name the
+same knobs (the first wave's table said "adaptive_routing=True" where explain said it did not
+matter; the second wave's omitted knobs at their simplest value, `mr_relaxed=True`,
+`hca_o920=False`, that explain listed, and under a preset read "simplest knobs").
+
+Knobs (the backend's signature fields) are tried at every other value; the shape (every other
+field: epochs, tokens, QPs, delays, spins...) at its simpler values only, since "needs 3 epochs"
+means fewer do not do. Each is a bounded number of explorations of a minimized, hence small,
+scenario: `MAX_STATES` states each, at most `SHAPE_VALUES` values a field.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from epfuzz.backends.base import Outcome
+from epfuzz.errors import EpfuzzError, InputError
+from epfuzz.fields import BoolField, ChoiceField, IntField, IntsField, ItemsField, NameField
+from epfuzz.pins import fixed_fields
+from epfuzz.presets import get_preset
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Scenario, iter_leaf_fields
+
+#: states explore may spend on one value of one field of a minimized case (a few TLPs: far less)
+MAX_STATES = 20_000
+#: the most simpler values of one shape field tried (the simplest and the nearest ones first)
+SHAPE_VALUES = 4
+
+
+@dataclass(frozen=True)
+class Need:
+    """The finding needs `path` at `value`: with `without` (and every other value tried) it is gone."""
+
+    path: str
+    value: Any
+    without: tuple[Any, ...]
+    pinned: str = ""          # "preset" or "protocol" where that pins the field, else ""
+
+    def text(self) -> str:
+        name = self.path.split(".")[-1]
+        return f"{name}={self.value}" + (f"[{self.pinned}]" if self.pinned else "")
+
+
+@dataclass
+class Needs:
+    """What one scenario's finding needs, field by field, and how that was checked."""
+
+    knobs: list[Need]
+    irrelevant: list[str]      # knob paths some other value of which keeps the finding
+    unfollowed: list[str]      # signal fields whose other values post the same ops
+    shape: list[Need]
+    method: str                # "exhaustive", "same schedule", or both where explore could not always decide
+    steps: int = 0             # explorations made
+
+
+def survives(scn: Scenario, proto: Protocol, kind: str | None, max_states: int = MAX_STATES) -> tuple[bool, str]:
+    """(a violation of `kind` in some order the rules allow, how that was checked): exhaustively, or
+    where explore cannot decide within `max_states`, in the scenario's own schedule."""
+    from epfuzz.sim.engine import simulate
+    from epfuzz.sim.explore import explore
+
+    try:
+        v, method = explore(scn, proto, max_states=max_states).violation, "exhaustive"
+    except InputError:
+        v, method = simulate(scn, proto).violation, "same schedule"
+    return v is not None and (kind is None or v.kind == kind), method
+
+
+def _other_values(spec: Any, value: Any, shape: bool) -> list[Any]:
+    """The values of one field to try instead of `value`: every other one for a knob, the simpler
+    ones (simplest and nearest first, at most SHAPE_VALUES) for the shape."""
+    from epfuzz.minimize import simpler_values
+
+    if isinstance(spec, BoolField):
+        return [not value] if not shape else simpler_values(spec, value)
+    if isinstance(spec, ChoiceField) and not shape:
+        return [o for o in spec.options if o != value]
+    if isinstance(spec, (IntField, ChoiceField)):
+        vals = simpler_values(spec, value)
+        return (vals[:1] + vals[-(SHAPE_VALUES - 1):]) if len(vals) > SHAPE_VALUES else vals
+    if isinstance(spec, (IntsField, ItemsField)) and value:
+        return [()]
+    return []
+
+
+def _pinned(scn: Scenario, path: str) -> str:
+    if path in get_preset(scn.preset).fixed:
+        return "preset"
+    return "protocol" if path in fixed_fields(scn.protocol, scn.preset) else ""
+
+
+class _Asker:
+    """Asks `survives` of one-field changes of one scenario, counting the explorations."""
+
+    def __init__(self, scn: Scenario, proto: Protocol, kind: str | None) -> None:
+        self.scn, self.proto, self.kind = scn, proto, kind
+        self.steps = 0
+        self.methods: set[str] = set()
+
+    def killed_by(self, path: str, values: list[Any]) -> list[Any]:
+        """The values of `values` with which the finding is gone; empty as soon as one keeps it."""
+        gone = []
+        for v in values:
+            try:
+                cand = self.scn.with_path(path, v)
+                self.steps += 1
+                alive, method = survives(cand, self.proto, self.kind)
+            except EpfuzzError:  # not a scenario this protocol can run: says nothing either way
+                continue
+            self.methods.add(method)
+            if alive:
+                return []
+            gone.append(v)
+        return gone
+
+
+def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[str, ...],
+          shape: bool = True) -> Needs:
+    """Field by field, what the finding of `scn` needs (see the module's docstring)."""
+    from epfuzz.follows import posted_ops
+
+    ask = _Asker(scn, proto, kind)
+    specs = dict(iter_leaf_fields())
+    out = Needs([], [], [], [], "")
+    base_ops: list[Any] | None = None
+    for path in knob_fields:
+        value = scn.get_path(path)
+        others = _other_values(specs[path], value, shape=False)
+        if path.startswith("signal."):  # the protocol's to follow: a plug-in may post the same ops anyway
+            base_ops = base_ops if base_ops is not None else posted_ops(scn, proto)
+            others = [v for v in others if posted_ops(scn.with_path(path, v), proto) != base_ops]
+            if not others:
+                out.unfollowed.append(path)
+                continue
+        gone = ask.killed_by(path, others)
+        if gone:
+            out.knobs.append(Need(path, value, tuple(gone), _pinned(scn, path)))
+        else:
+            out.irrelevant.append(path)
+    if shape:
+        for path, spec in specs.items():
+            if path in knob_fields or path == "schedule" or isinstance(spec, NameField) or path.startswith("gpu."):
+                continue
+            gone = ask.killed_by(path, _other_values(spec, scn.get_path(path), shape=True))
+            if gone:
+                out.shape.append(Need(path, scn.get_path(path), tuple(gone), _pinned(scn, path)))
+    out.method = " and ".join(sorted(ask.methods, reverse=False)) or "no"
+    out.steps = ask.steps
+    return out
+
+
+def cause_line(scn: Scenario, outcome: Outcome, knobs: str) -> str:
+    """protocol|preset|kind|cells|knobs: the one format of a signature and of a root cause."""
+    v = outcome.violation
+    rules = "+".join(sorted(outcome.rules_fired)) or "in-order"
+    return f"{scn.protocol}|{scn.preset}|{v.kind if v else 'clean'}|{rules}|{knobs}"
+
+
+#: the knob column when the finding needs no knob at all (it shows on every platform)
+NO_KNOB = "no knob"
+
+
+def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol, fields: tuple[str, ...]) -> tuple[str, Needs]:
+    """The root cause of a minimized finding on the sim: its kind, the rule cells that fired, and
+    every knob of `fields` it needs at its value ("[preset]"/"[protocol]" where that pins it)."""
+    kind = outcome.violation.kind if outcome.violation else None
+    got = needs(scn, proto, kind, fields, shape=False)
+    return cause_line(scn, outcome, ",".join(n.text() for n in got.knobs) or NO_KNOB), got
+
+
+def knob_line(scn: Scenario, outcome: Outcome, proto: Protocol, keep_knob: Callable[[str], bool],
+              empty: str) -> str:
+    """A signature or a hardware cause: the signature fields `keep_knob` keeps, with their values."""
+    from epfuzz.backends import get_backend
+
+    names = get_backend(outcome.backend, require=False).signature_fields(proto)
+    return cause_line(scn, outcome, ",".join(f"{k.split('.')[-1]}={scn.get_path(k)}" for k in names
+                                             if keep_knob(k)) or empty)
+
+
+def moved_knobs_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
+    """The cause on a nondeterministic backend, after `minimize.reduce_knobs`: the signature knobs
+    away from their simplest value (what an empty input decodes to). No exploration runs there, so
+    a knob at its simplest value that the bug needs is not named: the sim's `root_cause` does that."""
+    from epfuzz import codec
+    from epfuzz.backends import get_backend
+
+    simplest = codec.decode(b"", scn.protocol, scn.preset)
+    moved = [k for k in get_backend(outcome.backend, require=False).signature_fields(proto)
+             if scn.get_path(k) != simplest.get_path(k)]
+    return knob_line(scn, outcome, proto, lambda k: k in moved, NO_KNOB)

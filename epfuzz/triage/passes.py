@@ -1,0 +1,308 @@
+"""The minimizer's passes: every single step from a scenario towards a simpler one, by field.
+
+"Simpler" is defined once per field type (`simpler_values`); a pass is a generator of
+(position, candidate) over the current scenario (`Ctx`), so the search (`epfuzz.minimize`) can
+resume a pass at the field it last shrank. See `epfuzz.minimize` for the order and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from itertools import combinations
+from typing import Any
+
+from epfuzz import codec
+from epfuzz.errors import EpfuzzError
+from epfuzz.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
+from epfuzz.pins import fixed_fields
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Scenario, iter_leaf_fields
+
+#: (field position within its pass, candidate): a pass resumes at the position it last shrank
+Step = tuple[int, Scenario]
+
+
+def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
+    head, _, rest = path.partition(".")
+    out = dict(doc)
+    if rest:
+        out[head] = dict(doc.get(head, {}))
+        out[head][rest] = value
+    else:
+        out[head] = value
+    return out
+
+
+def _get(doc: dict[str, Any], path: str) -> Any:
+    obj: Any = doc
+    for p in path.split("."):
+        obj = obj[p]
+    return obj
+
+
+def _smaller_ints(v: int, lo: int) -> list[int]:
+    """lo first, then the next few small values, then halfway points, then v-1: big steps first."""
+    out: list[int] = []
+    if v <= lo:
+        return out
+    out.append(lo)
+    out += [x for x in range(lo + 1, min(v, lo + 4))]
+    d = (v - lo) // 2
+    while d > 0:
+        if v - d not in out:
+            out.append(v - d)
+        d //= 2
+    if v - 1 not in out:
+        out.append(v - 1)
+    return out
+
+
+def simpler_values(spec: FieldSpec, v: Any) -> list[Any]:
+    """Every value of one field simpler than `v`, simplest first: the one definition of "simpler"."""
+    if isinstance(spec, IntField):
+        return _smaller_ints(v, spec.lo)
+    if isinstance(spec, BoolField):
+        return [False] if v else []
+    if isinstance(spec, ChoiceField):
+        return list(spec.options[: spec.options.index(v)])
+    return []
+
+
+def fit(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with every list cut to the length, and every bounded value lowered to the bound, that
+    the fields before it allow (an item whose value is out of bound is dropped)."""
+    out = doc
+    values: dict[str, Any] = {}
+    for path, spec in iter_leaf_fields():
+        v = _get(out, path)
+        if isinstance(spec, IntField):
+            v = min(v, spec.hi_for(values)) if isinstance(v, int) else v
+        elif isinstance(spec, IntsField) and isinstance(v, list):
+            hi = spec.hi_for(values)
+            v = [min(x, hi) if isinstance(x, int) else x for x in v[: spec.len_for(values)]]
+        elif isinstance(spec, ItemsField) and isinstance(v, list):
+            bounded = [(sp, sf) for sp, sf in iter_leaf_fields(spec.cls) if isinstance(sf, IntField)]
+            v = [it for it in v if all(not isinstance(it.get(sp), int) or it[sp] <= sf.hi_for(values)
+                                       for sp, sf in bounded)]
+        if v != _get(out, path):
+            out = _set(out, path, v)
+        values[path] = v
+    return out
+
+
+@dataclass
+class Ctx:
+    """What the passes share for one current scenario: its JSON form, its pins, its sim build."""
+
+    scn: Scenario
+    proto: Protocol | None
+    fixed: dict[str, Any]
+    doc: dict[str, Any] = field(init=False)
+    _run: Any = None
+
+    def __post_init__(self) -> None:
+        self.doc = self.scn.to_dict()
+
+    def valid(self, d: dict[str, Any]) -> Scenario | None:
+        """`d` as a scenario; where one change leaves a field it bounds out of range (fewer channels
+        than `channel_qp` names, fewer QPs than a channel's QP), that field cut to fit: else a
+        case with 6 channels and a 6-entry `channel_qp` could never lose a channel."""
+        for attempt in (d, fit(d)):
+            try:
+                return codec.load_dict(attempt)
+            except EpfuzzError:
+                continue
+        return None
+
+    def run(self) -> Any:
+        """The current scenario built on the sim (None where it cannot be): what overtakes index."""
+        if self._run is None and self.proto is not None:
+            from epfuzz.sim.engine import build
+            try:
+                self._run = build(self.scn, self.proto)
+            except EpfuzzError:
+                self._run = False
+        return self._run or None
+
+
+def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
+    """Every simplification of one leaf of `ctx.scn`, simplest first."""
+    doc = ctx.doc
+    if isinstance(spec, (IntField, BoolField, ChoiceField)):
+        for nv in simpler_values(spec, _get(doc, path)):
+            c = ctx.valid(_set(doc, path, nv))
+            if c is not None:
+                yield c
+    elif isinstance(spec, IntsField):
+        lst = list(_get(doc, path))
+        for i, x in enumerate(lst):
+            for nv in _smaller_ints(x, spec.lo):
+                c = ctx.valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
+                if c is not None:
+                    yield c
+    elif isinstance(spec, ItemsField):
+        items = list(_get(doc, path))
+        for i, item in enumerate(items):
+            for sp, sf in iter_leaf_fields(spec.cls):
+                for nv in simpler_values(sf, item[sp]):
+                    c = ctx.valid(_set(doc, path, items[:i] + [{**item, sp: nv}] + items[i + 1:]))
+                    if c is not None:
+                        yield c
+
+
+def _leaves(paths: tuple[str, ...] | None, exclude: frozenset[str] = frozenset()) -> list[tuple[str, FieldSpec]]:
+    """The scenario's leaves named in `paths` (in that order), or every leaf not in `exclude`."""
+    specs = dict(iter_leaf_fields())
+    if paths is not None:
+        return [(p, specs[p]) for p in paths]
+    return [(p, s) for p, s in specs.items() if p not in exclude and not p.startswith("schedule")]
+
+
+def remove_entries(ctx: Ctx) -> Iterator[Step]:
+    for pos, (path, f) in enumerate(iter_leaf_fields()):
+        if not isinstance(f, (IntsField, ItemsField)) or path in ctx.fixed:
+            continue
+        seq = list(_get(ctx.doc, path))
+        for i in range(len(seq)):
+            c = ctx.valid(_set(ctx.doc, path, seq[:i] + seq[i + 1:]))
+            if c is not None:
+                yield pos, c
+
+
+#: the shape, biggest savings first: what makes a case big to read and slow to explore
+SHAPE = ("payload.epochs", "payload.num_tokens", "topology.num_channels", "topology.num_qps",
+         "payload.hidden_bytes", "payload.scale_bytes", "payload.meta_bytes", "chunking.tokens_per_wr",
+         "chunking.splits_per_token", "chunking.mtu", "chunking.max_payload", "topology.channel_qp",
+         "faults.spins", "faults.qp_delay_ns", "faults.qp_rate_div", "faults.port_delay_ns",
+         "faults.port_rate_div", "faults.rx_lag")
+
+
+#: the counts a shrink may trade for finer chunking: fewer tokens (or channels, epochs) with TLPs or
+#: packets cut smaller keep a split the bug needs inside a token (an in-band tag passing its own
+#: token's first TLP needed 6 tokens at max_payload 1024; 1 token at 128 shows it as well)
+COUNTS = frozenset({"payload.epochs", "payload.num_tokens", "topology.num_channels"})
+FINER = ("chunking.max_payload", "chunking.mtu")
+
+
+def _with_schedule(ctx: Ctx, c: Scenario) -> Iterator[Scenario]:
+    """`c`, then `c` with its overtakes re-addressed to the same units, each way (where that differs)."""
+    from epfuzz.triage.readdress import VARIANTS, readdress
+
+    yield c
+    run = ctx.run() if ctx.scn.schedule else None
+    tried = {c.schedule}
+    for variant in VARIANTS if run is not None else ():
+        r = readdress(run, c, ctx.proto, variant)  # type: ignore[arg-type]
+        if r is not None and r.schedule not in tried:
+            tried.add(r.schedule)
+            v = ctx.valid(r.to_dict())
+            if v is not None:
+                yield v
+
+
+#: the sizes a shrink may trade for a delay: a race across QPs that timing alone exposes (no overtake)
+#: needs its data QP slower once there are fewer bytes to send (it kept 2 tokens of 7.6 KB, 18 TLPs)
+SIZES = COUNTS | {"payload.hidden_bytes", "payload.scale_bytes", "payload.meta_bytes"}
+SLOWEST = 65535
+
+
+def _slower(ctx: Ctx, c: Scenario) -> Iterator[Scenario]:
+    """`c` with one QP's added latency at its most, for each QP, where `ctx`'s finding is timing
+    across QPs (several QPs, no overtakes); the latency is then lowered again like any value."""
+    if ctx.scn.schedule or c.topology.num_qps < 2 or "faults.qp_delay_ns" in ctx.fixed:
+        return
+    for q in range(c.topology.num_qps):
+        d = list(c.faults.qp_delay_ns) + [0] * (q + 1 - len(c.faults.qp_delay_ns))
+        if d[q] != SLOWEST:
+            d[q] = SLOWEST
+            v = ctx.valid(_set(c.to_dict(), "faults", {**c.to_dict()["faults"], "qp_delay_ns": d}))
+            if v is not None:
+                yield v
+
+
+def shrink_shape(ctx: Ctx) -> Iterator[Step]:
+    specs = dict(iter_leaf_fields())
+    for pos, (path, f) in enumerate(_leaves(SHAPE)):
+        if path in ctx.fixed:
+            continue
+        for c in _leaf_steps(ctx, path, f):
+            for v in _with_schedule(ctx, c):
+                yield pos, v
+            if path in SIZES:
+                for v in _slower(ctx, c):
+                    yield pos, v
+            if path not in COUNTS:
+                continue
+            for finer in FINER:  # the count down, and the chunking finer (never the other way)
+                if finer in ctx.fixed:
+                    continue
+                opts = specs[finer].options  # type: ignore[attr-defined]
+                for o in opts[opts.index(c.get_path(finer)) + 1:]:
+                    joint = ctx.valid(_set(c.to_dict(), finer, o))
+                    if joint is not None:
+                        for v in _with_schedule(ctx, joint):
+                            yield pos, v
+
+
+def _section_steps(ctx: Ctx, leaves: list[tuple[str, FieldSpec]]) -> Iterator[Step]:
+    for pos, (path, f) in enumerate(leaves):
+        if path not in ctx.fixed:
+            for c in _leaf_steps(ctx, path, f):
+                yield pos, c
+
+
+def simplify_knobs(ctx: Ctx) -> Iterator[Step]:
+    yield from _section_steps(ctx, [(p, s) for p, s in iter_leaf_fields() if p.startswith(("knobs.", "signal."))])
+
+
+def simplify_schedule(ctx: Ctx) -> Iterator[Step]:
+    """Each overtake's index to the one naming the same TLP (modulo the run's count), then the
+    usual simpler values of its fields."""
+    if "schedule" in ctx.fixed or not ctx.scn.schedule:
+        return
+    from epfuzz.triage.readdress import canonical_index
+
+    run = ctx.run()
+    items = list(ctx.doc["schedule"])
+    for i, o in enumerate(ctx.scn.schedule):
+        k = canonical_index(run, o) if run is not None else o.index
+        if k != o.index:
+            c = ctx.valid(_set(ctx.doc, "schedule", items[:i] + [{**items[i], "index": k}] + items[i + 1:]))
+            if c is not None:
+                yield i, c
+    specs = dict(iter_leaf_fields())
+    for _, c in _section_steps(ctx, [("schedule", specs["schedule"])]):
+        yield len(items), c
+
+
+def simplify_rest(ctx: Ctx) -> Iterator[Step]:
+    known = frozenset(SHAPE) | {p for p, _ in iter_leaf_fields() if p.startswith(("knobs.", "signal."))}
+    yield from _section_steps(ctx, [(p, s) for p, s in _leaves(None, known)
+                                    if not isinstance(s, (IntsField, ItemsField)) or p not in SHAPE])
+
+
+def remove_pairs(ctx: Ctx) -> Iterator[Step]:
+    """Every removal of two entries of one list: reached only when no single step kept the finding,
+    so it costs nothing on cases that single steps already shrink."""
+    for pos, (path, f) in enumerate(iter_leaf_fields()):
+        if not isinstance(f, ItemsField) or path in ctx.fixed:
+            continue
+        seq = list(_get(ctx.doc, path))
+        for i, j in combinations(range(len(seq)), 2):
+            c = ctx.valid(_set(ctx.doc, path, [x for k, x in enumerate(seq) if k not in (i, j)]))
+            if c is not None:
+                yield pos, c
+
+
+Pass = Callable[[Ctx], Iterator[Step]]
+#: the single-step passes, in the order a round runs them; `remove_pairs` follows a round that changed nothing
+PASSES: tuple[Pass, ...] = (remove_entries, shrink_shape, simplify_knobs, simplify_schedule, simplify_rest)
+
+
+def candidates(scn: Scenario, proto: Protocol | None = None) -> Iterator[Scenario]:
+    """Every single step of every pass from `scn` (with `proto`: re-addressed shape steps too), then pairs."""
+    ctx = Ctx(scn, proto, fixed_fields(scn.protocol, scn.preset))
+    for p in (*PASSES, remove_pairs):
+        for _, c in p(ctx):
+            yield c

@@ -1,0 +1,90 @@
+"""`epfuzz triage RUN`: group (or finish grouping) a run folder's findings, and update the run.
+
+The campaign's summary groups what it can; a signal, or the step bound, may leave findings
+ungrouped, and ClusterFuzz or a libFuzzer run leave raw `crash-*` artifacts. Triage groups them
+all (the cache makes findings grouped before free), rewrites the run's `bugs/`, `bugs.csv` and
+`ungrouped.txt` (what `epfuzz report` shows), and optionally keeps one minimized case per new root
+cause in a regression folder. Nothing is written when nothing changed.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epfuzz import codec
+from epfuzz.corpus import case_paths, load_case, read_input, write_atomic
+from epfuzz.errors import InputError
+from epfuzz.findings import Grouping, group_findings, write_bug_index, write_finding
+from epfuzz.protocols import get_protocol
+from epfuzz.triage.group import MAX_STEPS, Progress
+
+
+@dataclass
+class Triage:
+    run_dir: Path
+    grouping: Grouping
+    changed: bool                              # bugs.csv, ungrouped.txt or a case under bugs/ was written
+    kept: list[Path] = field(default_factory=list)   # new representatives written to the keep folder
+
+    def render(self) -> list[str]:
+        """The bug table with each bug's case and replay line, what was kept, and whether anything changed."""
+        from epfuzz.findings import bug_table
+
+        out = bug_table(self.grouping, run_dir=self.run_dir) or [f"no findings to group in {self.run_dir}"]
+        out += [f"kept: {p}" for p in self.kept]
+        out.append("nothing new: bugs.csv and bugs/ were up to date" if not self.changed
+                   else f"updated {self.run_dir / 'bugs.csv'} and {self.run_dir / 'bugs'}")
+        return out
+
+
+def _findings(run_dir: Path, protocol: str | None, preset: str, backend: str) -> list[Path]:
+    """The run's finding cases; raw `crash-*` artifacts (with `protocol`) wrapped as finding cases
+    in the run folder first, so `bugs.csv` can name them like the others."""
+    from epfuzz.backends import get_backend
+
+    cases: list[Path] = []
+    for path in case_paths([run_dir]):
+        if path.suffix == ".json" and path.parent.name != "bugs":
+            cases.append(path)
+        elif path.name.startswith("crash-") and protocol:
+            try:
+                scn = codec.decode(read_input(path), protocol, preset)
+            except InputError as e:
+                print(f"error: {e}", file=sys.stderr)
+                continue
+            proto = get_protocol(scn.protocol)
+            out = get_backend(backend).run(scn, proto)
+            if out.violation is not None:
+                cases.append(write_finding(run_dir, scn, codec.encode(scn), out, proto))
+    return sorted(set(cases))
+
+
+def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None, preset: str = "spec",
+           backend: str = "sim", max_steps: int = MAX_STEPS, progress: Progress | None = None,
+           stop: Callable[[], bool] | None = None) -> Triage:
+    """Group `run_dir`'s findings by root cause into its `bugs/` and `bugs.csv`; with `keep`, copy each
+    minimized case of a root cause the keep folder does not have yet there."""
+    bugs_dir = run_dir / "bugs"
+    before = {p.name for p in bugs_dir.glob("*.json")} if bugs_dir.is_dir() else set()
+    grouping = group_findings(_findings(run_dir, protocol, preset, backend), bugs_dir, backend,
+                              max_steps=max_steps, stop=stop, progress=progress)
+    changed = write_bug_index(grouping, run_dir / "bugs.csv")
+    changed |= bool({p.name for p in bugs_dir.glob("*.json")} - before) if bugs_dir.is_dir() else False
+    kept: list[Path] = []
+    if keep is not None:
+        known = set()
+        for p in case_paths([keep]) if keep.is_dir() else []:
+            try:
+                known.add(load_case(p).signature)
+            except InputError:
+                continue
+        for bug in grouping.bugs:
+            if bug.cause not in known and bug.minimized:
+                keep.mkdir(parents=True, exist_ok=True)
+                write_atomic(keep / bug.case.name, bug.case.read_bytes())
+                known.add(bug.cause)
+                kept.append(keep / bug.case.name)
+    return Triage(run_dir, grouping, changed or bool(kept), kept)
