@@ -59,7 +59,9 @@ $(VENV)/.docs: $(VENV)/.installed
 	touch $@
 
 docs: $(VENV)/.docs
-	$(PY) -m mkdocs build --strict --quiet --site-dir site
+	@$(PY) -m mkdocs build --strict --site-dir site > $(VENV)/docs.log 2>&1 || \
+	  { grep -v '^INFO' $(VENV)/docs.log; echo "docs: the build failed (warnings are errors)"; exit 1; }
+	@echo "docs: built site/ (mkdocs --strict: no warnings)"
 
 # every input against its expected verdict (the case's, or corpus/<harness>.verdicts from `make seeds`)
 replay: install
