@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make bench`: throughput, time-to-bug against baselines, false alarms, minimization.
 
-Writes bench/results.json and bench/results.md (quoted in README). Figures, not
+Writes bench/results.json and bench/results.md (rendered into docs/benchmarks.md). Figures, not
 assertions: nothing here fails on a slow machine. Budget: under 15 minutes on 2
 cores (libFuzzer runs go two at a time).
 

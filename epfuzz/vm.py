@@ -1,7 +1,7 @@
 """A small QEMU guest with Debian's kernel (which has rdma_rxe), rdma-core and python3-pyverbs.
 
 This machine's kernel has no RDMA; the verbs backend runs inside this guest. It is
-built from Debian packages only (README, "The verbs backend and its guest"):
+built from Debian packages only (docs/backends.md, "The verbs backend and its guest"):
 the kernel with `apt-get download` + `dpkg -x`, the root file system with
 mmdebstrap, kernel modules pruned to what soft-RoCE, tc and 9p need, everything
 packed into one uncompressed initramfs. The project is not baked in: the work
