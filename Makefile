@@ -9,7 +9,7 @@ HARNESS   ?= deepep_v2_dispatch
 PRESET    ?= spec
 SOAK_TIME ?= 1800
 
-.PHONY: install fuzz test replay lint seeds bench bench-search soak rxe-vm vm-deps clean
+.PHONY: install fuzz test replay lint seeds bench bench-search soak rxe-vm vm-deps docs clean
 
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -46,10 +46,22 @@ vm-deps:
 rxe-vm: install vm-deps
 	$(EPFUZZ) vm build
 
-test: install vm-deps
+test: install vm-deps docs
 	$(VENV)/bin/ruff check epfuzz harnesses tests bench
 	$(PY) -m pytest -q -n auto -m "not guest"
 	$(PY) -m pytest -q -m guest
+
+# the documentation site (docs/, mkdocs.yml) into site/, warnings as errors: a broken link or anchor between
+# pages, a page left out of the nav or an API name mkdocstrings cannot find fails the build; the measured
+# tables are rendered from bench/*.json while it builds (bench/docs_tables.py)
+$(VENV)/.docs: $(VENV)/.installed
+	$(PY) -m pip install -q -e '.[dev,core,docs]'
+	touch $@
+
+docs: $(VENV)/.docs
+	@$(PY) -m mkdocs build --strict --site-dir site > $(VENV)/docs.log 2>&1 || \
+	  { grep -v '^INFO' $(VENV)/docs.log; echo "docs: the build failed (warnings are errors)"; exit 1; }
+	@echo "docs: built site/ (mkdocs --strict: no warnings)"
 
 # every input against its expected verdict (the case's, or corpus/<harness>.verdicts from `make seeds`)
 replay: install
@@ -70,6 +82,12 @@ bench-search: install
 soak: install
 	$(PY) bench/soak.py $(SOAK_TIME)
 
+# every build output: the venv, the compiled core beside its sources, bytecode, wheels and the docs site
+# (runs/ too: `make fuzz` writes there); the guest image's cache (~/.cache/epfuzz/vm) is outside the tree
 clean:
-	rm -rf $(VENV) runs .pytest_cache .ruff_cache
-	rm -f epfuzz/sim/*.so epfuzz/*__mypyc*.so epfuzz/_core_manifest.json
+	rm -rf $(VENV) runs build dist site .pytest_cache .ruff_cache .mypy_cache .hypothesis .cache .whl .gl .cudabuild
+	rm -rf *.egg-info
+	find . -path ./.git -prune -o -name __pycache__ -type d -prune -exec rm -rf {} +
+	find . -path ./.git -prune -o -name '*.pyc' -type f -exec rm -f {} +
+	find epfuzz -name '*.so' -delete
+	rm -f epfuzz/_core_manifest.json

@@ -2,7 +2,7 @@
 
 The agreement run showed exactly one stale round per launch for every unfenced protocol. This runs
 flag_write_signal's weak form with launches of 1,000 rounds and prints the epochs of the stale rounds
-(the judge keeps 16 examples), so the README can say whether they are launch-start (cold) effects.
+(the judge keeps 16 examples), so the docs can say whether they are launch-start (cold) effects.
 """
 
 from __future__ import annotations

@@ -170,7 +170,7 @@ def main() -> int:
 
 
 def render(table: dict[str, Any]) -> str:
-    """The README's depth table: random inputs through the decoder, per bad protocol."""
+    """The depth table (docs/zoo.md): random inputs through the decoder, per bad protocol."""
     lines = ["| bad protocol | random: median execs (seeds found / run, cap) | min-max found | median s | date |",
              "| --- | --- | --- | --- | --- |"]
     for name, t in table.items():

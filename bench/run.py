@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """`make bench`: throughput, time-to-bug against baselines, false alarms, minimization.
 
-Writes bench/results.json and bench/results.md (quoted in README). Figures, not
+Writes bench/results.json and bench/results.md (rendered into docs/benchmarks.md). Figures, not
 assertions: nothing here fails on a slow machine. Budget: under 15 minutes on 2
 cores (libFuzzer runs go two at a time).
 
@@ -235,11 +235,13 @@ def render(out: dict[str, Any]) -> str:
              f"| trivial atheris target (ceiling) | {t['trivial_atheris_exec_per_s']:.0f} |",
              f"| harness / trivial | {t['harness_exec_per_s'] / t['trivial_atheris_exec_per_s']:.5f} |", "",
              *render_costs(out), "",
-             "Time to bug, 5 seeds, median [min-max] executions (coverage-guided from an empty corpus vs random "
+             "Time to bug, 5 seeds, median [min-max] executions (the libFuzzer harness, coverage-guided, from an "
+             "empty corpus vs random "
              "inputs through the same decoder), exhaustive grid scenarios to the first unsafe one, false alarms "
              f"of the fixed protocol in {FIXED_RUNS} executions, structural minimization of the seed-1 finding:",
              "",
-             "| # | bad protocol | guided execs | guided s | random execs | random s | random/guided | exhaustive "
+             "| # | bad protocol | libFuzzer execs | libFuzzer s | random execs | random s | random/libFuzzer "
+             "| exhaustive "
              "| fixed: false alarms | minimize |",
              "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
     for r in out["time_to_bug"]:

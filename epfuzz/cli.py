@@ -17,9 +17,10 @@ from epfuzz import codec
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
-from epfuzz.cli_args import build_parser
+from epfuzz.cli_args import parse
 from epfuzz.corpus import Case
 from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
+from epfuzz.extras import require
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol
@@ -210,6 +211,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
 def cmd_explain(a: argparse.Namespace) -> int:
     from epfuzz.explain import explain, plot
 
+    if a.plot:
+        require("matplotlib", "explain --plot")
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     exp = explain(case.scenario, get_protocol(case.scenario.protocol))
     print(exp.text())
@@ -254,6 +257,8 @@ def cmd_triage(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from epfuzz.report import report
 
+    if not a.no_png:
+        require("matplotlib", "report's plot", "or --no-png for report.md alone")
     text, png = report(Path(a.run_dir), png=not a.no_png)
     print(text)
     if png:
@@ -279,27 +284,10 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-def _parse(argv: list[str]) -> argparse.Namespace:
-    """`epfuzz fuzz HARNESS [options] -- LIBFUZZER FLAGS`: argparse cannot give a second positional
-    list after the options, so for fuzz what follows `--` is split off first (vm run keeps its `--`)."""
-    cmd = next((t for t in argv if not t.startswith("-")), "")
-    unknown = [t for t in argv if t.startswith("-") and t not in ("-h", "--help", "--log-json", "--debug", "--version")]
-    if not cmd and unknown:  # argparse would only say a COMMAND is missing
-        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
-    extra: list[str] = []
-    if cmd == "fuzz" and "--" in argv:
-        i = argv.index("--")
-        argv, extra = argv[:i], argv[i + 1:]
-    a = build_parser().parse_args(argv)
-    if extra:
-        a.libfuzzer = [*a.libfuzzer, *extra]
-    return a
-
-
 def main(argv: list[str] | None = None) -> int:
-    a = _parse(sys.argv[1:] if argv is None else list(argv))
+    a = parse(sys.argv[1:] if argv is None else list(argv))
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
-    elog.configure(json_lines=True if a.log_json else None)
+    elog.configure(json_lines=a.log_json or a.log_format == "json")
     try:
         rc = int(COMMANDS[a.cmd](a))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit

@@ -91,7 +91,7 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     fz.add_argument("--engine", default="libfuzzer", choices=("libfuzzer", "guided"),
                     help="libfuzzer (default): the atheris harness, one process per job; guided: the in-process "
                          "greybox loop with semantic feedback and the schedule sampler (sim backend, one job; "
-                         "much faster on deep bugs, see README 'Deep bugs and search')")
+                         "much faster on deep bugs, see docs/guided.md)")
     fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job); guided: its RNG seed")
     fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
     fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
@@ -123,11 +123,13 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
 def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
     co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1); "
                                        "inputs that trigger a finding are always kept")
-    co.add_argument("action", choices=("merge", "prune"), help="merge: add SOURCES' new coverage to DEST; "
-                                                                "prune: keep DEST's coverage-adding inputs")
-    co.add_argument("harness", help="the harness whose coverage counts (epfuzz list)")
-    co.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
-    co.add_argument("sources", nargs="*", help="merge: folders whose coverage-adding inputs are added")
+    cos = co.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
+    cm = cos.add_parser("merge", help="add the inputs of SOURCE... that add coverage (or a finding) to DEST")
+    cp = cos.add_parser("prune", help="keep DEST's coverage-adding and finding inputs only")
+    for sp in (cm, cp):
+        sp.add_argument("harness", help="the harness whose coverage counts (epfuzz list)")
+        sp.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
+    cm.add_argument("sources", nargs="+", help="folders whose coverage-adding inputs are added")
 
     tr = sub.add_parser("triage", help="group a run's findings by root cause and update its bugs/ and bugs.csv; "
                         "--keep copies one minimized case per new root cause")
@@ -160,7 +162,9 @@ def _version() -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
-    p.add_argument("--log-json", action="store_true", help="log JSON lines even on a terminal")
+    p.add_argument("--log-format", choices=("human", "json"), default="human",
+                   help="log lines for people (default, on any stream) or JSON lines for programs")
+    p.add_argument("--log-json", action="store_true", help="the same as --log-format json")
     p.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (exit 3)")
     p.add_argument("--version", action="version", version=f"epfuzz {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
@@ -168,3 +172,26 @@ def build_parser() -> argparse.ArgumentParser:
     _add_analysis_commands(sub)
     _add_upkeep_commands(sub)
     return p
+
+
+def parse(argv: list[str]) -> argparse.Namespace:
+    """`epfuzz fuzz HARNESS [options] -- LIBFUZZER FLAGS`: argparse cannot give a second positional
+    list after the options, so for fuzz what follows `--` is split off first (vm run keeps its `--`).
+    The command is the first word that is no option and no option's value (`--log-format json list`)."""
+    words = list(argv)
+    if "--log-format" in words[:-1]:  # its value is not the command
+        i = words.index("--log-format")
+        words[i:i + 2] = []
+    cmd = next((t for t in words if not t.startswith("-")), "")
+    known = ("-h", "--help", "--log-json", "--debug", "--version")
+    unknown = [t for t in words if t.startswith("-") and t not in known and not t.startswith("--log-format=")]
+    if not cmd and unknown:  # argparse would only say a COMMAND is missing
+        build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+    extra: list[str] = []
+    if cmd == "fuzz" and "--" in argv:
+        i = argv.index("--")
+        argv, extra = argv[:i], argv[i + 1:]
+    a = build_parser().parse_args(argv)
+    if extra:
+        a.libfuzzer = [*a.libfuzzer, *extra]
+    return a

@@ -27,10 +27,23 @@ MAX_CASE_BYTES = 1 << 20
 CASE_SUFFIX = ".json"
 
 
+def _umask() -> int:
+    mask = os.umask(0o022)  # reading the umask means setting it: set it straight back, once, at import
+    os.umask(mask)          # (not per write: the process-wide mask would flicker under other threads)
+    return mask
+
+
+_UMASK = _umask()
+
+
 def write_atomic(path: Path, data: bytes) -> None:
+    """Write through a temporary file and a rename, so a reader never sees half a file. The file gets
+    the mode an ordinary write would (0666 less the umask): mkstemp's private 0600 made cases unreadable
+    to the other users of a shared run or corpus folder."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
     try:
+        os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -1,4 +1,6 @@
-"""structlog set-up: readable on a terminal, JSON lines anywhere else (CI, files, pipes)."""
+"""structlog set-up: lines for people on any stream (a terminal, CI, `| tee`, a file), JSON lines only
+when asked (`epfuzz --log-format json`, which a program reading the log, such as the host of a guest
+campaign, asks for). Colours only on a terminal."""
 
 from __future__ import annotations
 
@@ -19,9 +21,9 @@ class _Stderr:
         sys.stderr.flush()
 
 
-def configure(json_lines: bool | None = None, level: int = logging.INFO) -> None:
-    if json_lines is None:
-        json_lines = not sys.stderr.isatty()
+def configure(json_lines: bool = False, level: int = logging.INFO) -> None:
+    """Human lines unless `json_lines`: whether stderr is a terminal decides the colours, never the
+    format (off a terminal the format used to switch to JSON, so CI logs and `| tee` read as data)."""
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer(sort_keys=True) if json_lines
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())

@@ -100,6 +100,23 @@ def running() -> str:
     return "pure" if str(mod.__file__).endswith(".py") else "compiled"
 
 
+def describe() -> str:
+    """Which emulator this process runs and, when it is the pure one, why and how to get the compiled
+    one (`epfuzz list` prints it: a plain `pip install` builds no extension)."""
+    if running() == "compiled":
+        return "runs compiled (mypyc)"
+    if not any(extension(n) for n in COMPILED):
+        why = "not built in this install"
+    elif os.environ.get("EPFUZZ_PURE") == "1":
+        why = "EPFUZZ_PURE=1"
+    elif "atheris" in sys.modules:
+        why = "atheris is loaded: it instruments bytecode only"
+    else:
+        why = stale_reason() or "not loaded"
+    return (f"runs pure Python, slower (compiled core: {why}; to build it: `make install` in a checkout, "
+            "or pip install 'epfuzz[core]' then python -m epfuzz.corebuild)")
+
+
 class PureFinder(importlib.abc.MetaPathFinder):
     """Loads a compiled-set module from its `.py` when `decide()` says pure; otherwise stays out of the way."""
 

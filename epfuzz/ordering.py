@@ -113,7 +113,7 @@ def passing_rule_name(later: Attrs, earlier: Attrs) -> str:
 # memory model (PTX ISA 8.x, "Memory Consistency Model": weak vs. strong operations, scopes .cta/.gpu/.sys,
 # fence.sc / fence.acq_rel, st.release, atom relaxed by default). The `nvlink` preset maps each sender op
 # to one GPU access and asks `nvlink_pass` instead of Table 2-40. Each clause names the PTX rule and the
-# project's measurement on the H200 pair (README "The cuda backend", bench/cuda/litmus.md).
+# project's measurement on the H200 pair (docs/backends.md, bench/cuda/litmus.jsonl).
 
 
 class GpuAccess(IntEnum):

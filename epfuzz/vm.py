@@ -1,7 +1,7 @@
 """A small QEMU guest with Debian's kernel (which has rdma_rxe), rdma-core and python3-pyverbs.
 
 This machine's kernel has no RDMA; the verbs backend runs inside this guest. It is
-built from Debian packages only (README, "The verbs backend and its guest"):
+built from Debian packages only (docs/backends.md, "The verbs backend and its guest"):
 the kernel with `apt-get download` + `dpkg -x`, the root file system with
 mmdebstrap, kernel modules pruned to what soft-RoCE, tc and 9p need, everything
 packed into one uncompressed initramfs. The project is not baked in: the work
@@ -35,7 +35,7 @@ from pathlib import Path
 from epfuzz import vm_tree
 from epfuzz.errors import EpfuzzError
 
-ROOT = Path(__file__).resolve().parent.parent
+PACKAGE = Path(__file__).resolve().parent
 CACHE = Path(os.environ.get("EPFUZZ_VM_CACHE", Path.home() / ".cache" / "epfuzz" / "vm"))
 SUITE = "bookworm"
 PACKAGES = ("mount", "kmod", "iproute2", "procps", "rdma-core", "ibverbs-providers", "ibverbs-utils", "python3",
@@ -190,12 +190,14 @@ def build(force: bool = False, log: bool = True) -> Path:
     return out
 
 
-def _qemu_argv(img: Path, memory_mb: int, append: str, shares: dict[str, tuple[Path, bool]]) -> list[str]:
-    """QEMU under TCG with the project and each folder of `shares` (tag -> (path, read-only)) over 9p."""
+def _qemu_argv(img: Path, memory_mb: int, append: str, shares: dict[str, tuple[Path, bool]],
+               tree: Path) -> list[str]:
+    """QEMU under TCG with the project (`tree`, from vm_tree.stage) and each folder of `shares` (tag ->
+    (path, read-only)) over 9p."""
     argv = ["qemu-system-x86_64", "-accel", "tcg,tb-size=256", "-cpu", "max", "-smp", "2", "-m", str(memory_mb),
             "-kernel", str(img / "vmlinuz"), "-initrd", str(img / "rootfs.cpio"), "-append", append,
             "-nographic", "-no-reboot", "-nic", "user,model=virtio-net-pci,restrict=on"]
-    for tag, (path, readonly) in {"epfuzz": (ROOT, True), **shares}.items():
+    for tag, (path, readonly) in {"epfuzz": (tree, True), **shares}.items():
         argv += ["-fsdev", f"local,id={tag},path={path.resolve()},security_model=none" + (",readonly=on" * readonly),
                  "-device", f"virtio-9p-pci,fsdev={tag},mount_tag={tag}"]
     return argv
@@ -232,11 +234,13 @@ def run(command: str, timeout: int = 600, stream: bool | Echo = True, memory_mb:
     img = build(log=bool(stream))
     if shutil.which("qemu-system-x86_64") is None:
         raise VmError("qemu-system-x86_64 is not installed (apt-get install qemu-system-x86)")
-    with tempfile.TemporaryDirectory(prefix="epfuzz-cmd-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="epfuzz-cmd-") as tmp, \
+            tempfile.TemporaryDirectory(prefix="epfuzz-tree-") as scratch:
         cmd_dir = Path(tmp)
+        tree = vm_tree.stage(PACKAGE, Path(scratch))
         # the kernel boots `quiet`, so nothing marks where the command's output starts: the command does.
         # The project goes in as one tar, unpacked into tmpfs (vm_tree: 9p round trips are slow here)
-        (cmd_dir / "tree.tar").write_bytes(vm_tree.pack(ROOT))
+        (cmd_dir / "tree.tar").write_bytes(vm_tree.pack(tree))
         (cmd_dir / "command").write_text(vm_tree.prologue("/mnt/cmd/tree.tar") + f"echo '{RUNNING_MARK}'\n{command}\n")
         for name, data in (files or {}).items():
             (cmd_dir / name).write_bytes(data)
@@ -244,7 +248,7 @@ def run(command: str, timeout: int = 600, stream: bool | Echo = True, memory_mb:
         if out_dir is not None:
             out_dir.mkdir(parents=True, exist_ok=True)
             shares["out"] = (out_dir, False)
-        argv = _qemu_argv(img, memory_mb, "console=ttyS0 rdinit=/init.sh panic=-1 quiet", shares)
+        argv = _qemu_argv(img, memory_mb, "console=ttyS0 rdinit=/init.sh panic=-1 quiet", shares, tree)
         return _console(argv, timeout, stream)
 
 
@@ -322,7 +326,9 @@ def main(argv: list[str]) -> int:
             raise VmError(f"{tool} is not installed (apt-get install qemu-system-x86 mmdebstrap cpio)")
     if argv[0] == "shell":
         append = "console=ttyS0 rdinit=/init.sh panic=-1 epfuzz.cmd=" + base64.b64encode(b"shell").decode()
-        qemu = _qemu_argv(build(), 1024, append, {})
+        # exec replaces this process, so a staged copy (installed package) stays in /tmp after the shell
+        tree = vm_tree.stage(PACKAGE, Path(tempfile.mkdtemp(prefix="epfuzz-tree-")))
+        qemu = _qemu_argv(build(), 1024, append, {}, tree)
         os.execvp(qemu[0], qemu)
     rest = argv[1:]
     if rest and rest[0] == "--":

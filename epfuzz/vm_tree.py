@@ -5,11 +5,16 @@ waits in the virtio kick), and Python's imports make hundreds of them (a stat of
 sys.path folder per top-level import, then each source file): importing epfuzz from the 9p
 share took 22-57 s in the guest, from tmpfs 6-10 s. One tar through the command share is a
 few large reads. The 9p share of the work tree stays mounted (at /mnt/epfuzz) as it was.
+
+What is shipped is the source checkout when epfuzz runs from one, and otherwise the installed
+package alone: the folder above an installed package is site-packages, whose host-built numpy and
+atheris would shadow the guest's own ("No module named 'numpy._core._multiarray_umath'").
 """
 
 from __future__ import annotations
 
 import io
+import shutil
 import tarfile
 from pathlib import Path
 
@@ -34,6 +39,28 @@ def _wanted(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     return info
+
+
+def source_root(package: Path) -> Path | None:
+    """The checkout the epfuzz package at `package` sits in (a pyproject.toml of the epfuzz project
+    beside it), or None for an installed package."""
+    try:
+        text = (package.parent / "pyproject.toml").read_text()
+    except OSError:
+        return None
+    return package.parent if 'name = "epfuzz"' in text else None
+
+
+def stage(package: Path, scratch: Path) -> Path:
+    """The folder to pack and share with the guest: the checkout, or a copy of the installed package
+    alone (as `scratch`/tree/epfuzz, without the host's bytecode and extensions)."""
+    root = source_root(package)
+    if root is not None:
+        return root
+    tree = scratch / "tree"
+    shutil.copytree(package, tree / package.name, symlinks=False,
+                    ignore=shutil.ignore_patterns(*SKIP_ANY, *(f"*{s}" for s in SKIP_BUILT)))
+    return tree
 
 
 def pack(root: Path) -> bytes:

@@ -13,7 +13,9 @@ class SimBackend(Backend):
     deterministic = True
 
     def availability(self) -> tuple[bool, str]:
-        return True, "pure-Python emulator of the PCIe r5.0 ordering table and IB RC semantics"
+        from epfuzz import native
+
+        return True, f"emulator of the PCIe r5.0 ordering table and IB RC semantics; {native.describe()}"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         run = simulate(scn, proto)

@@ -2,7 +2,7 @@
 
 QPs on one rxe device never touch a netdev, so a delay or a throttle there changes
 nothing; two rxe devices on a veth pair, routed so RoCE traffic really crosses the
-netdevs, make tc's netem and rate limits real (recipe in README, "The verbs backend
+netdevs, make tc's netem and rate limits real (recipe in docs/backends.md, "The verbs backend
 and its guest"). A per-QP delay is a prio band whose u32 filter matches the BTH
 destination QPN.
 """

@@ -130,17 +130,24 @@ def test_a_campaign_names_its_first_harness_error_and_where_the_plugin_raised_it
     assert "Traceback" in (tmp_path / "r" / "job0.log").read_text()
 
 
-def test_the_readme_tutorial_protocol_works_as_written(tmp_path):
-    """The tutorial's code block, saved as the README says, finds its bug (the first wave's
-    snippet called an undefined nbytes() and a receiver it never showed)."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    section = readme[readme.index("## Write your own protocol (tutorial)"):]
-    code = section.split("```python\n", 1)[1].split("```", 1)[0]
-    (tmp_path / "mailbox.py").write_text(code)
-    p = epfuzz(tmp_path, "fuzz", "--protocol", "mailbox:SeqFlag", "--engine", "guided", "--time", "20",
+def test_the_tutorial_protocol_works_as_written(tmp_path):
+    """The tutorial's code block, saved under the name docs/tutorial.md gives it, finds its bug (the
+    first wave's snippet called an undefined nbytes() and a receiver it never showed; the name was
+    mailbox.py, which the standard library's `mailbox` shadowed: its cases replayed only from there)."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "tutorial.md").read_text()
+    assert "Save this as `myproto.py`" in page
+    code = page.split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "myproto.py").write_text(code)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "myproto:SeqFlag", "--engine", "guided", "--time", "20",
                "--seed", "1", "--run-dir", "r")
     assert p.returncode == 1, p.stdout + p.stderr
-    assert "mailbox:SeqFlag|spec|stale-accept|" in p.stdout
+    assert "myproto:SeqFlag|spec|stale-accept|A2b" in p.stdout
+    case = next((tmp_path / "r").glob("finding-myproto.SeqFlag-*.json"))
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    r = subprocess.run([sys.executable, "-m", "epfuzz", "run", str(case)], cwd=elsewhere, capture_output=True,
+                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    assert r.returncode == 1 and "finding" in r.stdout, r.stdout + r.stderr
 
 
 def test_an_accept_outside_its_region_is_a_protocol_error_not_a_clean_run(tmp_path):

@@ -72,7 +72,7 @@ def test_nvlink_fenced_rounds_are_clean():
 @needs_gpu
 @pytest.mark.cuda
 def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
-    """Weak outcomes are rare and bursty on real hardware (README: a few per 2,000 rounds at best),
+    """Weak outcomes are rare and bursty on real hardware (docs/backends.md: a few per 2,000 rounds at best),
     so the unfenced cases are only replayed; their __threadfence_system forms must never be weak."""
     import torch
 

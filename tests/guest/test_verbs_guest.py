@@ -26,7 +26,7 @@ OUT = Path("/mnt/out")
 
 
 def run(doc: dict, repeats: int, name: str = ""):
-    """Run on verbs; with a name, the hit rate is recorded for the host (README's measured rates)."""
+    """Run on verbs; with a name, the hit rate is recorded for the host (bench/notes/verbs.md's measured rates)."""
     scn = codec.load_dict(doc)
     out = VerbsBackend().run(scn, get_protocol(scn.protocol), repeats=repeats)
     if name and OUT.is_dir():

@@ -1,7 +1,7 @@
 """The `nvlink` preset's clauses (epfuzz.ordering.NVLINK_CLAUSES), one test each, at the rule and in the sim.
 
 Each clause cites the PTX memory model (PTX ISA, "Memory Consistency Model") and the project's
-measurement on the H200 pair (README "The cuda backend", bench/cuda/litmus.md); the sim tests check that
+measurement on the H200 pair (docs/backends.md, bench/cuda/litmus.jsonl); the sim tests check that
 the clause reaches the verdict through the adversary: exhaustive exploration of a small scenario.
 """
 

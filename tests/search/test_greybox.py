@@ -59,7 +59,7 @@ def test_extend_keeps_the_schedule_it_builds_on():
 
 
 def test_finds_each_core_deep_bug_from_nothing():
-    """The four bugs random needs over 10,000 executions for (README depth table), fixed seeds."""
+    """The four bugs random needs over 10,000 executions for (docs/zoo.md, the depth table), fixed seeds."""
     for name, limit in (("deep_ro_signal", 1500), ("deep_remainder_flag", 3000), ("deep_notify_qp", 3000)):
         found = _first_find(name, 1, limit)
         assert found is not None, name

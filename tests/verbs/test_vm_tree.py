@@ -36,3 +36,21 @@ def test_the_prologue_unpacks_the_tar_and_runs_the_command_there(tmp_path):
     out = subprocess.run(["sh", "-c", prologue + 'pwd; echo "$PYTHONPATH"; cat epfuzz/x.py'], capture_output=True,
                          text=True, check=True).stdout.split("\n")
     assert out[:3] == [str(tmp_path / "unpacked")] * 2 + ["X = 1"]
+
+
+def test_a_checkout_is_shipped_whole_and_an_installed_package_alone(tmp_path):
+    """From a pip install the folder above the package is site-packages: shipping it put the host's
+    numpy on the guest's PYTHONPATH ("No module named 'numpy._core._multiarray_umath'")."""
+    checkout = tmp_path / "checkout"
+    (checkout / "epfuzz").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text('[project]\nname = "epfuzz"\n')
+    assert vm_tree.stage(checkout / "epfuzz", tmp_path / "s1") == checkout
+    site = tmp_path / "site-packages"
+    for name in ("epfuzz/__init__.py", "epfuzz/sim/engine.py", "epfuzz/sim/engine.cpython-311-x86_64-linux-gnu.so",
+                 "epfuzz/__pycache__/x.cpython-311.pyc", "numpy/__init__.py", "atheris/__init__.py"):
+        (site / name).parent.mkdir(parents=True, exist_ok=True)
+        (site / name).write_text(name)
+    tree = vm_tree.stage(site / "epfuzz", tmp_path / "s2")
+    with tarfile.open(fileobj=io.BytesIO(vm_tree.pack(tree))) as tar:
+        files = sorted(m.name.removeprefix("./") for m in tar.getmembers() if m.isfile())
+    assert files == ["epfuzz/__init__.py", "epfuzz/sim/engine.py"]

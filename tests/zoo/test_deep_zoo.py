@@ -3,7 +3,7 @@ within a bounded budget -- by the schedule sampler over random configurations, o
 bug sits in a rare configuration corner, by sampled schedules over a scenario in that corner (and by
 exhaustive exploration of a small one); each fixed protocol stays clean under the sampler, random
 inputs, the same corner scenarios and, where the shape is small enough, exhaustive exploration.
-How deep they are for random inputs is measured by bench/depth.py (README)."""
+How deep they are for random inputs is measured by bench/depth.py (docs/zoo.md)."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 #: (seed, budget): the sampler's executions to the first finding with that seed, measured, times ~2-4
 SAMPLER = {"deep_ro_signal": (1, 1500), "deep_remainder_flag": (1, 3000), "deep_notify_qp": (1, 3000),
            "deep_reset_race": (1, 3000)}
-FIXED_EXECS = 300   # per search (sampler, random) per fixed protocol; the 100k soak is in README
+FIXED_EXECS = 300   # per search (sampler, random) per fixed protocol; the 100k run: docs/benchmarks.md
 _RO = {"nic_relaxed_ordering": True, "reorder_window": 64}
 #: bad protocol -> (scenario in its configuration corner, seed, budget): sampled schedules over that one
 #: scenario reach the bug; the budget is the executions to the first finding with that seed, measured, times ~3

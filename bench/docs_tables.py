@@ -1,0 +1,190 @@
+"""The measured tables of the docs, rendered from bench/*.json while the site builds (an MkDocs hook).
+
+A page asks for a table with a marker line of its own, `<!-- bench: NAME -->`; the build replaces it
+with the table NAME renders from the files it names, headed by when and where those figures were
+measured (the file's own date and machine, else bench/provenance.json's record). Figures are never
+pasted into a page, so a page cannot drift from the data; an unknown NAME or a missing field fails the
+build. The renderers are the bench scripts' own wherever a script has one.
+
+    python bench/docs_tables.py NAME     # print one table (the names: python bench/docs_tables.py)
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+BENCH = Path(__file__).resolve().parent
+ROOT = BENCH.parent
+MARKER = re.compile(r"^<!-- bench: ([a-z0-9-]+) -->$", re.M)
+
+
+def _load(name: str) -> Any:
+    return json.loads((BENCH / name).read_text())
+
+
+def _rows(name: str) -> list[dict[str, Any]]:
+    return [json.loads(x) for x in (BENCH / name).read_text().splitlines() if x.strip()]
+
+
+def _script(name: str) -> Any:
+    """A bench script as a module (its renderers), imported the way it runs: bench/ and the root on the path."""
+    for p in (str(ROOT), str(BENCH)):
+        if p not in sys.path:
+            sys.path.insert(0, p)
+    return __import__(name)
+
+
+def _stamp(source: str, doc: Any = None, how: str = "") -> str:
+    """'Measured DATE on MACHINE (by HOW; data: bench/SOURCE).' from the data itself or the provenance record."""
+    prov = _load("provenance.json").get(source, {})
+    own = doc if isinstance(doc, dict) else {}
+    date = own.get("date") or prov.get("date")
+    machine = own.get("machine") or prov.get("machine")
+    if not date or not machine:
+        raise KeyError(f"bench/{source}: no date or machine recorded (add them to bench/provenance.json)")
+    how = how or prov.get("command", "")
+    return f"*Measured {date} on {machine}" + (f", by `{how}`" if how else "") + f"; data: `bench/{source}`.*\n\n"
+
+
+def results() -> str:
+    out = _load("results.json")
+    return "*Data: `bench/results.json`, by `make bench`.*\n\n" + _script("run").render(out)
+
+
+def search_deep() -> str:
+    """The deep zoo's headline: median seconds / executions per fuzzer, RMST, the ratio and A12 against random."""
+    deep, lf = _load("search-deep.json"), _load("search-deep-libfuzzer.json")
+    budget = deep["config"]["budget"]
+    head = ["bug", "guided", "random", "sampler", "libFuzzer", "guided RMST s", "random RMST s",
+            "random (RMST or median) / guided median", "A12 guided (p)", "A12 sampler"]
+    lines = ["| " + " | ".join(head) + " |", "|" + " --- |" * len(head)]
+
+    def cell(r: dict[str, Any]) -> str:
+        cens = ">" if r["found"] * 2 <= r["trials"] else ""
+        return f"{cens}{r['median_seconds']} s / {cens}{r['median_execs']:,.0f} ({r['found']}/{r['trials']})"
+
+    for bug, row in deep["summary"].items():
+        g, r, s = row["guided"], row["random"], row["sampler"]
+        rnd = r["rmst_seconds"] if r["found"] * 2 <= r["trials"] else r["median_seconds"]
+        lines.append(f"| `{bug}` | {cell(g)} | {cell(r)} | {cell(s)} | {cell(lf['summary'][bug]['libfuzzer'])} | "
+                     f"{g['rmst_seconds']} | {r['rmst_seconds']} | {rnd / g['median_seconds']:.0f}x | "
+                     f"{g['a12_vs_random']:.2f} ({g['p_vs_random']:.0e}) | {s['a12_vs_random']:.2f} |")
+    ratios = [(row["random"]["rmst_seconds"] if row["random"]["found"] * 2 <= row["random"]["trials"]
+               else row["random"]["median_seconds"]) / row["guided"]["median_seconds"]
+              for row in deep["summary"].values()]
+    met = sum(x >= 10 for x in ratios)
+    found = sum(row["guided"]["found"] == row["guided"]["trials"] for row in deep["summary"].values())
+    n = len(ratios)
+    return (_stamp("search-deep.json", deep, f"make bench-search BUDGET={budget:g} TRIALS={deep['config']['trials']}")
+            + f"{deep['config']['trials']} trials per (bug, fuzzer), {budget:g} s each. {deep['config']['note']}. "
+            f"libFuzzer: {lf['config']['note']} (`bench/search-deep-libfuzzer.json`).\n\n"
+            "Median seconds / executions to the bug (`>`: more than half of the trials censored at the budget), "
+            "found/trials; Kaplan-Meier RMST; Vargha-Delaney A12 (p: Mann-Whitney U) of time-to-bug against random.\n\n"
+            + "\n".join(lines) + "\n\n"
+            f"Guided found every deep bug in every trial on {found} of {n}; its median time was at least 10x "
+            f"below random's (random's RMST where it mostly did not find the bug, capped by the budget) on {met} "
+            f"of {n} ({min(ratios):.0f}x to {max(ratios):.0f}x).\n")
+
+
+def search_zoo() -> str:
+    zoo = _load("search-zoo.json")
+    return (_stamp("search-zoo.json", zoo, f"bench/search.py --budget {zoo['config']['budget']:g}")
+            + _script("search").render(zoo))
+
+
+def depth() -> str:
+    d = _load("depth.json")
+    dates = sorted({t["date"] for t in d.values()})
+    return (_stamp("depth.json", {"date": " and ".join(dates)},
+                   "python bench/depth.py --seeds 20 --cap 10000 --stop-when-decided NAME...")
+            + _script("depth").render(d))
+
+
+def minimization() -> str:
+    m = _load("minimization.json")
+    lines = ["| finding | minimizer | input bytes | shape (channels, QPs, tokens, epochs, slot bytes, overtakes) "
+             "| time |", "| --- | --- | --- | --- | --- |"]
+    keys = ("channels", "qps", "tokens", "epochs", "slot_bytes", "overtakes")
+    for name, label in (("fuzz_found", "fuzz-found (seed 5)"), ("noisy_661", "noisy #661 (tests/quality)")):
+        for step, what in (("found", "as found"), ("libfuzzer_minimize_crash", "libFuzzer -minimize_crash"),
+                           ("epfuzz_minimize", "epfuzz minimize")):
+            r = m[name][step]
+            shape = ", ".join(str(r["shape"][k]) for k in keys)
+            secs = f"{r['seconds']} s" if "seconds" in r else ""
+            lines.append(f"| {label if step == 'found' else ''} | {what} | {r['bytes']} | {shape} | {secs} |")
+    return _stamp("minimization.json", m, "python bench/minimization.py") + "\n".join(lines) + "\n"
+
+
+def soak() -> str:
+    s = _load("soak.json")
+    each = round(s["total_seconds"] / max(1, len(s["rows"])))
+    lines = [f"{s['total_seconds']} s in all, {s['jobs']} libFuzzer jobs, each fixed protocol for about {each} s.",
+             "", "| fixed protocol | execs | exec/s | findings | hung | RSS MB (2nd quarter -> last quarter, peak) |",
+             "| --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| `{r['protocol']}` | {r['execs']:,} | {r['exec_per_s']} | {r['findings']} | {r['hung']} | "
+              f"{r['rss_mid_mb']} -> {r['rss_end_mb']}, {r['peak_rss_mb']:.0f} |" for r in s["rows"]]
+    grew = max(r["peak_rss_mb"] - r["rss_mid_mb"] for r in s["rows"])
+    pct = max((r["peak_rss_mb"] - r["rss_mid_mb"]) / r["rss_mid_mb"] for r in s["rows"])
+    lines += ["", f"Peak RSS at most {grew:.0f} MB ({pct:.0%}) above the second quarter's in any run; "
+              f"{sum(r['findings'] for r in s['rows'])} findings, {sum(r['hung'] for r in s['rows'])} hung."]
+    return _stamp("soak.json", s, "make soak") + "\n".join(lines) + "\n"
+
+
+def fixed_budget() -> str:
+    text = (BENCH / "fixed_budget.md").read_text()
+    date = re.search(r"\d{4}-\d{2}-\d{2}", text.splitlines()[0])
+    table = "\n".join(x for x in text.splitlines() if x.startswith("|"))
+    return (_stamp("fixed_budget.md", {"date": date.group(0) if date else None}, "python bench/fixed_budget.py")
+            + text.splitlines()[0] + "\n\n" + table + "\n")
+
+
+def litmus() -> str:
+    return _stamp("cuda/litmus.jsonl") + _script("cuda_litmus").markdown(_rows("cuda/litmus.jsonl"))
+
+
+def agreement() -> str:
+    table = _script("cuda_agreement").cmd_table(BENCH / "cuda/agreement-sim.jsonl",
+                                                [BENCH / "cuda/agreement-cuda.jsonl"],
+                                                BENCH / "cuda/agreement-verbs.jsonl")
+    return "".join(_stamp(f"cuda/agreement-{k}.jsonl") for k in ("sim", "cuda", "verbs")) + table + "\n"
+
+
+def safety() -> str:
+    """Computed, not measured: exhaustive exploration of small litmus scenarios, rerun at every build."""
+    from epfuzz.safety import markdown, table
+
+    header, body = table()
+    return "*Computed by `epfuzz safety-table` when this site was built (exhaustive, deterministic).*\n\n" + \
+        markdown(header, body) + "\n"
+
+
+TABLES: dict[str, Callable[[], str]] = {
+    "results": results, "search-deep": search_deep, "search-zoo": search_zoo, "depth": depth,
+    "minimization": minimization, "soak": soak, "fixed-budget": fixed_budget, "litmus": litmus,
+    "agreement": agreement, "safety": safety,
+}
+
+
+def render_page(markdown: str) -> str:
+    """Every marker of a page replaced by its table (an unknown name raises: the build fails)."""
+    def one(m: re.Match[str]) -> str:
+        if m.group(1) not in TABLES:
+            raise KeyError(f"unknown bench table {m.group(1)!r}; known: {', '.join(TABLES)}")
+        return TABLES[m.group(1)]().rstrip("\n")
+    return MARKER.sub(one, markdown)
+
+
+def on_page_markdown(markdown: str, **_: Any) -> str:  # the MkDocs hook (mkdocs.yml: hooks)
+    return render_page(markdown)
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2 or sys.argv[1] not in TABLES:
+        print("usage: python bench/docs_tables.py NAME; names: " + ", ".join(TABLES), file=sys.stderr)
+        raise SystemExit(2)
+    print(TABLES[sys.argv[1]]())

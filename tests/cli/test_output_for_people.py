@@ -1,0 +1,95 @@
+"""Issue 28's output points outside the campaign engines: log lines for people on any stream, case
+files readable like the rest, argument slips as usage errors, and `list` telling which emulator runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from epfuzz import log as elog
+from epfuzz.corpus import write_atomic
+
+ROOT = Path(__file__).resolve().parents[2]
+C2B = ROOT / "corpus/regressions/deepep661-c2b.json"
+
+
+def epfuzz(*args: str, cwd: Path = ROOT, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "epfuzz", *args], capture_output=True, text=True, cwd=cwd,
+                          env={**os.environ, **(env or {})}, timeout=120)
+
+
+def _logged(capsys: pytest.CaptureFixture[str], **configure: object) -> str:
+    elog.configure(**configure)  # type: ignore[arg-type]
+    try:
+        elog.get_logger(harness="h").info("fuzz.finding", signature="p|spec|stale-accept|C2b")
+    finally:
+        elog.configure()
+    return capsys.readouterr().err
+
+
+def test_log_lines_are_for_people_off_a_terminal_and_json_only_when_asked(capsys):
+    """Off a terminal (CI, `| tee`, pytest's capture) the lines used to turn into JSON."""
+    line = _logged(capsys)
+    assert "fuzz.finding" in line and not line.lstrip().startswith("{") and "\x1b[" not in line
+    doc = json.loads(_logged(capsys, json_lines=True))
+    assert doc["event"] == "fuzz.finding" and doc["harness"] == "h"
+
+
+def test_log_format_json_is_an_option_and_a_bad_format_a_usage_error():
+    assert epfuzz("--log-format", "json", "list").returncode == 0
+    p = epfuzz("--log-format", "xml", "list")
+    assert p.returncode == 2 and "invalid choice: 'xml'" in p.stderr
+
+
+def test_case_files_get_the_mode_of_any_other_file_under_the_umask(tmp_path):
+    """mkstemp's 0600 made every case unreadable to the other users of a shared run folder."""
+    old = os.umask(0o022)
+    try:
+        write_atomic(tmp_path / "a.json", b"{}")
+        (tmp_path / "b.txt").write_text("x")
+        assert epfuzz("minimize", str(C2B), "-o", str(tmp_path / "c.json")).returncode == 1
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == {"a.json": 0o644, "b.txt": 0o644, "c.json": 0o644}
+
+
+def test_corpus_prune_refuses_an_extra_folder_and_merge_needs_a_source(tmp_path):
+    (tmp_path / "c").mkdir()
+    (tmp_path / "c" / "seed").write_bytes(b"\x00")
+    p = epfuzz("corpus", "prune", "deepep_v2_dispatch", str(tmp_path / "c"), "extra")
+    assert p.returncode == 2 and "unrecognized arguments: extra" in p.stderr, p.stderr
+    p = epfuzz("corpus", "merge", "deepep_v2_dispatch", str(tmp_path / "c"))
+    assert p.returncode == 2 and "arguments are required: sources" in p.stderr, p.stderr
+    assert [x.name for x in (tmp_path / "c").iterdir()] == ["seed"]  # nothing on disk touched
+
+
+def test_list_names_the_emulator_this_process_runs():
+    from epfuzz import native
+
+    sim = next(x for x in epfuzz("list").stdout.splitlines() if x.strip().startswith("sim:"))
+    assert ("runs compiled (mypyc)" if native.running() == "compiled" else "runs pure Python") in sim
+    pure = next(x for x in epfuzz("list", env={"EPFUZZ_PURE": "1"}).stdout.splitlines()
+                if x.strip().startswith("sim:"))
+    assert "runs pure Python" in pure and "epfuzz.corebuild" in pure
+
+
+def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
+    """Without matplotlib, explain --plot and report ended "unexpected error (a bug in epfuzz)", exit 3."""
+    import importlib.util
+
+    from epfuzz.cli import main
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    assert main(["explain", str(C2B), "--plot", str(tmp_path / "x.png")]) == 2
+    assert capsys.readouterr().err == "epfuzz: explain --plot needs matplotlib: pip install 'epfuzz[plot]'\n"
+    assert main(["report", str(tmp_path)]) == 2
+    assert "pip install 'epfuzz[plot]' (or --no-png" in capsys.readouterr().err
+    assert not (tmp_path / "x.png").exists()
