@@ -125,7 +125,10 @@ def _fuzz_then_signal(run_dir: Path, sig: int) -> tuple[subprocess.CompletedProc
         time.sleep(0.5)
     time.sleep(1)
     p.send_signal(sig)
+    sent = time.monotonic()
     out, err = p.communicate(timeout=120)
+    # issue 26.5: a signal ends the campaign in seconds (it took 29 s while findings were grouped)
+    assert time.monotonic() - sent < 15, (time.monotonic() - sent, out[-1000:])
     return p, out, err
 
 
@@ -137,7 +140,9 @@ def test_fuzz_summary_and_signal_keep_files_intact(tmp_path, sig, code):
     run_dir = tmp_path / "run"
     p, out, err = _fuzz_then_signal(run_dir, sig)
     assert p.returncode == code, err[-2000:]
-    assert "bug(s) in" in out and "replay (minimized):" in out and f"stopped early by signal {int(sig)}" in out
+    assert "bug(s) in" in out and f"stopped early by signal {int(sig)}" in out
+    # the grouping has SIGNAL_GRACE seconds after the signal: what it grouped is listed, the rest counted
+    assert "replay (minimized):" in out or "not grouped yet (stopped by a signal)" in out, out
     for case in [*run_dir.glob("finding-*.json"), *run_dir.glob("bugs/*.json")]:
         assert cli(["run", str(case)]) == 1
     assert not list(run_dir.rglob(".finding-*"))  # no temp files left behind
