@@ -24,7 +24,9 @@ from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.corpus import Case, load_case, write_atomic
 from epfuzz.errors import EpfuzzError, InputError
+from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
+from epfuzz.triage.cache import CauseCache
 
 #: candidates the minimizer may try for one finding (its default; a #661 finding needs 50-300)
 PER_FINDING = 20_000
@@ -78,17 +80,15 @@ class _Grouper:
         self.steps = 0
         self.verdicts: dict[tuple[str, str], bool] = {}
         self.causes: dict[str, tuple[str, str]] = {}
-        self.caches: dict[tuple[str, str], object] = {}
+        self.caches: dict[tuple[str, str], CauseCache] = {}
 
-    def _cache(self, scn: Scenario, proto: object) -> object:
-        from epfuzz.triage.cache import CauseCache
-
+    def _cache(self, scn: Scenario, proto: Protocol) -> CauseCache:
         key = (scn.protocol, scn.preset)
         if key not in self.caches:
             self.caches[key] = CauseCache(scn.protocol, scn.preset, self.backend, proto, self.use_cache)
         return self.caches[key]
 
-    def _pred(self, proto: object, kind: str) -> Callable[[Scenario], bool]:
+    def _pred(self, proto: Protocol, kind: str) -> Callable[[Scenario], bool]:
         from epfuzz.minimize import _holds
 
         b = get_backend(self.backend)
@@ -96,18 +96,18 @@ class _Grouper:
         def pred(s: Scenario) -> bool:
             key = (s.digest(), kind)
             if key not in self.verdicts:
-                self.verdicts[key] = _holds(b.run(s, proto, repeats=1), 0.5, kind)  # type: ignore[arg-type]
+                self.verdicts[key] = _holds(b.run(s, proto, repeats=1), 0.5, kind)
             return self.verdicts[key]
 
         return pred
 
-    def sim_cause(self, scn: Scenario, proto: object) -> _Result | str:
+    def sim_cause(self, scn: Scenario, proto: Protocol) -> _Result | str:
         """The cause of one raw finding on a deterministic backend, or why it was left."""
         from epfuzz.minimize import minimize
         from epfuzz.triage.cause import root_cause
 
         cache = self._cache(scn, proto)
-        hit = cache.get(scn.digest())  # type: ignore[attr-defined]
+        hit = cache.get(scn.digest())
         if hit is not None:
             from epfuzz import codec
             return _Result(hit["cause"], codec.load_dict(hit["scenario"]), hit["note"], True)
@@ -116,10 +116,10 @@ class _Grouper:
         room = self.max_steps - self.steps
         if room <= 0:
             return f"the grouping's bound of {self.max_steps:,} steps was reached"
-        first = get_backend(self.backend).run(scn, proto)  # type: ignore[arg-type]
+        first = get_backend(self.backend).run(scn, proto)
         if first.violation is None:
             raise EpfuzzError("does not reproduce")
-        mz = minimize(scn, proto, backend=self.backend,  # type: ignore[arg-type]
+        mz = minimize(scn, proto, backend=self.backend,
                       predicate=self._pred(proto, first.violation.kind),
                       max_runs=min(self.per_finding, room), stop=self.stop)
         self.steps += mz.runs
@@ -132,14 +132,14 @@ class _Grouper:
         digest = mz.result.digest()
         if digest not in self.causes:
             b = get_backend(self.backend, require=False)
-            cause, got = root_cause(mz.result, mz.outcome, proto, b.signature_fields(proto))  # type: ignore[arg-type]
+            cause, got = root_cause(mz.result, mz.outcome, proto, b.signature_fields(proto))
             self.steps += got.steps
             self.causes[digest] = (cause, mz.outcome.violation.summary() if mz.outcome.violation else "")
         cause, note = self.causes[digest]
-        cache.put(scn.digest(), {"cause": cause, "scenario": mz.result.to_dict(), "note": note})  # type: ignore[attr-defined]
+        cache.put(scn.digest(), {"cause": cause, "scenario": mz.result.to_dict(), "note": note})
         return _Result(cause, mz.result, note, True)
 
-    def hardware_cause(self, case: Case, proto: object) -> _Result | None:
+    def hardware_cause(self, case: Case, proto: Protocol) -> _Result | None:
         """A nondeterministic backend that runs here (verbs in the guest, cuda on a GPU): full
         minimization would cost minutes of device time per finding, so only the signature's knobs
         are reduced (`minimize.reduce_knobs`, 5 runs a value), which is what the cause is made of."""
@@ -147,12 +147,12 @@ class _Grouper:
         from epfuzz.triage.cause import moved_knobs_cause
 
         b = get_backend(self.backend, require=False)
-        got = reduce_knobs(case.scenario, proto, b, b.signature_fields(proto))  # type: ignore[arg-type]
+        got = reduce_knobs(case.scenario, proto, b, b.signature_fields(proto))
         if got is None:  # does not reproduce in 2 of 5 runs now: it stays as it was found
             return None
         scn, outcome = got
         note = outcome.violation.summary() if outcome.violation else ""
-        return _Result(moved_knobs_cause(scn, outcome, proto), scn, note,  # type: ignore[arg-type]
+        return _Result(moved_knobs_cause(scn, outcome, proto), scn, note,
                        False, repeat_count(outcome.rate), outcome.rate)
 
     def one(self, path: Path) -> _Result | str:
@@ -189,7 +189,7 @@ class _Grouper:
 
     def save(self) -> None:
         for c in self.caches.values():
-            c.save()  # type: ignore[attr-defined]
+            c.save()
 
 
 def repeat_count(rate: float) -> int:
@@ -203,7 +203,7 @@ def repeat_count(rate: float) -> int:
     return max(1, min(100, math.ceil(math.log(0.01) / math.log(1.0 - rate))))
 
 
-def cause_of(scn: Scenario, proto: object, backend: str = "sim") -> str | None:
+def cause_of(scn: Scenario, proto: Protocol, backend: str = "sim") -> str | None:
     """The root cause of one finding held in memory (a harness's crash), or None where it cannot be
     had within the per-finding bound (the caller then uses the raw signature)."""
     g = _Grouper(Path("."), backend, PER_FINDING, PER_FINDING, None, True)
