@@ -15,7 +15,7 @@ from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
-from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.adversary import QpStreams, apply_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
@@ -125,7 +125,9 @@ def build(scn: Scenario, proto: Protocol,
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
     tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), scn.knobs.reorder_window)
+    window = scn.knobs.reorder_window
+    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), window,
+                                  QpStreams(tlps, window) if moves else None)
     return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
 
 
