@@ -84,3 +84,32 @@ def test_the_remainder_race_across_qps_needs_the_cross_qp_pass():
     sched = witness_schedule(scn, proto, res.order)
     if sched is not None:
         assert {"A2b", "xQP"} <= simulate(scn.replace(schedule=sched), proto).culprit_rules()
+
+
+#: DeepEP #661's shape, three epochs of 15 tokens: in epoch 1 the fetch-and-add of token 3 (TLP 232) becomes
+#: visible before token 2's (TLP 220); when 220 lands the tail reads 4 and slot 3 is accepted, woken by 220
+_TWO_SIGNALS = {
+    "protocol": "deepep_v2_dispatch", "preset": "mlx5-pci-atomic",
+    "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "atomic_mode": 4, "reorder_window": 16},
+    "signal": {"kind": "faa", "interval": 1},
+    "schedule": [{"stage": "pcie", "index": 232, "distance": 37}, {"stage": "pcie", "index": 115, "distance": 33},
+                 {"stage": "pcie", "index": 32, "distance": 4}, {"stage": "pcie", "index": 88, "distance": 16}],
+    "chunking": {"tokens_per_wr": 1, "mtu": 4096, "max_payload": 512},
+    "payload": {"hidden_bytes": 4746, "scale_bytes": 0, "meta_bytes": 62, "epochs": 3, "num_tokens": 15},
+    "faults": {"spins": [{"channel": 0, "before_op": 28, "ns": 16016}, {"channel": 0, "before_op": 59, "ns": 34724},
+                         {"channel": 0, "before_op": 32, "ns": 28}]},
+}
+
+
+def test_a_flush_read_is_ordered_after_everything_that_arrived_before_it():
+    """The receiver's flush read (flush_on_accept) is issued when it looks, after TLP 232 had arrived, so
+    after token 3's data (TLPs 221-231, arrived before 232). It was bounded by the waking TLP (220) and
+    let slot 3 be read unfinished."""
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    scn = codec.load_dict(_TWO_SIGNALS)
+    plain = simulate(scn, get_protocol("deepep_v2_dispatch")).violation
+    assert plain is not None and plain.epoch == 1      # without the flush read: slot 2, as 232 lands
+    flushing = DispatchProtocol("deepep_v2_dispatch", "with a flush read before use", {}, "clean",
+                                flush_on_accept=True)
+    assert simulate(scn, flushing).violation is None
