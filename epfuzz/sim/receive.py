@@ -180,5 +180,7 @@ class Receiving:
             v = self._verify(c, self.epoch, trigger, position)
             if v is not None:
                 return v
+            if self.lag:  # the read of the data starts once the flush read is back
+                self.reading += ((c, self.epoch, self.lag),)
         self.deferred = tuple(still)
         return None

@@ -113,3 +113,19 @@ def test_a_flush_read_is_ordered_after_everything_that_arrived_before_it():
     flushing = DispatchProtocol("deepep_v2_dispatch", "with a flush read before use", {}, "clean",
                                 flush_on_accept=True)
     assert simulate(scn, flushing).violation is None
+
+
+def test_the_read_after_a_flush_read_still_lasts_rx_lag_tlps():
+    """early_credit_release with a flush read before use: the credit still goes back at the accept, and
+    the read that follows the flush lasts `faults.rx_lag` TLPs, so the next call can overwrite it. The
+    flush path used to skip the read (and with it this check): a flush 'fixed' early credit release."""
+    from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol
+
+    scn = codec.load_dict({"protocol": "early_credit_release", "payload": {"hidden_bytes": 16, "meta_bytes": 16,
+                                                                           "epochs": 2, "num_tokens": 1},
+                           "faults": {"rx_lag": 1}})
+    assert explore(scn, get_protocol("early_credit_release")).violation is not None
+    flushing = DispatchProtocol("early_credit_release", "with a flush read", dict(STRICT_SAME_QP), "finding",
+                                release_at_accept=True, poison=False, flush_on_accept=True)
+    v = explore(scn, flushing).violation
+    assert v is not None and v.kind == "overwritten-while-read"
