@@ -180,6 +180,11 @@ def cmd_explore(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def cmd_repair(a: argparse.Namespace) -> int:
+    from epfuzz.repair.text import command
+    return command(a)
+
+
 def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.corpus import write_atomic
     from epfuzz.findings import signature
@@ -274,7 +279,7 @@ def cmd_vm(a: argparse.Namespace) -> int:
 
 COMMANDS = {"run": cmd_run, "replay": cmd_replay, "list": cmd_list, "fuzz": cmd_fuzz, "explore": cmd_explore,
             "minimize": cmd_minimize, "explain": cmd_explain, "safety-table": cmd_safety, "corpus": cmd_corpus,
-            "triage": cmd_triage, "report": cmd_report, "vm": cmd_vm}
+            "triage": cmd_triage, "report": cmd_report, "vm": cmd_vm, "repair": cmd_repair}
 
 
 def _quiet_stdout() -> None:

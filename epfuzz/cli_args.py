@@ -116,6 +116,15 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
     xp.add_argument("--plot", help="also draw the timeline to this PNG or SVG file (needs matplotlib)")
     _common(xp, backend=False)
 
+    rp = sub.add_parser("repair", help="the smallest protocol edits that make a finding impossible, with their proof")
+    rp.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
+    rp.add_argument("--max-edits", type=_positive(int), default=1, help="largest set of edits tried (default 1)")
+    rp.add_argument("--edits", help="prove exactly these comma-separated edits (a reported proof's replay)")
+    rp.add_argument("--campaign-execs", type=int, default=2000,
+                    help="guided executions on each repaired protocol (default 2000; 0: none)")
+    rp.add_argument("--max-states", type=_positive(int), default=200_000, help="explore's state budget per scenario")
+    _common(rp, backend=False)
+
     sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
                                         "unsafe under each preset (exhaustive, small litmus scenarios)")
 

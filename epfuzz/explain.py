@@ -17,7 +17,7 @@ from epfuzz.ordering import TlpType
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
-from epfuzz.sim.packets import PacketKind, Tlp, TlpAction
+from epfuzz.sim.packets import FlushWait, PacketKind, Tlp, TlpAction
 
 #: what explain calls a knob (the dotted path is shown beside it)
 LABELS = {
@@ -87,10 +87,10 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
         raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
     v = run.violation
     L: list[str] = [f"finding: {v.summary()}", "", "timeline"]
-    for w in run.wrs:
-        op = type(w.op).__name__
-        L.append(f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {op} on QP {w.qp}"
-                 + (" [fence]" if getattr(w.op, "fence", False) else ""))
+    posts = [((w.epoch, w.post), f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {type(w.op).__name__} "
+              f"on QP {w.qp}" + (" [fence]" if getattr(w.op, "fence", False) else "")) for w in run.wrs]
+    posts += [((f.epoch, f.at), flush_line(f)) for f in run.flushes]
+    L += [line for _, line in sorted(posts, key=lambda x: x[0])]
     for p in run.packets:
         L.append(f"  t={p.arrive:>6} ns  packet {p.seq}: QP {p.qp} PSN {p.psn} {PK_NAMES[p.kind]} "
                  f"{p.region} bytes {p.off}-{p.off + max(p.length, 1) - 1} arrives (sent {p.depart} ns)")
@@ -127,9 +127,37 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
     return Explanation(run, overtakes, needed, irrelevant, method, L)
 
 
+def flush_line(f: FlushWait) -> str:
+    """A Flush in the timeline, with the completion clause (`epfuzz.ordering.COMPLETION_CLAUSES`) it waited by."""
+    head = f"  t={f.at:>6} ns  channel {f.channel} Flush QP {f.qp}"
+    if f.wr < 0:
+        return head + ": nothing posted on it, no wait"
+    return head + f": waits for WR {f.wr} ({f.clause}: local completion), resumes t={f.done} ns"
+
+
+def _flushed(run: SimRun) -> dict[int, FlushWait]:
+    """WR id -> the first Flush that waited for it (every WR of the QP up to the awaited one, IB-sq-order)."""
+    out: dict[int, FlushWait] = {}
+    for f in run.flushes:
+        for w in run.wrs:
+            if w.epoch == f.epoch and w.qp == f.qp and w.id <= f.wr:
+                out.setdefault(w.id, f)
+    return out
+
+
 def overtake_lines(run: SimRun) -> list[str]:
-    """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports."""
-    out = [f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}"
+    """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports.
+    A pass of a flushed WR's TLP across QPs says so: the Flush was local completion only."""
+    flushed = _flushed(run)
+
+    def note(a: Tlp, b: Tlp, r: str) -> str:
+        f = flushed.get(b.wr)
+        if r != "xQP" or f is None:
+            return ""
+        return (f" (WR {b.wr} was flushed by channel {f.channel} at t={f.done} ns: IB-local-only, the responder "
+                "had its bytes, not memory)")
+
+    out = [f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}{note(a, b, r)}"
            for a, b, r in run.tlp_inversions]
     out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
             for a, b, r in run.packet_inversions]

@@ -181,3 +181,46 @@ def nvlink_pass(later: GpuOp, earlier: GpuOp) -> str | None:
     if later.cta != earlier.cta:
         return "NV-cta"
     return later.clause if NVLINK_CLAUSES[later.clause].may_pass else None
+
+
+# ---------------------------------------------------------------- completions (what a Flush and a fence wait for)
+#
+# A `Flush` (NCCL gin.flush, NVSHMEM quiet on one context) waits for the *local* completion of the WRs posted
+# before it on its QP; IBV_SEND_FENCE makes the NIC wait for the QP's earlier READ/ATOMIC completions. When a
+# completion happens is the IB RC requester's rule, not the GPU's: the requester reports a WR complete only once
+# the responder's acknowledgement of it is back, and the request packets reach the responder only after the
+# port and the wire they waited in. Each clause is pinned by a test in tests/rules/test_completion_rules.py.
+
+
+@dataclass(frozen=True)
+class CompletionClause:
+    name: str
+    source: str
+    rule: str
+
+
+COMPLETION_CLAUSES: dict[str, CompletionClause] = {c.name: c for c in (
+    CompletionClause("IB-ack", "IBA vol. 1 ch. 9.7 (RC requester: a SEND or RDMA WRITE completes when the ACK "
+                     "of its last request packet is received)",
+                     "an RDMA WRITE, WRITE_WITH_IMM or SEND completes locally when the ACK of its last packet is "
+                     "back: that packet's arrival at the responder (after the port queue and the wire) plus the "
+                     "way back"),
+    CompletionClause("IB-atomic-response", "IBA vol. 1 ch. 9.7 (an ATOMIC completes when its atomic response is "
+                     "received); o9-20: the responder executes it in PSN order",
+                     "a FETCH_AND_ADD completes when its response is back: after the responder executed it, "
+                     "behind every earlier packet of the QP"),
+    CompletionClause("IB-sq-order", "ibv_poll_cq(3): a work completion means the WR and every outstanding "
+                     "unsignaled WR posted before it on the work queue have completed",
+                     "a QP's WRs complete in post order, so a Flush waits for the last WR posted on its QP "
+                     "before it (by any channel), and that covers every earlier one"),
+    CompletionClause("IB-flush-qp", "IBA: no ordering between QPs (nccl#2302)",
+                     "a Flush waits for its own QP only: other QPs' WRs, before or after it, are not waited for"),
+    CompletionClause("IB-local-only", "NCCL docs: gin.flush is local completion only; research notes, patterns "
+                     "4 and 9",
+                     "local completion says the responder NIC has the bytes, not that they are visible in its "
+                     "memory: a WR posted after a Flush on another QP may still become visible first (xQP)"),
+    CompletionClause("IB-fence", "ibv_post_send(3) IBV_SEND_FENCE: wait for prior RDMA READ and ATOMIC WRs of "
+                     "the QP to complete",
+                     "a fenced WR starts once the QP's earlier ATOMICs have completed (their responses are back, "
+                     "port queue included); earlier WRITEs are not waited for"),
+)}

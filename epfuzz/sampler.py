@@ -26,7 +26,7 @@ from typing import Any
 from epfuzz import codec, ops
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Overtake, Scenario
-from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.adversary import QpStreams, apply_overtakes
 from epfuzz.sim.engine import NET_WINDOW, build
 from epfuzz.sim.packets import TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
@@ -82,7 +82,8 @@ def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]
     if stage == "net":
         order, _ = apply_overtakes(events, moves["net"], packet_pass_rule(True), NET_WINDOW)
     else:
-        order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), scn.knobs.reorder_window)
+        window = scn.knobs.reorder_window
+        order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), window, QpStreams(events, window))
     index = _position(order, unit)
     distance = min(64, 1 << rng.randrange(7)) if rng.random() < 0.5 else rng.randint(1, 64)
     moves[stage].append((index, distance))

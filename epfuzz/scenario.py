@@ -138,7 +138,9 @@ class Knobs:
     hca_o920: bool = _bool("HCA enforces IB o9-20: an atomic waits for the QP's earlier writes")
     ido: bool = _bool("ID-based ordering attribute set on the NIC's TLPs")
     num_functions: int = _int(1, 2, "PCIe requester IDs the QPs are spread over (IDO needs 2)")
-    reorder_window: int = _int(0, 64, "how many earlier TLPs the root complex lets one TLP overtake (0 = none)")
+    reorder_window: int = _int(0, 64, "how many earlier TLPs of its own QP (and receiver stores) the root complex "
+                               "lets one TLP overtake (0 = none); other QPs' TLPs interleave freely (IB orders no "
+                               "QPs), as in explore")
 
 
 @dataclass(frozen=True, slots=True)

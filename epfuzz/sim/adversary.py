@@ -15,7 +15,7 @@ What may pass what is a `PassRule`; the emulator's two are in `epfuzz.sim.pass_r
 
 from __future__ import annotations
 
-from bisect import bisect_left
+from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -26,14 +26,66 @@ T = TypeVar("T", Packet, Tlp)
 PassRule = Callable[[Any, Any], "str | None"]
 
 
+class QpStreams:
+    """The reorder window of the root complex, counted in the passer's QP stream (`Knobs.reorder_window`).
+
+    A QP's stream is its own TLPs plus the receiver's local stores (which precede an
+    epoch's traffic). The window bounds how many units of that stream a TLP may pass;
+    the interleaving of different QPs' TLPs is responder and network timing, which IB
+    does not order ("xQP"), so passing another QP's TLP spends none of it. A local
+    store that moves counts every unit it passes. `epfuzz.sim.explore` counts the same way.
+    """
+
+    def __init__(self, items: Sequence[Tlp], window: int) -> None:
+        self.window = window
+        qps = sorted({t.qp for t in items if not t.local})
+        #: per QP: the run starts (seq), their unit counts, and the stream's units before each run
+        self.starts: dict[int, list[int]] = {q: [] for q in qps}
+        self.lens: dict[int, list[int]] = {q: [] for q in qps}
+        self.before: dict[int, list[int]] = {q: [] for q in qps}
+        count = dict.fromkeys(qps, 0)
+        for t in sorted(items, key=_seq):
+            for q in ([t.qp] if not t.local else qps):
+                if q in count:
+                    self.starts[q].append(t.seq)
+                    self.lens[q].append(t.n)
+                    self.before[q].append(count[q])
+                    count[q] += t.n
+
+    def position(self, qp: int, seq: int) -> int:
+        """Units of `qp`'s stream with a seq up to and including `seq`."""
+        starts = self.starts[qp]
+        j = bisect_right(starts, seq) - 1
+        if j < 0:
+            return 0
+        return self.before[qp][j] + min(seq - starts[j] + 1, self.lens[qp][j])
+
+    def reach(self, item: Tlp, prev: Tlp, rule: str) -> int:
+        """How many units of `prev`, counted from its tail, `item` may pass (the passer is one unit)."""
+        if rule == "xQP":
+            return prev.n
+        if item.local:
+            return prev.seq + prev.n - (item.seq - self.window)
+        q = item.qp
+        here = self.position(q, item.seq)
+        if prev.local or prev.qp == q:  # prev's units are consecutive in the stream
+            return self.position(q, prev.seq) + prev.n - here + self.window
+        return prev.n if here - self.position(q, prev.seq) <= self.window else 0
+
+
+def _seq(t: Tlp) -> int:
+    return t.seq
+
+
 def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pass: PassRule,
-                    window: int) -> tuple[list[T], list[tuple[T, T, str]]]:
+                    window: int, streams: QpStreams | None = None) -> tuple[list[T], list[tuple[T, T, str]]]:
     """Return the new order and the inversions created, as (later, earlier, rule).
 
     Elements are runs of `n` units (packets: always 1). `index` picks a unit; its
     run is split so that unit moves alone; a run it passes is split when only its
     tail may be passed (distance or window). Pass rules are per attributes, so
-    they hold for every unit of a run alike.
+    they hold for every unit of a run alike. `window` counts every unit passed
+    (packets); with `streams` (TLPs) the window is counted as `QpStreams` says.
     """
     order: list[Any] = list(items)  # Any: packets and TLP runs alike (mypyc compiles one body for both)
     inversions: list[tuple[T, T, str]] = []
@@ -72,8 +124,10 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
                 if r is None:
                     break
                 rule = r
-                lowest = item.seq - window          # the oldest unit it may pass
-                m = min(prev.n, remaining, prev.seq + prev.n - lowest)
+                if streams is None:
+                    m = min(prev.n, remaining, prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
+                else:
+                    m = min(prev.n, remaining, streams.reach(item, prev, r))
                 if m <= 0:
                     break
             if m < prev.n:

@@ -15,9 +15,9 @@ from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
-from epfuzz.sim.adversary import apply_overtakes
+from epfuzz.sim.adversary import QpStreams, apply_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
-from epfuzz.sim.packets import Packet, Tlp, Wr
+from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
 from epfuzz.sim.receive import Poll, Receiving
 from epfuzz.sim.requester import post_and_send
@@ -40,6 +40,7 @@ class SimRun:
     packet_inversions: list[tuple[Packet, Packet, str]]
     polls: list[Poll] = field(default_factory=list)
     violation: Violation | None = None
+    flushes: list[FlushWait] = field(default_factory=list)  # each Flush's wait, in the order they were reached
 
     @property
     def rules_fired(self) -> frozenset[str]:
@@ -105,10 +106,11 @@ def build(scn: Scenario, proto: Protocol,
     psn = [0] * scn.topology.num_qps
     wrs: list[Wr] = []
     pkts: list[Packet] = []
+    flushes: list[FlushWait] = []
     for e in range(scn.payload.epochs):
         programs = apply_spins(proto.sender(scn, lay, e), scn)
         check_programs(programs, lay, proto.name or type(proto).__name__, e)
-        w, ps = post_and_send(scn, programs, e, len(wrs), psn)
+        w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w
         pkts += ps
     for i, p in enumerate(pkts):
@@ -125,8 +127,10 @@ def build(scn: Scenario, proto: Protocol,
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
     tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), scn.knobs.reorder_window)
-    return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv)
+    window = scn.knobs.reorder_window
+    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), window,
+                                  QpStreams(tlps, window) if moves else None)
+    return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv, flushes=flushes)
 
 
 def replay(run: SimRun, proto: Protocol) -> SimRun:

@@ -6,8 +6,8 @@ network and responder timing too: IB orders nothing across QPs, so TLPs of
 different QPs may become visible in any interleaving, whatever the scenario's
 per-QP delays and throttles (and whatever `reorder_window` says: the window
 bounds how far the root complex moves a TLP past its own QP's earlier TLPs,
-counted in that QP's stream, which is never more than the distance a schedule
-sees). What stays fixed is listed by `Exploration.bounds`. Depth-first over
+counted in that QP's stream, exactly as the engine's adversary counts it:
+`epfuzz.sim.adversary.QpStreams`). What stays fixed is listed by `Exploration.bounds`. Depth-first over
 "which pending TLP becomes visible next", merging states that are equal for the
 receiver (same visible set, same signal/CQ bytes, same receiver state): TLPs that
 write disjoint data bytes commute, so the visible set determines the data region.
@@ -145,7 +145,8 @@ def _stream_positions(units: list[Tlp]) -> list[dict[int, int]]:
 
     A QP's stream is its own TLPs plus the receiver's local stores (which precede
     the epoch's traffic). The window is counted there: the arrival interleaving of
-    QPs is timing, which exploration does not fix.
+    QPs is timing, which exploration does not fix (the adversary's `QpStreams` is
+    the same count, so a schedule reaches every order explored here).
     """
     qps = {u.qp for u in units if not u.local}
     count = dict.fromkeys(qps, 0)

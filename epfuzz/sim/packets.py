@@ -139,3 +139,24 @@ class Wr:
     post: int
     start: int
     done: int
+
+
+class FlushWait:
+    """One `Flush` as the requester resolved it: what it waited for, by which completion clause, until when.
+
+    `wr` is the last WR posted on the QP before the Flush (-1: none this epoch), `clause` the
+    `epfuzz.ordering.COMPLETION_CLAUSES` entry that fixed its completion ("" when there was none to wait for).
+    """
+
+    __slots__ = ("epoch", "channel", "op_index", "qp", "at", "done", "wr", "clause")
+    epoch: int
+    channel: int
+    op_index: int
+    qp: int
+    at: int
+    done: int
+    wr: int
+    clause: str
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"FlushWait(channel={self.channel}, qp={self.qp}, at={self.at}, done={self.done}, wr={self.wr})"

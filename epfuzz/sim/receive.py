@@ -59,7 +59,11 @@ class Receiving:
                 self.local_left[t.epoch] = self.local_left.get(t.epoch, 0) + 1
         self.pending_local = 0
         self.reading: tuple[Reading, ...] = ()
-        self.deferred: tuple[tuple[Consume, int], ...] = ()  # (consume, seq of the signal TLP) awaiting the flush
+        #: (consume, TLPs arrived when the receiver looked) awaiting the flush read
+        self.deferred: tuple[tuple[Consume, int], ...] = ()
+        #: TLPs arrived at the root complex so far, at least: one past the highest seq made visible (a TLP
+        #: is visible only after it arrived, and TLPs arrive in seq order), what a flush read is ordered after
+        self.arrived = 0
         self.epoch = -1
 
     def start_epoch(self, epoch: int) -> None:
@@ -79,11 +83,11 @@ class Receiving:
 
     def state(self) -> tuple[Any, ...]:
         """Everything `land` changes except memory (see `key`/`snapshot`)."""
-        return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local,
+        return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local, self.arrived,
                 None if self.polls is None else len(self.polls))
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        rs, self.reading, self.deferred, self.invisible, self.pending_local, n = state
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, n = state
         self.rx.restore(rs)
         if self.polls is not None:
             del self.polls[n:]
@@ -115,6 +119,8 @@ class Receiving:
     def land(self, t: Tlp, position: int) -> Violation | None:
         """Make `t` visible (`position` TLPs visible after it); the first violation it reveals."""
         self.mem.apply(t)
+        if t.seq + t.n > self.arrived:
+            self.arrived = t.seq + t.n
         if t.local:
             self.pending_local -= 1
         v = self._still_reading(t, position)
@@ -136,8 +142,8 @@ class Receiving:
         if consumed and self.polls is not None:
             self.polls.append(Poll(position, trigger, [c.what for c in consumed], consumed, epoch))
         for c in consumed:
-            if self.flush and c.region == ops.DATA:
-                self.deferred += ((c, trigger),)
+            if self.flush and c.region == ops.DATA:  # the flush read is issued now: behind all arrived so far
+                self.deferred += ((c, self.arrived),)
                 continue
             v = self._verify(c, epoch, trigger, position)
             if v is not None:
@@ -160,14 +166,21 @@ class Receiving:
         return None
 
     def _flushed(self, trigger: int, position: int) -> Violation | None:
-        """The flush read completes once the data path's earlier TLPs are visible."""
+        """The flush read completes once every data-path TLP that arrived before it was issued is visible.
+
+        It is issued when the receiver looked, after every TLP it could see had arrived, so after every
+        TLP of a lower seq: PCIe lets no read pass posted writes that arrived before it (B2a). Bounding it
+        by the seq of the TLP that woke the receiver instead let it pass data that arrived before another,
+        already visible signal (a stale accept under flush_on_accept, issue 34.3)."""
         still = []
-        for c, trig in self.deferred:
-            if any(s < trig for s in self.invisible):
-                still.append((c, trig))
+        for c, horizon in self.deferred:
+            if any(s < horizon for s in self.invisible):
+                still.append((c, horizon))
                 continue
             v = self._verify(c, self.epoch, trigger, position)
             if v is not None:
                 return v
+            if self.lag:  # the read of the data starts once the flush read is back
+                self.reading += ((c, self.epoch, self.lag),)
         self.deferred = tuple(still)
         return None

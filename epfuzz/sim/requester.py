@@ -4,12 +4,16 @@ Time is in integer nanoseconds and everything here is a pure function of the
 scenario, so the same scenario always yields the same packets.
 
 - GPU side: each channel posts its ops in program order; posting costs POST_NS,
-  Spin adds its length, Flush waits for local completion (ACK) of the QP's WRs.
-  Channels run concurrently; the global post order is by time, then channel.
+  Spin adds its length, Flush waits for the local completion of the WRs posted
+  before it on its QP: the ACK (or atomic response) of the last one, which is back
+  only after its packet left the port queue and crossed the wire
+  (`epfuzz.ordering.COMPLETION_CLAUSES`). Channels run concurrently; the global
+  post order is by time, then channel.
 - Requester NIC: one send queue per QP, processed in order. A WRITE becomes
   ceil(len/MTU) packets paced at the (throttled) QP rate; IBV_SEND_FENCE delays a
-  WR until the QP's earlier ATOMICs have completed (IB: fence orders after prior
-  READ/ATOMIC only, never after WRITEs). QPs are not ordered with each other.
+  WR until the QP's earlier ATOMICs have completed, their responses back (IB: fence
+  orders after prior READ/ATOMIC only, never after WRITEs). QPs are not ordered
+  with each other.
 - Port: packets of all QPs leave through one port in ready-time order, at the
   (throttled) port rate.
 - Network: fixed latency plus per-QP and per-port added delay; in order per QP,
@@ -24,12 +28,13 @@ from operator import attrgetter
 
 from epfuzz import ops
 from epfuzz.scenario import Scenario
-from epfuzz.sim.packets import Packet, PacketKind, Wr
+from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 LINK_BYTES_PER_NS = 25  # 200 Gb/s
 BASE_LATENCY_NS = 600   # one way, wire + switch
 MIN_PKT_BYTES = 64      # headers: even a zero-length packet takes wire time
+_NEVER = 1 << 62        # a time after every event
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow
 # attribute hook (~0.15 us), which the requester would otherwise pay per WR
@@ -43,63 +48,128 @@ _BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
 #: the ops that become a WR (`Spin` and `Flush` only pace the posting channel)
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send
 
-#: one packet of a WR before timing: kind, region, offset, length, value, last of its WR
-Piece = tuple[PacketKind, str, int, int, int, bool]
 
+class Port:
+    """The port FIFO, departed as far as it is decided: what a Flush or a fence needs to know early.
 
-def pieces(op: ops.Op, mtu: int) -> list[Piece]:
-    """The packets a WR becomes: payload split at MTU boundaries, everything else one packet."""
-    out: list[Piece] = []
-    if isinstance(op, ops.Write):
-        n = max(1, -(-op.length // mtu))
-        for i in range(n):
-            off = op.offset + i * mtu
-            out.append((_WRITE, op.region, off, min(mtu, op.offset + op.length - off), op.shift,
-                        i == n - 1))
-    elif isinstance(op, ops.WriteImm):
-        n = max(1, -(-op.length // mtu))
-        for i in range(n):
-            off = op.offset + i * mtu
-            ln = max(0, min(mtu, op.offset + op.length - off))
-            out.append((_IMM, op.region, off, ln, op.imm, i == n - 1))
-    elif isinstance(op, ops.WriteValue):
-        out.append((_VALUE, op.region, op.offset, 8, op.value, True))
-    elif isinstance(op, ops.AtomicAdd):
-        out.append((_ATOMIC, op.region, op.offset, 8, op.delta, True))
-    elif isinstance(op, ops.Send):
-        out.append((_SEND, ops.RECV, op.slot * 16, 8, op.value, True))
-    else:  # pragma: no cover
-        raise TypeError(op)
-    return out
+    Packets leave in (ready, QP, PSN) order, as `port_and_wire` sends them; a packet's departure
+    is final once no packet with an earlier ready time can still be made, i.e. for ready times
+    below the `horizon` the caller passes (every packet made later is ready after it).
+    `port_and_wire` recomputes the same times for the whole epoch afterwards.
+    """
+
+    def __init__(self, rate_div: int, lat: list[int]) -> None:
+        self.rate_div, self.lat = rate_div, lat
+        self.heap: list[tuple[int, int, int, int]] = []  # (ready, qp, psn, index into items)
+        self.items: list[Packet] = []
+        self.free = 0
+        self.gone = [-1] * len(lat)  # per QP, the PSN of its last departed packet (a QP departs in PSN order)
+
+    def add(self, p: Packet) -> None:
+        heapq.heappush(self.heap, (p.ready, p.qp, p.psn, len(self.items)))
+        self.items.append(p)
+
+    def advance(self, horizon: int) -> None:
+        heap, items, lat = self.heap, self.items, self.lat
+        while heap and heap[0][0] < horizon:
+            p = items[heapq.heappop(heap)[3]]
+            dep = p.ready if p.ready > self.free else self.free
+            self.free = dep + max(p.length, MIN_PKT_BYTES) * self.rate_div // LINK_BYTES_PER_NS
+            p.depart, p.arrive = dep, dep + lat[p.qp]
+            self.gone[p.qp] = p.psn
 
 
 class SendQueues:
-    """The requester NIC's per-QP send queues: when each WR starts, its packets, when it is ACKed."""
+    """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int]) -> None:
+    A WR completes by the `epfuzz.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
+    when the ACK of its last packet is back (IB-ack), an ATOMIC when its response is (IB-atomic-
+    response): the packet's arrival, port queue included, plus the way back. With `track` (the
+    epoch has a Flush or a fenced WR) the port is departed as the posting goes (`Port`), so that a
+    Flush or a fence waits for that completion and not for an estimate that ignores the queue.
+    """
+
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], track: bool = False) -> None:
         f = scn.faults
         nq = scn.topology.num_qps
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
         self.mtu = scn.chunking.mtu
         self.qdiv = [f.qp_rate_div[q] if q < len(f.qp_rate_div) else 1 for q in range(nq)]
         self.free = [0] * nq         # when the QP's send queue is next idle
-        self.atomic_done = [0] * nq  # completion of the QP's latest ATOMIC (what a fence waits for)
-        self.acked = [0] * nq        # completion of all the QP's WRs so far (what a Flush waits for)
         self.lat = [BASE_LATENCY_NS + f.port_delay_ns + (f.qp_delay_ns[q] if q < len(f.qp_delay_ns) else 0)
                     for q in range(nq)]
         self.wrs: list[Wr] = []
         self.pkts: list[Packet] = []
+        self.track = track
+        self.port = Port(f.port_rate_div, self.lat)
+        self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC (what a fence waits for)
+        self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
+        self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
+        #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
+        self.waiting: list[list[tuple[Wr, Posted]]] = [[] for _ in range(nq)]
+        self.stalled = 0  # WRs waiting, over all QPs
 
     def post(self, op: Posted, channel: int, index: int, qp: int, now: int) -> None:
         """Post `op` (the channel's op number `index`) on `qp` at time `now`."""
         w = Wr()
-        w.id = wid = self.wr_base + len(self.wrs)
+        w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
+        w.done = -1
+        self.wrs.append(w)
+        self.last_wr[qp] = w.id
+        if self.waiting[qp] or (op.fence and not self.fence_clear(qp)):
+            self.waiting[qp].append((w, op))  # the send queue is in order: all behind a stalled fence waits
+            self.stalled += 1
+            return
+        self.start(w, op)
+
+    def fence_clear(self, qp: int) -> bool:
+        """Whether the QP's latest ATOMIC has left the port, so that its response time is known."""
+        a = self.atomic_pkt[qp]
+        return a is None or self.port.gone[qp] >= a.psn
+
+    def pump(self, qp: int) -> bool:
+        """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
+        queue = self.waiting[qp]
+        started = False
+        while queue and (not queue[0][1].fence or self.fence_clear(qp)):
+            w, op = queue.pop(0)
+            self.stalled -= 1
+            self.start(w, op)
+            started = True
+        return started
+
+    def flush_ready(self, wr: int) -> bool:
+        """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
+        started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
+        last = self.last_of.get(wr)
+        return last is not None and self.port.gone[last.qp] >= last.psn
+
+    def completion(self, wr: int) -> int:
+        """When WR `wr` has completed: the ACK or the response of its last packet is back."""
+        last = self.last_of[wr]
+        return last.arrive + self.lat[last.qp]
+
+    def bound(self, qp: int, wr: int = -1) -> int:
+        """A time below every ready time the QP's pending decision can still produce (see `Port`):
+        a fence stalled on an ATOMIC, or (`wr`) a Flush waiting for that WR."""
+        last = self.last_of.get(wr) if wr >= 0 else None
+        if last is not None:
+            return last.ready + 1
+        a = self.atomic_pkt[qp]
+        return a.ready + 1 if self.waiting[qp] and a is not None else _NEVER
+
+    def start(self, w: Wr, op: Posted) -> None:
+        """The NIC starts WR `w` (of `op`): after the QP's earlier WRs and, fenced, after its earlier ATOMICs
+        completed."""
+        channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
+        first = len(self.pkts)
         start = self.free[qp]
-        if now > start:
-            start = now
-        if op.fence and self.atomic_done[qp] > start:
-            start = self.atomic_done[qp]
+        if w.post > start:
+            start = w.post
+        a = self.atomic_pkt[qp]
+        if op.fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
+            start = a.arrive + self.lat[qp]
         w.start = start
         if isinstance(op, ops.Write):
             ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift, 0, channel, index, qp, wid,
@@ -107,22 +177,21 @@ class SendQueues:
         elif isinstance(op, ops.WriteImm):
             ready = self._payload(op.region, op.offset, op.length, _IMM, op.imm, op.cq_slot, channel, index, qp,
                                   wid, start)
-        else:  # one packet: the pieces() cases of an 8-byte value, atomic or send
+        else:  # one packet: an 8-byte value, an atomic or a send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
             if isinstance(op, ops.WriteValue):
                 self._packet(channel, index, qp, wid, _VALUE, op.region, op.offset, 8, op.value, True, ready, 0)
             elif isinstance(op, ops.AtomicAdd):
                 self._packet(channel, index, qp, wid, _ATOMIC, op.region, op.offset, 8, op.delta, True, ready, 0)
+                self.atomic_pkt[qp] = self.pkts[-1]
             else:
                 self._packet(channel, index, qp, wid, _SEND, ops.RECV, op.slot * 16, 8, op.value, True, ready,
                              op.slot)
         self.free[qp] = ready
-        w.done = done = ready + 2 * self.lat[qp]
-        if done > self.acked[qp]:
-            self.acked[qp] = done
-        if isinstance(op, ops.AtomicAdd) and done > self.atomic_done[qp]:
-            self.atomic_done[qp] = done
-        self.wrs.append(w)
+        self.last_of[wid] = self.pkts[-1]
+        if self.track:
+            for i in range(first, len(self.pkts)):
+                self.port.add(self.pkts[i])
 
     def _payload(self, region: str, o0: int, length: int, kind: PacketKind, value: int, cq_slot: int,
                  channel: int, index: int, qp: int, wid: int, ready: int) -> int:
@@ -161,27 +230,54 @@ class SendQueues:
         self.pkts.append(p)
 
 
+def _waits(programs: list[list[ops.Op]]) -> bool:
+    """Whether some op waits for a completion (a Flush, a fenced WR): then the port is departed as posting goes."""
+    for prog in programs:
+        for op in prog:
+            if isinstance(op, ops.Flush):
+                return True
+            if isinstance(op, (ops.Write, ops.WriteValue, ops.AtomicAdd, ops.WriteImm, ops.Send)) and op.fence:
+                return True
+    return False
+
+
 def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
-                  psn: list[int]) -> tuple[list[Wr], list[Packet]]:
+                  psn: list[int], flushes: list[FlushWait] | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
-    The next op is the earliest channel's (ties: the lowest channel), kept in a heap.
+    The next op is the earliest channel's (ties: the lowest channel), kept in a heap. A Flush
+    parks its channel until every WR posted on its QP before it has completed (`SendQueues`);
+    each Flush's wait is appended to `flushes` when given.
     """
     nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn)
+    sq = SendQueues(scn, epoch, wr_base, psn, track=_waits(programs))
     heap = [(0, c, 0) for c, prog in enumerate(programs) if prog]  # (time, channel, next op index)
     heapq.heapify(heap)
-    acked, post = sq.acked, sq.post
-    while heap:
+    parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
+    post = sq.post
+    while True:
+        if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
+            _settle(sq, heap, parked, programs)
+        if not heap:
+            break
         t, c, idx = heap[0]
         prog = programs[c]
         op = prog[idx]
         if isinstance(op, ops.Spin):
             t += op.ns
         elif isinstance(op, ops.Flush):
-            a = acked[op.qp % nq]
-            if a > t:
-                t = a
+            q = op.qp % nq
+            f = FlushWait()
+            f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, sq.last_wr[q]
+            f.clause = ""
+            if flushes is not None:
+                flushes.append(f)
+            if f.wr >= 0:  # wait (IB-flush-qp: for this QP only); `_settle` resumes the channel
+                w = sq.wrs[f.wr - wr_base]
+                f.clause = "IB-atomic-response" if isinstance(w.op, ops.AtomicAdd) else "IB-ack"
+                parked.append((c, idx, f))
+                heapq.heappop(heap)
+                continue
         else:
             post(op, c, idx, op.qp % nq, t)
             t += POST_NS
@@ -189,7 +285,46 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             heapq.heapreplace(heap, (t, c, idx + 1))
         else:
             heapq.heappop(heap)
-    return sq.wrs, port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
+    pkts = port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
+    for p in pkts:
+        if p.last:
+            sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]
+    return sq.wrs, pkts
+
+
+def _settle(sq: SendQueues, heap: list[tuple[int, int, int]], parked: list[tuple[int, int, FlushWait]],
+            programs: list[list[ops.Op]]) -> None:
+    """Decide what the port has decided before the next post: start fenced WRs, resume parked Flushes.
+
+    Every packet made later is ready after the next event's time, and after the bound of each
+    pending fence or Flush (`SendQueues.bound`), so the port departs up to the least of them;
+    a resumed Flush or a started WR may move that point, hence the loop.
+    """
+    nq = len(sq.waiting)
+    while True:
+        horizon = heap[0][0] if heap else _NEVER
+        for q in range(nq):
+            if sq.waiting[q]:
+                horizon = min(horizon, sq.bound(q))
+        for _, _, f in parked:
+            horizon = min(horizon, sq.bound(f.qp, f.wr))
+        sq.port.advance(horizon)
+        changed = False
+        for q in range(nq):
+            if sq.waiting[q] and sq.pump(q):
+                changed = True
+        still: list[tuple[int, int, FlushWait]] = []
+        for c, idx, f in parked:
+            if not sq.flush_ready(f.wr):
+                still.append((c, idx, f))
+                continue
+            f.done = max(f.at, sq.completion(f.wr))
+            if idx + 1 < len(programs[c]):
+                heapq.heappush(heap, (f.done, c, idx + 1))
+            changed = True
+        parked[:] = still
+        if not changed:
+            return
 
 
 def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:

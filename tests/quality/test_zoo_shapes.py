@@ -30,9 +30,6 @@ PINNED = {
     "gdr_no_flush": (1, 1, 1, 1, 2),
     "geometry_index": (1, 4, 3, 1, 12),
 }
-#: issue 34.3: a Flush that completes before its data arrived (two busy QPs on one port) makes a timing
-#: race of 2 tokens and 18 TLPs that no smaller shape shows; the model fix removes it
-XFAIL = {"flush_other_qp": "issue 34.3: the Flush model lets a throttled-port timing race survive only large"}
 
 
 def _findings(name: str, count: int, seed: int):
@@ -47,8 +44,7 @@ def _findings(name: str, count: int, seed: int):
                 return
 
 
-@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=XFAIL[n]))
-                                  if n in XFAIL else n for n in PINNED])
+@pytest.mark.parametrize("name", list(PINNED))
 def test_minimized_zoo_findings_keep_only_the_shape_the_bug_needs(name):
     proto = get_protocol(name)
     limit = PINNED[name]

@@ -1,0 +1,60 @@
+"""What `epfuzz repair` prints: each surviving repair with its edits, cost, proof and replay command."""
+
+from __future__ import annotations
+
+import argparse
+import shlex
+from pathlib import Path
+
+from epfuzz.repair.search import Candidate, RepairReport, repair
+
+
+def replay(case_path: str, cand: Candidate, campaign_execs: int, max_states: int) -> str:
+    """The command that re-runs exactly this proof (deterministic: bounded in states and executions)."""
+    return (f"epfuzz repair {shlex.quote(case_path)} --edits {','.join(e.name for e in cand.edits)} "
+            f"--campaign-execs {campaign_execs} --max-states {max_states}")
+
+
+def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int) -> list[str]:
+    if r.nothing_to_repair:
+        return [f"nothing to repair: no finding for {r.protocol} on this case ({r.method})"]
+    out = [f"finding: {r.finding} ({r.method})",
+           f"edits that change something here: {', '.join(r.applicable) or 'none'}"]
+    if not r.repairs:
+        out.append(f"no repair of at most {r.max_edits} edit(s) in the catalogue survives its proof")
+    for i, c in enumerate(r.repairs, 1):
+        out.append("")
+        out.append(f"repair {i}: {c.names} [{c.proof.status}]")
+        for e in c.edits:
+            out.append(f"  {e.name}: {e.doc} (as {e.mirrors})")
+        out.append(f"  cost: {c.cost()}")
+        out.append(f"  proof: {c.proof.size()}; neighbourhood: "
+                   + ", ".join(k.label for k in c.proof.checks))
+        for k in c.proof.checks:
+            if k.verdict == "undecided":
+                out.append(f"    not decided for {k.label}: {k.detail}")
+        out.append("  explore held fixed: " + "; ".join(c.proof.bounds))
+        out.append(f"  replay the proof: {replay(case_path, c, campaign_execs, max_states)}")
+    if r.refuted:
+        out.append("")
+        out.append("refuted:")
+        for c in r.refuted:
+            where = next((f"{k.label}: {k.detail}" for k in c.proof.checks if k.verdict == "reachable"),
+                         f"guided campaign: {c.proof.campaign_finding}")
+            out.append(f"  {c.names}: still reachable on {where}")
+    out.append("")
+    out.append(f"{r.seconds:.1f} s; safe is claimed only for the scenarios each proof lists")
+    return out
+
+
+def command(a: argparse.Namespace) -> int:
+    """`epfuzz repair`: 0 when there is nothing to repair or some repair survives its proof, 1 otherwise."""
+    from epfuzz.protocols import get_protocol
+    from epfuzz.replay import load_any
+
+    case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
+    only = [e.strip() for e in a.edits.split(",") if e.strip()] if a.edits else None
+    r = repair(case.scenario, get_protocol(case.scenario.protocol), a.max_edits, only, a.campaign_execs,
+               a.max_states)
+    print("\n".join(render(r, a.path, a.campaign_execs, a.max_states)))
+    return 0 if r.nothing_to_repair or r.repairs else 1

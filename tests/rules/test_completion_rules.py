@@ -1,0 +1,118 @@
+"""What a Flush and a fence wait for: one test per `epfuzz.ordering.COMPLETION_CLAUSES` entry (issue 34.3).
+
+The requester used to complete a WR at "ready + two latencies", as if its packets never waited
+in the port queue; with two busy QPs sharing the port a Flush then completed before its data had
+even reached the responder. These tests post op lists straight into the requester
+(`epfuzz.sim.requester.post_and_send`) on scenarios whose two QPs keep the port busy.
+"""
+
+from __future__ import annotations
+
+from epfuzz import codec, ops
+from epfuzz.ordering import COMPLETION_CLAUSES
+from epfuzz.protocols import get_protocol
+from epfuzz.scenario import Overtake, Scenario
+from epfuzz.sim.engine import build, simulate
+from epfuzz.sim.packets import FlushWait, Packet, Wr
+from epfuzz.sim.requester import BASE_LATENCY_NS, post_and_send
+
+TESTED = {"IB-ack", "IB-atomic-response", "IB-sq-order", "IB-flush-qp", "IB-local-only", "IB-fence"}
+BIG = 16384  # four 4 KiB packets
+
+
+def _scn(**faults: object) -> Scenario:
+    return codec.load_dict({"protocol": "dispatch_any", "topology": {"num_channels": 2, "num_qps": 2},
+                            "faults": {"port_rate_div": 4, **faults}})
+
+
+def _post(scn: Scenario, programs: list[list[ops.Op]]) -> tuple[list[Wr], list[Packet], list[FlushWait]]:
+    flushes: list[FlushWait] = []
+    wrs, pkts = post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, flushes)
+    return wrs, pkts, flushes
+
+
+def _last(pkts: list[Packet], wr: int) -> Packet:
+    return max((p for p in pkts if p.wr == wr), key=lambda p: p.psn)
+
+
+def test_every_clause_is_tested_here():
+    assert set(COMPLETION_CLAUSES) == TESTED
+
+
+def test_ib_ack_a_flush_waits_for_the_ack_of_its_last_packet_port_queue_included():
+    """Both QPs stream 16 KiB through one port at a quarter of the link rate: the flushed WR's last
+    packet leaves the port long after it was ready, and the Flush waits for that packet's ACK."""
+    scn = _scn()
+    wrs, pkts, (f,) = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.Flush(0), ops.WriteValue(1, ops.SIGNAL, 0, 1)],
+                                  [ops.Write(1, ops.DATA, BIG, BIG)]])
+    last = _last(pkts, f.wr)
+    assert f.clause == "IB-ack" and f.wr == 0
+    assert f.done == last.arrive + BASE_LATENCY_NS          # arrival at the responder, then the ACK's way back
+    assert last.depart > last.ready                          # it did wait in the port queue
+    assert f.done > last.ready + 2 * BASE_LATENCY_NS         # the old estimate, which ignored that wait
+    signal = next(w for w in wrs if isinstance(w.op, ops.WriteValue))
+    assert signal.post == f.done
+
+
+def test_ib_atomic_response_a_flush_after_an_atomic_waits_for_its_response():
+    scn = _scn()
+    _, pkts, (f,) = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.AtomicAdd(0, ops.SIGNAL, 0, 1), ops.Flush(0)],
+                                [ops.Write(1, ops.DATA, BIG, BIG)]])
+    atomic = _last(pkts, f.wr)
+    assert f.clause == "IB-atomic-response" and f.wr == 2
+    assert f.done == atomic.arrive + BASE_LATENCY_NS
+
+
+def test_ib_sq_order_a_flush_waits_for_the_qps_last_wr_whoever_posted_it():
+    """Channel 0 posts 16 KiB on QP 0; channel 1 posts 64 bytes on QP 0 and flushes: the small WR
+    completes behind the big one, so the Flush covers channel 0's WR too. A WR posted on the QP
+    after the Flush (channel 0's second) is not waited for."""
+    scn = _scn()
+    wrs, pkts, (f,) = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.Spin(10), ops.Write(0, ops.DATA, BIG, BIG)],
+                                  [ops.Write(0, ops.DATA, 2 * BIG, 64), ops.Flush(0)]])
+    assert f.channel == 1 and f.wr == 1
+    big, small, later = (_last(pkts, w.id) for w in wrs)
+    assert small.arrive > big.arrive                          # completions in post order on one send queue
+    assert f.done == small.arrive + BASE_LATENCY_NS >= big.arrive + BASE_LATENCY_NS
+    assert later.arrive + BASE_LATENCY_NS > f.done            # posted after the Flush: not waited for
+
+
+def test_ib_flush_qp_a_flush_waits_for_its_own_qp_only():
+    scn = _scn(qp_rate_div=[1, 16])
+    wrs, pkts, (f,) = _post(scn, [[ops.Write(1, ops.DATA, 0, BIG)],
+                                  [ops.Write(0, ops.DATA, BIG, 64), ops.Flush(0)]])
+    slow = _last(pkts, 0)
+    assert f.wr == 1 and f.qp == 0
+    assert f.done < slow.arrive                               # QP 1's 16 KiB is still on its way
+    assert _post(scn, [[ops.Flush(0)]])[2][0].clause == ""    # nothing posted on the QP: nothing to wait for
+
+
+def test_ib_local_only_a_flushed_write_may_still_become_visible_after_the_next_qps_signal():
+    """flush_other_qp: the Flush puts the data's packets at the responder before the signal is even
+    posted (arrival order is safe), yet the signal's TLP on the other QP may become visible first."""
+    proto = get_protocol("flush_other_qp")
+    scn = codec.load_dict({"protocol": "flush_other_qp", "payload": {"num_tokens": 1, "hidden_bytes": 1024},
+                           "topology": {"num_qps": 2}, "chunking": {"max_payload": 256}})
+    run = build(scn, proto)
+    (f,) = run.flushes
+    data_last = max(p.arrive for p in run.packets if p.wr == f.wr)
+    signal = run.wrs[-1]
+    assert isinstance(signal.op, ops.AtomicAdd) and signal.qp != f.qp and signal.post >= data_last
+    assert simulate(scn, proto).violation is None
+    n = sum(t.n for t in run.tlps)
+    # the fetch-and-add is a MemRd then its MemWr (PCI atomic mode 0): both move before the data
+    found = simulate(scn.replace(schedule=(Overtake("pcie", n - 2, 64), Overtake("pcie", n - 1, 64))), proto)
+    assert found.violation is not None and found.culprit_rules() == {"xQP"}
+
+
+def test_ib_fence_waits_for_the_qps_earlier_atomic_response_not_its_writes():
+    scn = _scn()
+    busy = [ops.Write(1, ops.DATA, BIG, BIG)]
+    wrs, pkts, _ = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.AtomicAdd(0, ops.SIGNAL, 0, 1),
+                                ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=True)], busy])
+    atomic, fenced = _last(pkts, 2), wrs[3]
+    assert atomic.depart > atomic.ready                       # queued behind both QPs' data at the port
+    assert fenced.start == atomic.arrive + BASE_LATENCY_NS    # the response, port queue included
+    wrs, pkts, _ = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=True)],
+                               busy])
+    assert wrs[2].start < _last(pkts, 0).arrive               # no ATOMIC before it: the WRITE is not waited for
