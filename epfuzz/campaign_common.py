@@ -54,7 +54,7 @@ def preflight(protocol: str, preset: str) -> None:
     from epfuzz.backends import get_backend
     from epfuzz.protocols import REGISTRY, get_protocol
 
-    proto = get_protocol(protocol)
+    proto = REGISTRY.load_plugin(protocol) if ":" in protocol else get_protocol(protocol)  # named by the caller
     scn = codec.decode(b"", protocol, preset)
     for key in proto.fixed:
         try:

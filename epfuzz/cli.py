@@ -301,6 +301,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     elog.configure(json_lines=True if a.log_json else None)
     try:
+        _trust(a)
         rc = int(COMMANDS[a.cmd](a))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return rc
@@ -320,6 +321,19 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_INPUT
     except Exception as e:
         return _unexpected(e, debug)
+
+
+def _trust(a: argparse.Namespace) -> None:
+    """The plug-ins this command may import: the one `--protocol` names, and modules in the
+    `--allow-plugins` paths; a case's `protocol` field alone never imports code (issue 29.1)."""
+    from epfuzz.protocols.trust import check_spec
+
+    spec = getattr(a, "protocol", None)
+    if spec and ":" in spec:
+        check_spec(spec)
+        REGISTRY.policy.named.add(spec)
+    for path in getattr(a, "allow_plugins", None) or []:
+        REGISTRY.policy.allow_path(Path(path))
 
 
 def _unexpected(e: Exception, debug: bool) -> int:
