@@ -22,6 +22,7 @@ from epfuzz.corpus import Case
 from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
+from epfuzz.proc import Stopped
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.replay import expected, load_any, load_classified, replayable
 
@@ -233,8 +234,10 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
     else:
-        before, after = maintain.prune(a.harness, Path(a.dest))
+        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
         print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
+        if other:
+            print(maintain.untouched_note(other))
     return EXIT_CLEAN
 
 
@@ -310,6 +313,8 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PIPE
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+    except Stopped as e:  # SIGTERM/SIGHUP during a command that cleans up after itself
+        return 128 + e.signum
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
         return EXIT_HARNESS
