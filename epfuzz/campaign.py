@@ -10,6 +10,7 @@ jobs; libFuzzer prints its final stats, and the summary still prints.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -20,13 +21,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from epfuzz import limits, proc
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.campaign_common import (
+    GROUPING_SLACK_S,
     PLUGIN,
     PROGRESS_HEADER,
     ROOT,
     RUNS,
+    TERM_GROUPING_S,
     Summary,
     fresh_run_dir,
     grouping_budget,
@@ -35,6 +39,7 @@ from epfuzz.campaign_common import (
     plugin_name,
     preflight,
     read_findings,
+    resource_findings,
 )
 from epfuzz.campaign_guest import fuzz_in_guest
 from epfuzz.corpus import case_paths, sha1
@@ -42,6 +47,8 @@ from epfuzz.errors import InputError
 from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
 
+#: after the deadline (plus the jobs' -timeout), seconds until a job still running gets SIGINT, then SIGKILL
+STOP_GRACE_S, KILL_GRACE_S = 3.0, 3.0
 STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
 
 
@@ -57,8 +64,12 @@ class JobState:
     harness_errors: int = 0
     error: str = ""               # the first uncaught exception of the job, with the user's line if any
     lines: list[str] = field(default_factory=list)
+    resource: list[tuple[str, str]] = field(default_factory=list)  # (hang|oom, artifact) libFuzzer wrote
+    pending: str = ""             # the kind of resource finding whose artifact line comes next
+    done: bool = False            # libFuzzer printed its "Done N runs" line: the job ended as libFuzzer ends
 
 
+ARTIFACT = re.compile(r"Test unit written to (\S+)")
 FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
 
 
@@ -68,6 +79,8 @@ def _exception(st: JobState, lines: list[str]) -> None:
     code (as the CLI names it: REGISTRY.where), so the summary says what broke instead of a count."""
     from epfuzz.protocols import REGISTRY
 
+    if lines and lines[0].strip().startswith("MemoryError"):  # the crash artifact that follows is an oom
+        st.pending = "oom"
     if st.error or not lines:
         return
     frames = [(m.group(1), int(m.group(2)), m.group(3)) for x in lines[1:] if (m := FRAME.match(x))]
@@ -90,11 +103,19 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
             if "=== Uncaught Python exception: ===" in line:
                 exc = []
                 continue
+            if (art := ARTIFACT.search(line)) is not None:  # libFuzzer names it: timeout-*, oom-*, crash-*
+                base = os.path.basename(art.group(1))
+                kind = "hang" if base.startswith("timeout-") else "oom" if base.startswith("oom-") else st.pending
+                if kind:
+                    st.resource.append((kind, art.group(1)))
+                st.pending = ""
             m = STATUS.search(line)
             if m:
                 st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
                 if m.group(7):
                     st.rss = int(m.group(7))
+            elif line.startswith("Done ") and " runs in " in line:
+                st.done = True
             elif line.startswith("stat::number_of_executed_units:"):  # exact, where the last status lags
                 st.execs = int(line.split(":")[-1])
             elif "harness error" in line or "HarnessError" in line:
@@ -122,13 +143,19 @@ class _Jobs:
         self.base = [0] * jobs  # execs of earlier (restarted) incarnations of each job
         self.stopping = threading.Event()
         self.got: list[int] = []
+        self.resources_at = [0] * jobs  # resource findings of each job when it was (re)launched
+        self.grouping = False           # a signal now ends the grouping at once (limits.DeadlinePassed)
+        self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
+        self.protocol, self.preset = "", "spec"  # what a raw artifact replays under
 
     def launch(self, j: int) -> None:
         left = max(1, int(self.deadline - time.monotonic()))
         seed = [] if self.seed is None else [f"-seed={self.seed + j + 1000 * self.states[j].restarts}"]
         cmd = [*self.head, f"-max_total_time={left}", *self.tail, *seed, *self.extra]
         p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             errors="replace", start_new_session=True)
+                             errors="replace", start_new_session=True, preexec_fn=proc.die_with_parent)
+        self.resources_at[j] = len(self.states[j].resource)
+        self.states[j].done = False
         self.procs[j] = p
         t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log"), daemon=True)
         t.start()
@@ -138,9 +165,26 @@ class _Jobs:
         if signum:
             self.got.append(signum)
         self.stopping.set()
+        self.signal_jobs(signal.SIGINT)
+        if signum and self.grouping:  # a signal while the findings are grouped: the summary now
+            raise limits.DeadlinePassed()
+
+    def signal_jobs(self, sig: int) -> None:
         for p in self.procs:
             if p and p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(p.pid, sig)
+
+    def enforce(self, now: float) -> None:
+        """The campaign's bound, whatever its jobs do: a job still running `input_timeout` + STOP_GRACE_S
+        after the deadline (stuck in an input libFuzzer's -timeout has had time to report) gets
+        SIGINT, and KILL_GRACE_S later SIGKILL (a job stuck after a MemoryError ran 120 s on)."""
+        late = now - self.deadline - self.input_timeout - STOP_GRACE_S
+        if late >= 0 and not self.stopping.is_set():
+            self.stopping.set()
+            self.signal_jobs(signal.SIGINT)
+        if late >= KILL_GRACE_S:
+            self.signal_jobs(signal.SIGKILL)
 
     def reap(self) -> bool:
         """Restart a job that died early; False once every job has ended."""
@@ -154,8 +198,14 @@ class _Jobs:
             reader = self.readers[j]
             if reader:
                 reader.join(timeout=5)
-            if p.returncode != 0 and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
-                self.states[j].harness_errors += 1
+            # a job that ended early: a crash, or exit 0 without libFuzzer's "Done" (a plug-in's os._exit(0))
+            early = p.returncode != 0 or not self.states[j].done
+            if early and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
+                if len(self.states[j].resource) == self.resources_at[j]:  # not a hang/oom libFuzzer reported
+                    self.states[j].harness_errors += 1
+                    if not self.states[j].error:
+                        self.states[j].error = (f"job {j} ended early with exit code {p.returncode} and no error "
+                                                "of its own (a plug-in calling os._exit? a signal?)")
                 self.states[j].restarts += 1
                 self.base[j] += self.states[j].execs
                 self.log.warning("fuzz.job_restart", job=j, returncode=p.returncode)  # type: ignore[attr-defined]
@@ -192,6 +242,7 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
             csv.write(PROGRESS_HEADER)
         while jobs.reap():
             now = time.monotonic()
+            jobs.enforce(now)
             el = now - jobs.start
             execs = jobs.execs
             n_find = len(list(run_dir.glob("finding-*.json")))
@@ -225,12 +276,21 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
     signals = len(jobs.got)  # the one that ended the fuzzing (if any) does not end the grouping; a later one does
-    findings, bugs = read_findings(run_dir, backend, log, budget=grouping_budget(seconds),
-                                   stop=lambda: len(jobs.got) > signals)
+    # after a SIGTERM (a container stopping: SIGKILL follows in 10-30 s) the summary comes first
+    budget = TERM_GROUPING_S if jobs.got and jobs.got[0] == signal.SIGTERM else grouping_budget(seconds)
+    jobs.grouping = True
+    try:
+        findings, bugs = limits.within(
+            budget + GROUPING_SLACK_S,
+            lambda: read_findings(run_dir, backend, log, budget=budget, stop=lambda: len(jobs.got) > signals),
+            lambda: read_findings(run_dir, backend, log, budget=0))  # the rest by raw signature
+    finally:
+        jobs.grouping = False
     corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
-                      backend, next((s.error for s in jobs.states if s.error), ""))
+                      backend, next((s.error for s in jobs.states if s.error), ""),
+                      resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset))
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                 f"{summary.corpus},{len(findings)},{jobs.rss}\n")
@@ -272,8 +332,10 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     if seeds.is_dir():
         cmd.append(str(seeds))
     tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
-            "--keep-going", f"--findings-dir={run_dir}"]
+            "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]
     pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
+    pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
+    pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
     old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
     try:

@@ -8,6 +8,7 @@ are printed the same way whichever ran.
 from __future__ import annotations
 
 import csv
+import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -98,6 +99,8 @@ class Summary:
     interrupted: int = 0                    # the signal that stopped the run early, if one did
     backend: str = "sim"                    # where the findings replay (their replay lines name it)
     error: str = ""                         # the first harness error's exception line (and where)
+    #: inputs that ran past a per-input limit, (kind "hang"|"oom", raw artifact, replay command): findings too
+    resource: list[tuple[str, Path, str]] = field(default_factory=list)
 
     @property
     def exec_per_s(self) -> float:
@@ -112,7 +115,36 @@ class Summary:
                f"run folder: {self.run_dir}"]
         if self.error:
             out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
-        return "\n".join(out + bug_table(self.bugs, self.backend))
+        return "\n".join(out + bug_table(self.bugs, self.backend) + resource_table(self.resource))
+
+
+def resource_findings(found: list[tuple[str, str]], protocol: str, preset: str) -> list[tuple[str, Path, str]]:
+    """(kind, artifact, replay command) of the inputs a campaign's per-input limits stopped (libFuzzer's
+    timeout-*/oom-* artifacts, or the guided engine's): raw inputs, replayed with their protocol and preset."""
+    from epfuzz.findings import epfuzz_command
+
+    out = []
+    for kind, path in found:
+        p = Path(path)
+        out.append((kind, p, f"{epfuzz_command()} run --protocol {shlex.quote(protocol)} --preset "
+                             f"{shlex.quote(preset)} {shlex.quote(str(p))}"))
+    return out
+
+
+def resource_table(resource: list[tuple[str, Path, str]]) -> list[str]:
+    if not resource:
+        return []
+    out = [f"{len(resource)} input(s) ran past a per-input limit (hang: time, oom: memory), each a finding "
+           "about the protocol's code (docs/hardening.md):"]
+    for kind, path, replay in resource:
+        out += [f"  {kind:4s}  {path}", f"        replay: {replay}"]
+    return out
+
+
+#: the grouping after a SIGTERM: a container's stop grace is 10-30 s, then SIGKILL loses the summary
+TERM_GROUPING_S = 3.0
+#: how far past its budget the grouping may run before the one minimization in progress is cut off
+GROUPING_SLACK_S = 2.0
 
 
 def grouping_budget(seconds: float | None) -> float:

@@ -16,11 +16,14 @@ import sys
 import time
 from pathlib import Path
 
+from epfuzz import limits
 from epfuzz.backends.sim import SimBackend
 from epfuzz.campaign_common import (
+    GROUPING_SLACK_S,
     PROGRESS_HEADER,
     ROOT,
     RUNS,
+    TERM_GROUPING_S,
     Summary,
     fresh_run_dir,
     grouping_budget,
@@ -28,6 +31,7 @@ from epfuzz.campaign_common import (
     log_end,
     plugin_name,
     preflight,
+    resource_findings,
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.errors import EpfuzzError
@@ -70,6 +74,19 @@ class _Campaign:
         self.findings: list[tuple[str, Path, str]] = []
         self.stop_signal = 0
         self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
+        self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
+
+    def attempt(self, data: bytes, move: str) -> None:
+        """One input; one that makes the plug-in's code loop, hog memory or exit is saved as a
+        `timeout-`/`oom-` artifact (libFuzzer's names) and the loop goes on (issue 29.5)."""
+        try:
+            self.handle(self.loop.try_input(data, move))
+        except (limits.OverLimit, MemoryError) as e:
+            kind = e.kind if isinstance(e, limits.OverLimit) else "oom"
+            path = self.run_dir / "artifacts" / f"{'timeout' if kind == 'hang' else kind}-{sha1(data)}"
+            write_atomic(path, data)
+            self.resource.append((kind, str(path)))
+            sys.stderr.write(f"\n=== epfuzz {kind}: {e}\n  input: {path}\n")
 
     def handle(self, step: Step) -> None:
         if step.kept:
@@ -99,10 +116,10 @@ class _Campaign:
         with (self.run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
             for data in _seeds(ROOT / "corpus" / self.name, self.protocol, self.preset):
-                self.handle(self.loop.try_input(data))
+                self.attempt(data, "seed")
             while not self.stop_signal and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
-                self.handle(self.loop.step())
+                self.attempt(*self.loop.next_input())
                 now = time.monotonic()
                 if now - last >= 1:
                     csv.write(self.row(now - start))
@@ -131,8 +148,12 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
     camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed)
 
+    grouping = False
+
     def stop(signum: int, *_: object) -> None:
         camp.stop_signal = signum
+        if grouping:  # a signal while the findings are grouped: the summary now
+            raise limits.DeadlinePassed()
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
@@ -140,8 +161,17 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         elapsed = camp.run(seconds, max_execs, progress)
         # the handler stays: a signal while findings are grouped ends the grouping, not the summary
         ended_by, camp.stop_signal = camp.stop_signal, 0
-        bugs = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
-                              budget=grouping_budget(seconds), stop=lambda: camp.stop_signal != 0)
+        # after a SIGTERM (a container stopping: SIGKILL follows in 10-30 s) the summary comes first
+        budget = TERM_GROUPING_S if ended_by == signal.SIGTERM else grouping_budget(seconds)
+        paths = [p for _, p, _ in camp.findings]
+        grouping = True
+        try:
+            bugs = limits.within(budget + GROUPING_SLACK_S,
+                                 lambda: group_findings(paths, run_dir / "bugs", "sim", budget=budget,
+                                                        stop=lambda: camp.stop_signal != 0),
+                                 lambda: group_findings(paths, run_dir / "bugs", "sim", budget=0))
+        finally:
+            grouping = False
         camp.stop_signal = ended_by or camp.stop_signal
     finally:
         for s, h in old.items():
@@ -149,7 +179,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     write_bug_index(bugs, run_dir / "bugs.csv")
     g = camp.loop
     summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,
-                      camp.stop_signal)
+                      camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset))
     with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
         f.write(camp.row(elapsed))
     log_end(camp.log, summary, features=len(g.seen))

@@ -13,7 +13,7 @@ import sys
 import traceback
 from pathlib import Path
 
-from epfuzz import codec
+from epfuzz import codec, limits
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
@@ -24,6 +24,7 @@ from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.proc import Stopped
 from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.protocols.registry import describe
 from epfuzz.replay import expected, load_any, load_classified, replayable
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
@@ -60,8 +61,17 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
 
 def cmd_run(a: argparse.Namespace) -> int:
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
-    backend = get_backend(a.backend)
-    out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
+    backend = get_backend(a.backend if a.backend != "sim" else case.backend)  # the case's backend, as replay
+    try:
+        out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
+    except (limits.OverLimit, MemoryError) as e:
+        if isinstance(e, MemoryError) and not REGISTRY.where(e):
+            raise  # epfuzz's own allocation: the machine's limit, not the plug-in's finding
+        scn = case.scenario
+        kind, what = (e.kind, str(e)) if isinstance(e, limits.OverLimit) else ("oom", f"MemoryError{REGISTRY.where(e)}")
+        print(f"{case.name}: {kind} (protocol {protocol_label(scn.protocol)}, preset {scn.preset}, "
+              f"backend {backend.name}, scenario {scn.digest()})\n  {what}")
+        return EXIT_FINDING
     _print_outcome(case, out, a.verbose)
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
@@ -75,21 +85,43 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
               file=sys.stderr)
         return EXIT_INPUT
-    changed = errors = ok = unchecked = broken = 0
+    changed = errors = ok = unchecked = broken = plugin_bugs = 0
     for path in paths:
+        expect = None
         try:
             case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
             expect = expected(case, path, a.preset, raw)
+            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
+        except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
+            changed += 1
+            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
+                  f"got {e.kind} ({e})")
+            continue
+        except MemoryError as e:  # an allocation too big for the machine at once (not seen growing): oom
+            changed += 1
+            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
+                  f"got oom (MemoryError{REGISTRY.where(e)})")
+            continue
         except EpfuzzError as e:
-            print(f"error: {e}", file=sys.stderr)
-            errors += 1
+            if isinstance(e, ProtocolError):
+                plugin_bugs += 1
+                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
+            else:
+                print(f"error: {e}", file=sys.stderr)
+                errors += 1
             continue
-        except Exception as e:  # one broken file must not hide the verdicts of the others
-            print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
-            broken += 1
+        except (Exception, SystemExit) as e:  # one broken file must not hide the verdicts of the others
+            where = REGISTRY.where(e)
+            if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
+                plugin_bugs += 1
+                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
+                      file=sys.stderr)
+            else:
+                print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+                broken += 1
             continue
+        assert expect is not None
         if not expect.verdict:
             unchecked += 1
             print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
@@ -103,12 +135,13 @@ def cmd_replay(a: argparse.Namespace) -> int:
                 print(f"ok {path}: {out.verdict}")
         log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
-          f"{unchecked} without an expected verdict, {errors} unreadable, {broken} harness error(s)"
+          f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
+          f"{broken} harness error(s)"
           + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
              "corpora, raw inputs of no known protocol)" if skipped else ""))
     if changed or (a.strict and unchecked):
         return EXIT_FINDING
-    return EXIT_HARNESS if broken else EXIT_INPUT if errors else EXIT_CLEAN
+    return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -148,7 +181,7 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         return 128 + s.interrupted
     if s.harness_errors:
         return EXIT_HARNESS
-    return EXIT_FINDING if s.findings else EXIT_CLEAN
+    return EXIT_FINDING if s.findings or getattr(s, "resource", None) else EXIT_CLEAN
 
 
 def _fuzz_guided(a: argparse.Namespace) -> object:
@@ -305,7 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     elog.configure(json_lines=True if a.log_json else None)
     try:
         _trust(a)
-        rc = int(COMMANDS[a.cmd](a))
+        with limits.watch():  # plug-in code runs under per-call time and memory limits (epfuzz.limits)
+            rc = int(COMMANDS[a.cmd](a))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return rc
     except BrokenPipeError:
@@ -315,6 +349,15 @@ def main(argv: list[str] | None = None) -> int:
         return 128 + signal.SIGINT
     except Stopped as e:  # SIGTERM/SIGHUP during a command that cleans up after itself
         return 128 + e.signum
+    except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited: a finding of that kind
+        print(f"epfuzz: {e} (a finding of kind {e.kind}; docs/hardening.md)", file=sys.stderr)
+        return EXIT_FINDING
+    except SystemExit as e:
+        if not REGISTRY.where(e):
+            raise
+        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {describe(e)}{REGISTRY.where(e)}",
+              file=sys.stderr)
+        return EXIT_HARNESS
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
         return EXIT_HARNESS
@@ -348,6 +391,12 @@ def _unexpected(e: Exception, debug: bool) -> int:
         traceback.print_exc()
     line = str(e).splitlines()[0] if str(e) else ""
     where = REGISTRY.where(e)
+    if isinstance(e, MemoryError):  # a plug-in's allocation is a finding (oom); epfuzz's, the machine's limit
+        if where:
+            print(f"epfuzz: oom: the plug-in ran out of memory{where} (a finding of kind oom)", file=sys.stderr)
+            return EXIT_FINDING
+        print("epfuzz: out of memory (check ulimit -v and the container's memory limit)", file=sys.stderr)
+        return EXIT_INPUT
     if where:
         print(f"epfuzz: protocol error (a bug in the protocol plug-in): {type(e).__name__}: {line}{where}",
               file=sys.stderr)

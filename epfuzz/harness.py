@@ -21,7 +21,7 @@ from typing import Any
 from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
-from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
+from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 
@@ -66,6 +66,8 @@ class Harness:
             outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
+        except SystemExit as e:  # the plug-in's sys.exit(): a crash with its line, not the job's quiet end
+            raise ProtocolError(f"protocol {self.protocol!r} called sys.exit({e.code!r})") from e
         if self.counters is not None and self.backend.name == "sim":
             from epfuzz.feedback import features
 

@@ -29,7 +29,7 @@ EPFUZZ_ROOT = Path(__file__).resolve().parent.parent
 def describe(e: BaseException) -> str:
     """`Type: message` of an exception from plug-in code; a `sys.exit()` is said as such."""
     if isinstance(e, SystemExit):
-        return f"it called sys.exit({e.code!r})"
+        return f"it called {getattr(e, 'via', 'sys.exit')}({e.code!r})"
     return f"{type(e).__name__}: {e}"
 
 
