@@ -20,6 +20,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
 from epfuzz import limits, proc
 from epfuzz.backends import get_backend
@@ -42,9 +43,10 @@ from epfuzz.campaign_common import (
     resource_findings,
 )
 from epfuzz.campaign_guest import fuzz_in_guest
-from epfuzz.corpus import case_paths, sha1
+from epfuzz.corpus import LIBFUZZER_SHA1, case_paths, sha1
+from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.errors import InputError
-from epfuzz.findings import replay_command
+from epfuzz.findings import Bug, replay_command
 from epfuzz.log import get_logger
 
 #: after the deadline (plus the jobs' -timeout), seconds until a job still running gets SIGINT, then SIGKILL
@@ -67,6 +69,7 @@ class JobState:
     resource: list[tuple[str, str]] = field(default_factory=list)  # (hang|oom, artifact) libFuzzer wrote
     pending: str = ""             # the kind of resource finding whose artifact line comes next
     done: bool = False            # libFuzzer printed its "Done N runs" line: the job ended as libFuzzer ends
+    disk_full: str = ""           # the job (or its log) found no room to write: why, in one line
 
 
 ARTIFACT = re.compile(r"Test unit written to (\S+)")
@@ -87,12 +90,34 @@ def _exception(st: JobState, lines: list[str]) -> None:
     st.error = lines[0].strip() + REGISTRY.where_in(frames)
 
 
+NO_ROOM_LINE = re.compile(r"^(no space left|file too large) on ")
+
+
+def _no_room(path: Path, e: OSError) -> str:
+    """The one line of a write that found no room; anything else is raised again."""
+    if not is_no_room(e):
+        raise e
+    return str(NoSpace(path, e))
+
+
 def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
     assert proc.stdout is not None  # libFuzzer's stderr and atheris' stdout, merged
     exc: list[str] | None = None   # the lines of an uncaught exception being read
-    with log_file.open("a") as lf:
+    try:
+        lf: TextIO | None = log_file.open("a")
+    except OSError as e:
+        lf, st.disk_full = None, _no_room(log_file, e)
+    try:
         for line in proc.stdout:
-            lf.write(line)
+            if lf is not None:
+                try:
+                    lf.write(line)
+                except OSError as e:  # a full disk: keep reading the job (its stats), stop logging it
+                    st.disk_full = st.disk_full or _no_room(log_file, e)
+                    _close(lf)
+                    lf = None
+            if line.startswith("epfuzz: ") and NO_ROOM_LINE.match(line[8:]):  # the job's own write failed
+                st.disk_full = st.disk_full or line[8:].strip()
             if exc is not None:
                 if line.strip() and not line.startswith(("==", "SUMMARY:", "MS:", "INFO:")):
                     exc.append(line)
@@ -122,6 +147,18 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.harness_errors += 1
             elif "=== epfuzz finding" in line:
                 st.lines.append(line.strip())
+    finally:
+        if lf is not None:
+            _close(lf)
+
+
+def _close(f: TextIO) -> None:
+    """Close a log whose last buffered lines may find the disk full: they are lost, not raised."""
+    try:
+        f.close()
+    except OSError:
+        with contextlib.suppress(OSError):
+            f.close()
 
 
 class _Jobs:
@@ -147,6 +184,7 @@ class _Jobs:
         self.grouping = False           # a signal now ends the grouping at once (limits.DeadlinePassed)
         self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
         self.protocol, self.preset = "", "spec"  # what a raw artifact replays under
+        self.disk_full = ""             # why the campaign stopped writing, when a disk filled
 
     def launch(self, j: int) -> None:
         left = max(1, int(self.deadline - time.monotonic()))
@@ -187,7 +225,13 @@ class _Jobs:
             self.signal_jobs(signal.SIGKILL)
 
     def reap(self) -> bool:
-        """Restart a job that died early; False once every job has ended."""
+        """Restart a job that died early; False once every job has ended. A full disk ends them all:
+        no job can write what it finds."""
+        if not self.disk_full:
+            self.disk_full = next((s.disk_full for s in self.states if s.disk_full), "")
+            if self.disk_full:
+                self.stopping.set()
+                self.signal_jobs(signal.SIGINT)
         alive = False
         for j, p in enumerate(self.procs):
             if p is None:
@@ -198,6 +242,10 @@ class _Jobs:
             reader = self.readers[j]
             if reader:
                 reader.join(timeout=5)
+            if self.states[j].disk_full and not self.disk_full:  # it ended for want of room: so do the others
+                self.disk_full = self.states[j].disk_full
+                self.stopping.set()
+                self.signal_jobs(signal.SIGINT)
             # a job that ended early: a crash, or exit 0 without libFuzzer's "Done" (a plug-in's os._exit(0))
             early = p.returncode != 0 or not self.states[j].done
             if early and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
@@ -233,36 +281,49 @@ class _Jobs:
 
 
 def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
-    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal)."""
+    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal).
+    A full disk ends the campaign (its summary still prints)."""
+    try:
+        with (jobs.run_dir / "progress.csv").open("a") as csv:
+            _rows(jobs, seconds, progress, log, csv)
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(jobs.run_dir / "progress.csv", e)
+        jobs.stopping.set()
+        jobs.signal_jobs(signal.SIGINT)
+        while jobs.reap():
+            jobs.enforce(time.monotonic())
+            time.sleep(0.5)
+
+
+def _rows(jobs: _Jobs, seconds: int, progress: bool, log: object, csv: TextIO) -> None:
     last_note = last_row = 0.0
     tty = progress and sys.stderr.isatty()
     run_dir = jobs.run_dir
-    with (run_dir / "progress.csv").open("a") as csv:
-        if csv.tell() == 0:
-            csv.write(PROGRESS_HEADER)
-        while jobs.reap():
-            now = time.monotonic()
-            jobs.enforce(now)
-            el = now - jobs.start
-            execs = jobs.execs
-            n_find = len(list(run_dir.glob("finding-*.json")))
-            if now - last_row >= 1:  # the time series `epfuzz report` plots
-                csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
-                          f"{jobs.rss}\n")
-                csv.flush()
-                last_row = now
-            if progress and (tty or now - last_note >= 10):
-                left = max(0, jobs.deadline - now)
-                if tty:
-                    sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
-                                     f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
-                                     f"findings {n_find}   ")
-                    sys.stderr.flush()
-                else:
-                    log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
-                             execs=execs, cov=jobs.cov, findings=n_find)
-                last_note = now
-            time.sleep(0.5)
+    if csv.tell() == 0:
+        csv.write(PROGRESS_HEADER)
+    while jobs.reap():
+        now = time.monotonic()
+        jobs.enforce(now)
+        el = now - jobs.start
+        execs = jobs.execs
+        n_find = len(list(run_dir.glob("finding-*.json")))
+        if now - last_row >= 1:  # the time series `epfuzz report` plots
+            csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
+                      f"{jobs.rss}\n")
+            csv.flush()
+            last_row = now
+        if progress and (tty or now - last_note >= 10):
+            left = max(0, jobs.deadline - now)
+            if tty:
+                sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
+                                 f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
+                                 f"findings {n_find}   ")
+                sys.stderr.flush()
+            else:
+                log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
+                         execs=execs, cov=jobs.cov, findings=n_find)
+            last_note = now
+        time.sleep(0.5)
 
 
 def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
@@ -278,22 +339,40 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
     signals = len(jobs.got)  # the one that ended the fuzzing (if any) does not end the grouping; a later one does
     # after a SIGTERM (a container stopping: SIGKILL follows in 10-30 s) the summary comes first
     budget = TERM_GROUPING_S if jobs.got and jobs.got[0] == signal.SIGTERM else grouping_budget(seconds)
+    if jobs.disk_full:  # no room for minimized cases: group by raw signature, write nothing new
+        budget = 0
+
+    def group(seconds: float) -> tuple[list[tuple[str, Path, str]], list[Bug]]:
+        return read_findings(run_dir, backend, log, budget=seconds, stop=lambda: len(jobs.got) > signals)
+
     jobs.grouping = True
     try:
-        findings, bugs = limits.within(
-            budget + GROUPING_SLACK_S,
-            lambda: read_findings(run_dir, backend, log, budget=budget, stop=lambda: len(jobs.got) > signals),
-            lambda: read_findings(run_dir, backend, log, budget=0))  # the rest by raw signature
+        findings, bugs = limits.within(budget + GROUPING_SLACK_S, lambda: group(budget),
+                                       lambda: group(0))  # the rest by raw signature
+    except NoSpace as e:
+        jobs.disk_full = jobs.disk_full or str(e)
+        findings, bugs = group(0)
     finally:
         jobs.grouping = False
-    corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
+    corpus_files = []
+    for p in case_paths([work]):
+        if sha1(p.read_bytes()) == p.name:
+            corpus_files.append(p)
+        elif jobs.disk_full and LIBFUZZER_SHA1.fullmatch(p.name):  # half-written when the disk filled
+            p.unlink(missing_ok=True)
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend, next((s.error for s in jobs.states if s.error), ""),
                       resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset))
-    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-        f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
-                f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+    try:
+        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+            f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
+                    f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(run_dir / "progress.csv", e)
+    if jobs.disk_full:
+        remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
+        summary.disk_full = jobs.disk_full
     for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
         log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
                   replay=replay_command(path, backend), summary=text)

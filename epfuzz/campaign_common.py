@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.corpus import load_case
+from epfuzz.diskspace import NoSpace, is_no_room
 from epfuzz.errors import EpfuzzError, InputError, ProtocolError
 from epfuzz.findings import Bug, bug_table, group_findings, replay_command, write_bug_index
 
@@ -101,6 +102,7 @@ class Summary:
     error: str = ""                         # the first harness error's exception line (and where)
     #: inputs that ran past a per-input limit, (kind "hang"|"oom", raw artifact, replay command): findings too
     resource: list[tuple[str, Path, str]] = field(default_factory=list)
+    disk_full: str = ""                     # the write that found no room, when a full disk ended the run
 
     @property
     def exec_per_s(self) -> float:
@@ -111,7 +113,8 @@ class Summary:
                f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
                f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
                f"{self.harness_errors} harness error(s)"
-               + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
+               + (f", stopped early by signal {self.interrupted}" if self.interrupted else "")
+               + (", stopped early: the disk is full" if self.disk_full else ""),
                f"run folder: {self.run_dir}"]
         if self.error:
             out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
@@ -174,7 +177,12 @@ def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | No
     bugs += group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
                            budget=budget, stop=stop)
     bugs.sort(key=lambda b: -b.count)
-    write_bug_index(bugs, run_dir / "bugs.csv")
+    try:
+        write_bug_index(bugs, run_dir / "bugs.csv")
+    except OSError as e:  # a full disk: the summary on stdout still has the table
+        if not is_no_room(e):
+            raise
+        log.error("fuzz.no_room", error=str(NoSpace(run_dir / "bugs.csv", e)))  # type: ignore[attr-defined]
     return findings, bugs
 
 

@@ -34,6 +34,7 @@ from epfuzz.campaign_common import (
     resource_findings,
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
+from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
 from epfuzz.greybox import Greybox, Step
@@ -75,6 +76,7 @@ class _Campaign:
         self.stop_signal = 0
         self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
         self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
+        self.disk_full = ""                          # the write that found no room, if one did
 
     def attempt(self, data: bytes, move: str) -> None:
         """One input; one that makes the plug-in's code loop, hog memory or exit is saved as a
@@ -111,7 +113,17 @@ class _Campaign:
                 f"{len(g.corpus)},{len(self.findings)},{_peak_rss_mb()}\n")
 
     def run(self, seconds: float, max_execs: int | None, progress: bool) -> float:
+        """The loop; a full disk ends it (`disk_full` says why) and the summary still comes."""
         start = time.monotonic()
+        try:
+            self._loop(start, seconds, max_execs, progress)
+        except (NoSpace, OSError) as e:
+            if not is_no_room(e):
+                raise
+            self.disk_full = str(e) if isinstance(e, NoSpace) else str(NoSpace(self.run_dir / "progress.csv", e))
+        return time.monotonic() - start
+
+    def _loop(self, start: float, seconds: float, max_execs: int | None, progress: bool) -> None:
         last = 0.0
         with (self.run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
@@ -131,7 +143,6 @@ class _Campaign:
                                          f"findings {len(self.findings)}   ")
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
-        return time.monotonic() - start
 
 
 def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_dir: Path | None = None,
@@ -163,6 +174,8 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         ended_by, camp.stop_signal = camp.stop_signal, 0
         # after a SIGTERM (a container stopping: SIGKILL follows in 10-30 s) the summary comes first
         budget = TERM_GROUPING_S if ended_by == signal.SIGTERM else grouping_budget(seconds)
+        if camp.disk_full:  # no room for minimized cases: group by raw signature
+            budget = 0
         paths = [p for _, p, _ in camp.findings]
         grouping = True
         try:
@@ -170,17 +183,28 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
                                  lambda: group_findings(paths, run_dir / "bugs", "sim", budget=budget,
                                                         stop=lambda: camp.stop_signal != 0),
                                  lambda: group_findings(paths, run_dir / "bugs", "sim", budget=0))
+        except NoSpace as e:
+            camp.disk_full = camp.disk_full or str(e)
+            bugs = group_findings(paths, run_dir / "bugs", "sim", budget=0)
         finally:
             grouping = False
         camp.stop_signal = ended_by or camp.stop_signal
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    write_bug_index(bugs, run_dir / "bugs.csv")
     g = camp.loop
     summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,
                       camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset))
-    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-        f.write(camp.row(elapsed))
+    try:
+        write_bug_index(bugs, run_dir / "bugs.csv")
+        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+            f.write(camp.row(elapsed))
+    except OSError as e:
+        if not is_no_room(e):
+            raise
+        camp.disk_full = camp.disk_full or str(NoSpace(run_dir / "progress.csv", e))
+    if camp.disk_full:
+        remove_empty(run_dir)
+        summary.disk_full = camp.disk_full
     log_end(camp.log, summary, features=len(g.seen))
     return summary

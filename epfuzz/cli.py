@@ -19,6 +19,7 @@ from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.cli_args import build_parser
 from epfuzz.corpus import Case
+from epfuzz.diskspace import NoSpace, is_no_room
 from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
@@ -177,6 +178,9 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
                  run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
+    if getattr(s, "disk_full", ""):  # the summary is out; the reason is the last word (exit 2)
+        print(f"epfuzz: {s.disk_full}", file=sys.stderr)
+        return EXIT_INPUT
     if s.interrupted:
         return 128 + s.interrupted
     if s.harness_errors:
@@ -215,7 +219,7 @@ def cmd_explore(a: argparse.Namespace) -> int:
 
 def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.corpus import write_atomic
-    from epfuzz.findings import signature
+    from epfuzz.findings import file_stem, signature
     from epfuzz.minimize import minimize
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
@@ -224,7 +228,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
                  max_seconds=a.max_seconds)
     res, out = m.result, m.outcome
     before, after = m.sizes()
-    name = f"{res.protocol}-min-{res.digest()}"
+    name = f"{file_stem(res.protocol)}-min-{res.digest()}"  # a plug-in's `:` is no file-name character
     path = Path(a.output) if a.output else Path("runs", "minimized", f"{name}.json")
     new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out, proto))
@@ -245,11 +249,27 @@ def cmd_explain(a: argparse.Namespace) -> int:
     from epfuzz.explain import explain, plot
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
+    target = _plot_path(Path(a.plot), case.name) if a.plot else None  # refused before the work, not after
     exp = explain(case.scenario, get_protocol(case.scenario.protocol))
     print(exp.text())
-    if a.plot:
-        print(f"picture: {plot(exp, Path(a.plot))}")
+    if target is not None:
+        print(f"picture: {plot(exp, target)}")
     return EXIT_FINDING
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _plot_path(path: Path, name: str) -> Path:
+    """The file `--plot` names: a folder gets `<case>-timeline.png` in it, a name without a suffix
+    `.png` (what matplotlib would write, now also what is printed); another suffix is refused (29)."""
+    if path.is_dir():
+        return path / f"{name}-timeline.png"
+    if not path.suffix:
+        return path.with_suffix(".png")
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"--plot {path}: a picture is a {', '.join(PLOT_SUFFIXES)} file, not {path.suffix}")
+    return path
 
 
 def cmd_safety(a: argparse.Namespace) -> int:
@@ -401,6 +421,9 @@ def _unexpected(e: Exception, debug: bool) -> int:
         print(f"epfuzz: protocol error (a bug in the protocol plug-in): {type(e).__name__}: {line}{where}",
               file=sys.stderr)
         return EXIT_HARNESS
+    if is_no_room(e):
+        print(f"epfuzz: {NoSpace(e.filename or '?', e) if isinstance(e, OSError) else e}", file=sys.stderr)  # type: ignore[arg-type]
+        return EXIT_INPUT
     if isinstance(e, OSError) and e.filename:
         print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)
         return EXIT_INPUT

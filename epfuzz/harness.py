@@ -21,6 +21,7 @@ from typing import Any
 from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
+from epfuzz.diskspace import NoSpace
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
@@ -78,7 +79,12 @@ class Harness:
         if self.keep_going and sig in self.seen:
             return
         self.seen.add(sig)
-        path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
+        try:
+            path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
+        except NoSpace as e:  # the campaign reads this line, stops every job and prints its summary
+            sys.stderr.write(f"epfuzz: {e}\n")
+            sys.stderr.flush()
+            os._exit(2)
         alarm = "" if self.proto.expected(scn) == "finding" else (
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(

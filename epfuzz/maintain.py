@@ -10,7 +10,6 @@ end their libFuzzer child on a signal or when they die (epfuzz.proc).
 from __future__ import annotations
 
 import os
-import re
 import shutil
 import subprocess
 import sys
@@ -20,13 +19,11 @@ from pathlib import Path
 
 from epfuzz import codec, proc
 from epfuzz.campaign_common import harness_path
-from epfuzz.corpus import case_paths, load_case, read_input, sha1, write_atomic
+from epfuzz.corpus import LIBFUZZER_SHA1, case_paths, load_case, read_input, sha1, write_atomic
 from epfuzz.errors import HarnessError, InputError
 from epfuzz.findings import group_findings, signature, write_finding
 from epfuzz.folder_lock import locked
 from epfuzz.protocols import REGISTRY, get_protocol
-
-LIBFUZZER_SHA1 = re.compile(r"[0-9a-f]{40}")
 
 
 def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None:
