@@ -33,6 +33,7 @@ from epfuzz.campaign_common import (
     RUNS,
     TERM_GROUPING_S,
     Summary,
+    false_alarms,
     fresh_run_dir,
     grouping_budget,
     harness_path,
@@ -363,7 +364,8 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object,
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend, next((s.error for s in jobs.states if s.error), ""),
-                      resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset))
+                      resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset),
+                      false_alarms=false_alarms([p for _, p, _ in findings]))
     try:
         with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
             f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"

@@ -103,6 +103,8 @@ class Summary:
     #: inputs that ran past a per-input limit, (kind "hang"|"oom", raw artifact, replay command): findings too
     resource: list[tuple[str, Path, str]] = field(default_factory=list)
     disk_full: str = ""                     # the write that found no room, when a full disk ended the run
+    #: raw findings of scenarios their protocol promises clean for: a bug in the model, or in the promise
+    false_alarms: list[Path] = field(default_factory=list)
 
     @property
     def exec_per_s(self) -> float:
@@ -118,7 +120,26 @@ class Summary:
                f"run folder: {self.run_dir}"]
         if self.error:
             out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
+        if self.false_alarms:
+            out.append(f"{len(self.false_alarms)} finding(s) where the protocol promises clean (its `expect`): a bug "
+                       f"in the model or in the promise, e.g. {self.false_alarms[0]}")
         return "\n".join(out + bug_table(self.bugs, self.backend) + resource_table(self.resource))
+
+
+def false_alarms(paths: list[Path]) -> list[Path]:
+    """The finding cases whose protocol promises "clean" for their scenario (Protocol.expected, per
+    preset: a fixed form under nvlink without a fence promises nothing, and is no false alarm)."""
+    from epfuzz.protocols import get_protocol
+
+    out = []
+    for p in paths:
+        try:
+            scn = load_case(p).scenario
+            if get_protocol(scn.protocol).expected(scn) == "clean":
+                out.append(p)
+        except EpfuzzError:
+            continue
+    return out
 
 
 def resource_findings(found: list[tuple[str, str]], protocol: str, preset: str) -> list[tuple[str, Path, str]]:

@@ -25,6 +25,7 @@ from epfuzz.campaign_common import (
     RUNS,
     TERM_GROUPING_S,
     Summary,
+    false_alarms,
     fresh_run_dir,
     grouping_budget,
     harness_path,
@@ -102,7 +103,7 @@ class _Campaign:
         self.seen.add(sig)
         path = write_finding(self.run_dir, step.scenario, step.data, outcome, self.proto)
         self.findings.append((sig, path, outcome.violation.summary() if outcome.violation else ""))
-        alarm = "" if self.proto.expected(step.scenario) == "finding" else (
+        alarm = "" if self.proto.expected(step.scenario) != "clean" else (  # "": no promise here
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(f"\n=== epfuzz finding: {self.findings[-1][2]}\n{alarm}  signature: {sig}\n"
                          f"  replay: {replay_command(path)}\n  scenario: {one_line_json(step.scenario)}\n")
@@ -194,7 +195,8 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
             signal.signal(s, h)
     g = camp.loop
     summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, bugs,
-                      camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset))
+                      camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset),
+                      false_alarms=false_alarms(paths))
     try:
         write_bug_index(bugs, run_dir / "bugs.csv")
         with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
