@@ -10,7 +10,6 @@ import argparse
 import os
 import signal
 import sys
-import traceback
 from pathlib import Path
 
 from epfuzz import codec, limits
@@ -18,15 +17,16 @@ from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.cli_args import build_parser
+from epfuzz.cli_guard import trust, unexpected
+from epfuzz.cli_replay import cmd_replay
 from epfuzz.corpus import Case
-from epfuzz.diskspace import NoSpace, is_no_room
 from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
 from epfuzz.proc import Stopped
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.registry import describe
-from epfuzz.replay import expected, load_any, load_classified, replayable
+from epfuzz.replay import load_any
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_PIPE = 128 + signal.SIGPIPE
@@ -77,72 +77,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
     return EXIT_FINDING if out.violation else EXIT_CLEAN
-
-
-def cmd_replay(a: argparse.Namespace) -> int:
-    log = elog.get_logger()
-    paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
-    if not paths:
-        print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
-              file=sys.stderr)
-        return EXIT_INPUT
-    changed = errors = ok = unchecked = broken = plugin_bugs = 0
-    for path in paths:
-        expect = None
-        try:
-            case, raw = load_classified(path, a.protocol, a.preset, a.raw)
-            scn = case.scenario
-            expect = expected(case, path, a.preset, raw)
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
-        except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
-                  f"got {e.kind} ({e})")
-            continue
-        except MemoryError as e:  # an allocation too big for the machine at once (not seen growing): oom
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
-                  f"got oom (MemoryError{REGISTRY.where(e)})")
-            continue
-        except EpfuzzError as e:
-            if isinstance(e, ProtocolError):
-                plugin_bugs += 1
-                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
-            else:
-                print(f"error: {e}", file=sys.stderr)
-                errors += 1
-            continue
-        except (Exception, SystemExit) as e:  # one broken file must not hide the verdicts of the others
-            where = REGISTRY.where(e)
-            if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
-                plugin_bugs += 1
-                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
-                      file=sys.stderr)
-            else:
-                print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
-                broken += 1
-            continue
-        assert expect is not None
-        if not expect.verdict:
-            unchecked += 1
-            print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
-        elif out.verdict != expect.verdict:
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
-                  + (f" ({out.violation.summary()})" if out.violation else ""))
-        else:
-            ok += 1
-            if a.verbose:
-                print(f"ok {path}: {out.verdict}")
-        log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
-    print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
-          f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
-          f"{broken} harness error(s)"
-          + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
-             "corpora, raw inputs of no known protocol)" if skipped else ""))
-    if changed or (a.strict and unchecked):
-        return EXIT_FINDING
-    return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -357,7 +291,7 @@ def main(argv: list[str] | None = None) -> int:
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     elog.configure(json_lines=True if a.log_json else None)
     try:
-        _trust(a)
+        trust(a)
         with limits.watch():  # plug-in code runs under per-call time and memory limits (epfuzz.limits)
             rc = int(COMMANDS[a.cmd](a))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
@@ -388,48 +322,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
-        return _unexpected(e, debug)
-
-
-def _trust(a: argparse.Namespace) -> None:
-    """The plug-ins this command may import: the one `--protocol` names, and modules in the
-    `--allow-plugins` paths; a case's `protocol` field alone never imports code (issue 29.1)."""
-    from epfuzz.protocols.trust import check_spec
-
-    spec = getattr(a, "protocol", None)
-    if spec and ":" in spec:
-        check_spec(spec)
-        REGISTRY.policy.named.add(spec)
-    for path in getattr(a, "allow_plugins", None) or []:
-        REGISTRY.policy.allow_path(Path(path))
-
-
-def _unexpected(e: Exception, debug: bool) -> int:
-    """An exception nobody raised on purpose: the user's plug-in code (exit 3, its line named),
-    a file the system refused (exit 2: not a bug anywhere), or a bug in epfuzz (exit 3)."""
-    if debug:
-        traceback.print_exc()
-    line = str(e).splitlines()[0] if str(e) else ""
-    where = REGISTRY.where(e)
-    if isinstance(e, MemoryError):  # a plug-in's allocation is a finding (oom); epfuzz's, the machine's limit
-        if where:
-            print(f"epfuzz: oom: the plug-in ran out of memory{where} (a finding of kind oom)", file=sys.stderr)
-            return EXIT_FINDING
-        print("epfuzz: out of memory (check ulimit -v and the container's memory limit)", file=sys.stderr)
-        return EXIT_INPUT
-    if where:
-        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {type(e).__name__}: {line}{where}",
-              file=sys.stderr)
-        return EXIT_HARNESS
-    if is_no_room(e):
-        print(f"epfuzz: {NoSpace(e.filename or '?', e) if isinstance(e, OSError) else e}", file=sys.stderr)  # type: ignore[arg-type]
-        return EXIT_INPUT
-    if isinstance(e, OSError) and e.filename:
-        print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)
-        return EXIT_INPUT
-    print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
-          + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)
-    return EXIT_HARNESS
+        return unexpected(e, debug)
 
 
 if __name__ == "__main__":

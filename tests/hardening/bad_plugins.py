@@ -16,6 +16,13 @@ OUTCOME = {"loop": "hang", "sleep": "hang", "alloc": "oom", "bigalloc": "oom", "
 #: limits small enough for a test: an endless loop is past any bound, so the verdict does not depend on them
 ENV = {"EPFUZZ_CALL_LIMIT_S": "1", "EPFUZZ_MEMORY_LIMIT_MB": "700"}
 
+
+def env(kind: str) -> dict[str, str]:
+    """The limits for a test of `kind`: growing memory also takes CPU (page faults), so the time limit
+    of an `alloc` test is far above what reaching the memory limit takes on any load; the kind of
+    outcome is then the memory's, not whichever limit a loaded machine reaches first."""
+    return {**ENV, "BAD": kind, **({"EPFUZZ_CALL_LIMIT_S": "120"} if kind == "alloc" else {})}
+
 SOURCE = r'''
 """A plug-in that misbehaves on purpose: BAD names how, BAD_FROM from how many channels on."""
 

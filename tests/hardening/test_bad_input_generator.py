@@ -167,7 +167,7 @@ def test_generated_bad_inputs_get_documented_answers(tmp_path):
 
     # plug-ins that loop, allocate, exit or raise, under every command that runs one
     for kind in bad_plugins.KINDS:
-        env = {**bad_plugins.ENV, "BAD": kind}
+        env = bad_plugins.env(kind)
         want = {3} if bad_plugins.OUTCOME[kind] == "protocol error" else {1}
         for cmd in (["run"], ["explain"], ["explore", "--max-states", "2000"], ["minimize", "-o", "min.json"]):
             p = epfuzz(art, *cmd, str(SOURCES[0]), "--protocol", "mb:Bad", env=env, timeout=BOUND_S)

@@ -26,7 +26,7 @@ def folder(tmp_path: Path) -> Path:
 
 
 def _env(kind: str, since: int = 0) -> dict[str, str]:
-    return {**bad_plugins.ENV, "BAD": kind, "BAD_FROM": str(since)}
+    return {**bad_plugins.env(kind), "BAD_FROM": str(since)}
 
 
 @pytest.mark.parametrize("kind", bad_plugins.KINDS)

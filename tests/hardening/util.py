@@ -10,7 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-EPFUZZ = str(Path(sys.executable).parent / "epfuzz")
+#: the command under test: the venv's script, or EPFUZZ_UNDER_TEST (a wheel's, or an older tree's wrapper)
+EPFUZZ = os.environ.get("EPFUZZ_UNDER_TEST") or str(Path(sys.executable).parent / "epfuzz")
 ROOT = Path(__file__).resolve().parent.parent.parent
 
 
