@@ -48,6 +48,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: cannot start: the address-space limit (ulimit -v) is {small >> 20} MiB; epfuzz needs at "
               f"least {MIN_ADDRESS_SPACE >> 20} MiB", file=sys.stderr)
         return EXIT_INPUT
+    # a SIGINT during the imports is held until they end: raised inside numpy's C import it came out as an
+    # ImportError ("could not import module datetime"), a start-up failure it was not
+    held: list[int] = []
+    old = signal.signal(signal.SIGINT, lambda signum, _frame: held.append(signum))
     try:
         from epfuzz.cli import main as cli_main
     except KeyboardInterrupt:
@@ -56,6 +60,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: cannot start: {type(e).__name__}: {_first_line(e)} (out of memory? check ulimit -v and the "
               "container's memory limit)", file=sys.stderr)
         return EXIT_INPUT
+    finally:
+        signal.signal(signal.SIGINT, old)
+    if held:
+        return 128 + signal.SIGINT
     try:
         return cli_main(argv)
     except KeyboardInterrupt:  # between the parser and the command's own handler

@@ -41,9 +41,8 @@ def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=scratch, env=env,
                              start_new_session=True, preexec_fn=proc.die_with_parent)
         try:
-            rc = p.wait(timeout=3600)
-        except subprocess.TimeoutExpired:
-            rc = -1
+            got = proc.wait(p, timeout=3600)
+            rc = -1 if got is None else got
         finally:
             proc.end(p)
     if rc != 0:
@@ -122,6 +121,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
         scratch = tmp / "scratch"
         scratch.mkdir()
         _merge(harness, base, sources, scratch)
+        proc.check_stopped()
         before = {p.name for p in have}
         found = finding_inputs(harness, [p for p in base.iterdir() if p.is_file()])
         for sig, files in finding_inputs(harness, [f for s in sources for f in s.iterdir() if f.is_file()]).items():
@@ -129,6 +129,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
                 data = files[0].read_bytes()
                 write_atomic(base / sha1(data), data)
         added = [p for p in base.iterdir() if p.name not in before]
+        proc.check_stopped()
         for p in added:
             write_atomic(dest / p.name, p.read_bytes())
     return len(added)
@@ -158,10 +159,12 @@ def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
         fresh.mkdir()
         scratch = tmp / "scratch"
         scratch.mkdir()
+        proc.check_stopped()
         _merge(harness, fresh, [staged], scratch)
         keep = {p.name for p in fresh.iterdir()}
         for group in finding_inputs(harness, inputs).values():
             keep.update(f.name for f in group)
+        proc.check_stopped()  # the last point a signal leaves the corpus as it was
         for p in inputs:
             if p.name not in keep:
                 p.unlink(missing_ok=True)

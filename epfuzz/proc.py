@@ -5,8 +5,8 @@ A `fuzz` killed by SIGKILL left its libFuzzer jobs writing into the run folder f
 corpus beside it (issue 29.3, 29.5). Two rules fix both: every child is started with
 `die_with_parent` (Linux PR_SET_PDEATHSIG: the kernel sends it SIGKILL when its parent dies,
 however the parent died), and a command that holds temporary state runs under `stop_on_signals`,
-which turns SIGTERM and SIGHUP into an exception (`Stopped`) so `finally` blocks clean up and
-end the children, as SIGINT's KeyboardInterrupt already does.
+which turns SIGINT, SIGTERM and SIGHUP into an exception (`Stopped`, raised at the block's next
+safe point) so `finally` blocks clean up and end the children.
 """
 
 from __future__ import annotations
@@ -72,14 +72,17 @@ def end(proc: subprocess.Popen[bytes] | subprocess.Popen[str], grace: float = 3.
 
 
 @contextlib.contextmanager
-def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
-    """Within the block, `signals` raise `Stopped` in the main thread (elsewhere: no change)."""
+def stop_on_signals(signals: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)) -> Iterator[None]:
+    """Within the block, `signals` are recorded in the main thread (elsewhere: no change), and the
+    block's wait loops (`wait`) and stage boundaries (`check_stopped`) raise `Stopped` for them."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
 
     def raise_stopped(signum: int, _frame: object) -> None:
-        raise Stopped(signum)
+        # recorded, raised by `check_stopped` at the block's next safe point: raised here it could land in a
+        # spot that ignores exceptions (Popen's at-fork hooks), printed as "Exception ignored" and lost
+        _pending.append(signum)
 
     old = {s: signal.signal(s, raise_stopped) for s in signals}
     try:
@@ -87,3 +90,25 @@ def stop_on_signals(signals: tuple[int, ...] = (signal.SIGTERM, signal.SIGHUP)) 
     finally:
         for s, h in old.items():
             signal.signal(s, h)
+        _pending.clear()
+
+
+_pending: list[int] = []
+
+
+def check_stopped() -> None:
+    """Raise `Stopped` now if a signal asked the `stop_on_signals` block to stop."""
+    if _pending:
+        raise Stopped(_pending[0])
+
+
+def wait(p: subprocess.Popen[str] | subprocess.Popen[bytes], timeout: float, step: float = 0.2) -> int | None:
+    """`p.wait(timeout)` in steps, checking for a lost stop request between them; None on timeout."""
+    waited = 0.0
+    while waited < timeout:
+        check_stopped()
+        try:
+            return p.wait(timeout=step)
+        except subprocess.TimeoutExpired:
+            waited += step
+    return None

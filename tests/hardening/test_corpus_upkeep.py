@@ -116,12 +116,15 @@ def test_a_killed_prune_takes_its_child_along_and_the_next_one_cleans_up(tmp_pat
 
 
 def test_a_second_prune_of_a_locked_folder_fails_at_once(tmp_path):
+    """The lock a running prune holds (taken here, so the test does not race one prune against another)."""
+    from epfuzz.folder_lock import locked
+
     c = _corpus(tmp_path)
-    p, _ = _start_prune(tmp_path, c)
-    try:
-        q = epfuzz(tmp_path, "corpus", "prune", H, "c", timeout=60)
-        assert q.returncode == 2 and "being changed by another" in q.stderr and f"pid {p.pid}" in q.stderr, q.stderr
-    finally:
-        out, err = p.communicate(timeout=300)
-    assert p.returncode == 0, err
-    assert os.listdir(tmp_path) == ["c"]
+    with locked(c):
+        q = epfuzz(tmp_path, "corpus", "prune", H, "c", timeout=120)
+        m = epfuzz(tmp_path, "corpus", "merge", H, "c", str(ROOT / "corpus" / H), timeout=120)
+    for p in (q, m):
+        assert p.returncode == 2 and "being changed by another" in p.stderr, p.stderr
+        assert f"pid {os.getpid()}" in p.stderr, p.stderr
+    assert os.listdir(tmp_path) == ["c"]  # the lock and the temp folder went with the holder
+    assert epfuzz(tmp_path, "corpus", "prune", H, "c").returncode == 0
