@@ -167,8 +167,9 @@ def resource_table(resource: list[tuple[str, Path, str]]) -> list[str]:
 
 #: the grouping after a SIGTERM: a container's stop grace is 10-30 s, then SIGKILL loses the summary
 TERM_GROUPING_S = 3.0
-#: how far past its budget the grouping may run before the one minimization in progress is cut off
-GROUPING_SLACK_S = 2.0
+#: how far past its budget the grouping may run before it is cut off (a backstop: each minimization
+#: gets at most the budget's time left, so one ends past it by a candidate run at most)
+GROUPING_SLACK_S = 5.0
 
 
 def grouping_budget(seconds: float | None) -> float:

@@ -192,8 +192,9 @@ def group_findings(paths: list[Path], out_dir: Path, backend: str = "sim",
     deadline = time.monotonic() + budget
     for path in paths:
         how = backend if time.monotonic() < deadline and not (stop and stop()) else "raw"
+        left = min(max_seconds, max(0.5, deadline - time.monotonic()))  # the budget bounds the one in progress too
         try:
-            cause, case, note, minimized = _representative(path, out_dir, how, max_seconds)
+            cause, case, note, minimized = _representative(path, out_dir, how, left)
         except InputError:
             continue
         bugs.setdefault(cause, Bug(cause, case, note, minimized)).raw.append(path)

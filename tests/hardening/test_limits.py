@@ -70,14 +70,14 @@ def test_replay_reports_every_case_whatever_the_plugin_does_on_one(folder, kind)
 @pytest.mark.parametrize("engine", ["libfuzzer", "guided"])
 def test_a_campaign_of_a_looping_plugin_ends_within_its_bound_and_keeps_the_inputs(folder, engine):
     """--time 8 ends by --time + the jobs' -timeout (2 s) + 3 + 3 s + the grouping budget (30 s) +
-    2 s, whatever the plug-in does; the bound asserted is that plus start-up, with room for a loaded
+    5 s, whatever the plug-in does; the bound asserted is that plus start-up, with room for a loaded
     machine. Inputs that looped are listed, each with a replay line, and replay as a hang."""
     start = time.monotonic()
     p = epfuzz(folder, "fuzz", "--protocol", "mb:Bad", "--time", "8", "--engine", engine, "--run-dir", "run",
                env=_env("loop", since=2), timeout=400)
     took = time.monotonic() - start
     assert "Traceback" not in p.stdout + p.stderr and p.returncode in (0, 1), (p.returncode, p.stderr[-3000:])
-    assert took < 8 + 2 + 6 + 30 + 2 + 60, took
+    assert took < 8 + 2 + 6 + 30 + 5 + 60, took
     arts = sorted((folder / "run" / "artifacts").glob("timeout-*"))
     for art in arts:  # nothing lost: each is in the summary, and replays as what it was
         assert str(art.relative_to(folder)) in p.stdout, p.stdout
@@ -134,7 +134,7 @@ def test_jobs_die_with_a_killed_campaign(tmp_path):
 @pytest.mark.parametrize("engine", ["libfuzzer", "guided"])
 def test_sigterm_writes_the_summary_within_seconds(tmp_path, engine):
     """A container's stop: SIGTERM, then SIGKILL 10-30 s later. Grouping got up to 65 s after it; now
-    3 s, cut off 2 s later at the most. The bound asserted leaves room for a loaded machine."""
+    3 s, cut off 5 s later at the most. The bound asserted leaves room for a loaded machine."""
     run = tmp_path / "run"
     p = subprocess.Popen([EPFUZZ, "fuzz", "deepep_v2_dispatch", "--time", "300", "--engine", engine, "--seed", "3",
                           "--run-dir", str(run)], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
