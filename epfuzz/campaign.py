@@ -10,16 +10,13 @@ jobs; libFuzzer prints its final stats, and the summary still prints.
 
 from __future__ import annotations
 
-import os
-import re
 import signal
-import subprocess
 import sys
-import threading
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TextIO
 
+from epfuzz import limits
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.campaign_common import (
@@ -28,190 +25,69 @@ from epfuzz.campaign_common import (
     ROOT,
     RUNS,
     Summary,
+    false_alarms,
     fresh_run_dir,
     harness_path,
     log_end,
     plugin_name,
     preflight,
     read_findings,
+    resource_findings,
     until_grace,
 )
 from epfuzz.campaign_guest import fuzz_in_guest
-from epfuzz.corpus import case_paths, sha1
+from epfuzz.campaign_jobs import _Jobs, _no_room
+from epfuzz.corpus import LIBFUZZER_SHA1, case_paths, sha1
+from epfuzz.diskspace import remove_empty
 from epfuzz.errors import InputError
 from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
 
-STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
-
-
-@dataclass
-class JobState:
-    rss: int = 0
-    execs: int = 0
-    cov: int = 0
-    ft: int = 0
-    corp: int = 0
-    exec_s: int = 0
-    restarts: int = 0
-    harness_errors: int = 0
-    error: str = ""               # the first uncaught exception of the job, with the user's line if any
-    lines: list[str] = field(default_factory=list)
-
-
-FRAME = re.compile(r'^\s*File "([^"]+)", line (\d+), in (\S+)')
-
-
-def _exception(st: JobState, lines: list[str]) -> None:
-    """atheris prints an uncaught exception (to stdout) as '=== Uncaught Python exception: ===', the
-    exception's line, then its traceback: keep the first, with its innermost frame in the plug-in's
-    code (as the CLI names it: REGISTRY.where), so the summary says what broke instead of a count."""
-    from epfuzz.protocols import REGISTRY
-
-    if st.error or not lines:
-        return
-    frames = [(m.group(1), int(m.group(2)), m.group(3)) for x in lines[1:] if (m := FRAME.match(x))]
-    st.error = lines[0].strip() + REGISTRY.where_in(frames)
-
-
-def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
-    assert proc.stdout is not None  # libFuzzer's stderr and atheris' stdout, merged
-    exc: list[str] | None = None   # the lines of an uncaught exception being read
-    with log_file.open("a") as lf:
-        for line in proc.stdout:
-            lf.write(line)
-            if exc is not None:
-                if line.strip() and not line.startswith(("==", "SUMMARY:", "MS:", "INFO:")):
-                    exc.append(line)
-                    continue
-                if line.strip() or len(exc) > 1:
-                    _exception(st, exc)
-                    exc = None
-            if "=== Uncaught Python exception: ===" in line:
-                exc = []
-                continue
-            m = STATUS.search(line)
-            if m:
-                st.execs, st.cov, st.ft, st.corp, st.exec_s = (int(m.group(i)) for i in (1, 3, 4, 5, 6))
-                if m.group(7):
-                    st.rss = int(m.group(7))
-            elif line.startswith("stat::number_of_executed_units:"):  # exact, where the last status lags
-                st.execs = int(line.split(":")[-1])
-            elif "harness error" in line or "HarnessError" in line:
-                st.harness_errors += 1
-            elif "=== epfuzz finding" in line:
-                st.lines.append(line.strip())
-
-
-class _Jobs:
-    """The libFuzzer processes of one campaign: launched, restarted after a crash, stopped on a signal.
-
-    One object instead of closures over shared lists, so each step of the loop is a method
-    a reader can find (and `fuzz` stays a short script of them)."""
-
-    def __init__(self, head: list[str], tail: list[str], extra: list[str], jobs: int, seconds: int,
-                 run_dir: Path, seed: int | None, log: object) -> None:
-        # a job's command: head, its -max_total_time, tail, its -seed, extra, as `fuzz` always built it
-        self.head, self.tail, self.extra = head, tail, extra
-        self.run_dir, self.seed, self.log = run_dir, seed, log
-        self.start = time.monotonic()
-        self.deadline = self.start + seconds
-        self.states = [JobState() for _ in range(jobs)]
-        self.procs: list[subprocess.Popen[str] | None] = [None] * jobs
-        self.readers: list[threading.Thread | None] = [None] * jobs
-        self.base = [0] * jobs  # execs of earlier (restarted) incarnations of each job
-        self.stopping = threading.Event()
-        self.got: list[int] = []
-
-    def launch(self, j: int) -> None:
-        left = max(1, int(self.deadline - time.monotonic()))
-        seed = [] if self.seed is None else [f"-seed={self.seed + j + 1000 * self.states[j].restarts}"]
-        cmd = [*self.head, f"-max_total_time={left}", *self.tail, *seed, *self.extra]
-        p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                             errors="replace", start_new_session=True)
-        self.procs[j] = p
-        t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log"), daemon=True)
-        t.start()
-        self.readers[j] = t
-
-    def stop(self, signum: int = 0, *_: object) -> None:
-        if signum:
-            self.got.append(signum)
-        self.stopping.set()
-        for p in self.procs:
-            if p and p.poll() is None:
-                os.killpg(p.pid, signal.SIGINT)
-
-    def reap(self) -> bool:
-        """Restart a job that died early; False once every job has ended."""
-        alive = False
-        for j, p in enumerate(self.procs):
-            if p is None:
-                continue
-            if p.poll() is None:
-                alive = True
-                continue
-            reader = self.readers[j]
-            if reader:
-                reader.join(timeout=5)
-            if p.returncode != 0 and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
-                self.states[j].harness_errors += 1
-                self.states[j].restarts += 1
-                self.base[j] += self.states[j].execs
-                self.log.warning("fuzz.job_restart", job=j, returncode=p.returncode)  # type: ignore[attr-defined]
-                self.launch(j)
-                alive = True
-            else:
-                self.procs[j] = None
-        return alive
-
-    @property
-    def execs(self) -> int:
-        return sum(self.base) + sum(s.execs for s in self.states)
-
-    @property
-    def cov(self) -> int:
-        return max(s.cov for s in self.states)
-
-    @property
-    def corp(self) -> int:
-        return max(s.corp for s in self.states)
-
-    @property
-    def rss(self) -> int:
-        return sum(s.rss for s in self.states)
-
 
 def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
-    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal)."""
+    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal).
+    A full disk ends the campaign (its summary still prints)."""
+    try:
+        with (jobs.run_dir / "progress.csv").open("a") as csv:
+            _rows(jobs, seconds, progress, log, csv)
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(jobs.run_dir / "progress.csv", e)
+        jobs.stopping.set()
+        jobs.signal_jobs(signal.SIGINT)
+        while jobs.reap():
+            jobs.enforce(time.monotonic())
+            time.sleep(0.5)
+
+
+def _rows(jobs: _Jobs, seconds: int, progress: bool, log: object, csv: TextIO) -> None:
     last_note = last_row = 0.0
     tty = progress and sys.stderr.isatty()
     run_dir = jobs.run_dir
-    with (run_dir / "progress.csv").open("a") as csv:
-        if csv.tell() == 0:
-            csv.write(PROGRESS_HEADER)
-        while jobs.reap():
-            now = time.monotonic()
-            el = now - jobs.start
-            execs = jobs.execs
-            n_find = len(list(run_dir.glob("finding-*.json")))
-            if now - last_row >= 1:  # the time series `epfuzz report` plots
-                csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
-                          f"{jobs.rss}\n")
-                csv.flush()
-                last_row = now
-            if progress and (tty or now - last_note >= 10):
-                left = max(0, jobs.deadline - now)
-                if tty:
-                    sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
-                                     f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
-                                     f"findings {n_find}   ")
-                    sys.stderr.flush()
-                else:
-                    log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
-                             execs=execs, cov=jobs.cov, findings=n_find)
-                last_note = now
-            time.sleep(0.5)
+    if csv.tell() == 0:
+        csv.write(PROGRESS_HEADER)
+    while jobs.reap():
+        now = time.monotonic()
+        jobs.enforce(now)
+        el = now - jobs.start
+        execs = jobs.execs
+        n_find = len(list(run_dir.glob("finding-*.json")))
+        if now - last_row >= 1:  # the time series `epfuzz report` plots
+            csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
+                      f"{jobs.rss}\n")
+            csv.flush()
+            last_row = now
+        if progress and (tty or now - last_note >= 10):
+            left = max(0, jobs.deadline - now)
+            if tty:
+                sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
+                                 f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
+                                 f"findings {n_find}   ")
+                sys.stderr.flush()
+            else:
+                log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
+                         execs=execs, cov=jobs.cov, findings=n_find)
+            last_note = now
+        time.sleep(0.5)
 
 
 def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) -> Summary:
@@ -223,17 +99,33 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
         for tmp in run_dir.glob(".finding-*"):
             tmp.unlink(missing_ok=True)
-    # a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds
-    findings, grouping = read_findings(run_dir, backend, log, stop=until_grace(lambda: bool(jobs.got)))
+    # a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds; with the
+    # disk full there is no room for minimized cases: only what the cache knows is grouped
+    stop = (lambda: True) if jobs.disk_full else until_grace(lambda: bool(jobs.got))
+    findings, grouping = read_findings(run_dir, backend, log, stop=stop)
+    if grouping.why.startswith("no room") and not jobs.disk_full:
+        jobs.disk_full = grouping.why
     bugs = grouping.bugs
-    corpus_files = [p for p in case_paths([work]) if sha1(p.read_bytes()) == p.name]
+    corpus_files = []
+    for p in case_paths([work]):
+        if sha1(p.read_bytes()) == p.name:
+            corpus_files.append(p)
+        elif jobs.disk_full and LIBFUZZER_SHA1.fullmatch(p.name):  # half-written when the disk filled
+            p.unlink(missing_ok=True)
     summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
-                      backend, next((s.error for s in jobs.states if s.error), ""))
-    summary.left, summary.why = grouping.left, grouping.why
-    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-        f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
-                f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+                      backend, next((s.error for s in jobs.states if s.error), ""),
+                      resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset),
+                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
+    try:
+        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+            f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
+                    f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(run_dir / "progress.csv", e)
+    if jobs.disk_full:
+        remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
+        summary.disk_full = jobs.disk_full
     for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
         log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
                   replay=replay_command(path, backend), summary=text)
@@ -272,8 +164,10 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     if seeds.is_dir():
         cmd.append(str(seeds))
     tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
-            "--keep-going", f"--findings-dir={run_dir}"]
+            "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]
     pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
+    pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
+    pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
     old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
     log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
     try:

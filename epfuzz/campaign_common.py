@@ -8,6 +8,7 @@ are printed the same way whichever ran.
 from __future__ import annotations
 
 import csv
+import shlex
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.corpus import load_case
+from epfuzz.diskspace import NoSpace, is_no_room
 from epfuzz.errors import EpfuzzError, InputError, ProtocolError
 from epfuzz.findings import Bug, Grouping, bug_table, group_findings, replay_command, write_bug_index
 
@@ -56,7 +58,7 @@ def preflight(protocol: str, preset: str) -> None:
     from epfuzz.backends import get_backend
     from epfuzz.protocols import REGISTRY, get_protocol
 
-    proto = get_protocol(protocol)
+    proto = REGISTRY.load_plugin(protocol) if ":" in protocol else get_protocol(protocol)  # named by the caller
     scn = codec.decode(b"", protocol, preset)
     for key in proto.fixed:
         try:
@@ -100,6 +102,11 @@ class Summary:
     interrupted: int = 0                    # the signal that stopped the run early, if one did
     backend: str = "sim"                    # where the findings replay (their replay lines name it)
     error: str = ""                         # the first harness error's exception line (and where)
+    #: inputs that ran past a per-input limit, (kind "hang"|"oom", raw artifact, replay command): findings too
+    resource: list[tuple[str, Path, str]] = field(default_factory=list)
+    disk_full: str = ""                     # the write that found no room, when a full disk ended the run
+    #: raw findings of scenarios their protocol promises clean for: a bug in the model, or in the promise
+    false_alarms: list[Path] = field(default_factory=list)
     left: list[Path] = field(default_factory=list)  # raw findings not grouped yet (see `why`)
     why: str = ""
 
@@ -112,11 +119,55 @@ class Summary:
                f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
                f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
                f"{self.harness_errors} harness error(s)"
-               + (f", stopped early by signal {self.interrupted}" if self.interrupted else ""),
+               + (f", stopped early by signal {self.interrupted}" if self.interrupted else "")
+               + (", stopped early: the disk is full" if self.disk_full else ""),
                f"run folder: {self.run_dir}"]
         if self.error:
             out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
-        return "\n".join(out + bug_table(Grouping(self.bugs, self.left, self.why), self.backend, self.run_dir))
+        if self.false_alarms:
+            out.append(f"{len(self.false_alarms)} finding(s) where the protocol promises clean (its `expect`): a bug "
+                       f"in the model or in the promise, e.g. {self.false_alarms[0]}")
+        return "\n".join(out + bug_table(Grouping(self.bugs, self.left, self.why), self.backend, self.run_dir)
+                         + resource_table(self.resource))
+
+
+def false_alarms(paths: list[Path]) -> list[Path]:
+    """The finding cases whose protocol promises "clean" for their scenario (Protocol.expected, per
+    preset: a fixed form under nvlink without a fence promises nothing, and is no false alarm)."""
+    from epfuzz.protocols import get_protocol
+
+    out = []
+    for p in paths:
+        try:
+            scn = load_case(p).scenario
+            if get_protocol(scn.protocol).expected(scn) == "clean":
+                out.append(p)
+        except EpfuzzError:
+            continue
+    return out
+
+
+def resource_findings(found: list[tuple[str, str]], protocol: str, preset: str) -> list[tuple[str, Path, str]]:
+    """(kind, artifact, replay command) of the inputs a campaign's per-input limits stopped (libFuzzer's
+    timeout-*/oom-* artifacts, or the guided engine's): raw inputs, replayed with their protocol and preset."""
+    from epfuzz.findings import epfuzz_command
+
+    out = []
+    for kind, path in found:
+        p = Path(path)
+        out.append((kind, p, f"{epfuzz_command()} run --protocol {shlex.quote(protocol)} --preset "
+                             f"{shlex.quote(preset)} {shlex.quote(str(p))}"))
+    return out
+
+
+def resource_table(resource: list[tuple[str, Path, str]]) -> list[str]:
+    if not resource:
+        return []
+    out = [f"{len(resource)} input(s) ran past a per-input limit (hang: time, oom: memory), each a finding "
+           "about the protocol's code (docs/hardening.md):"]
+    for kind, path, replay in resource:
+        out += [f"  {kind:4s}  {path}", f"        replay: {replay}"]
+    return out
 
 
 #: wall seconds the grouping goes on after a signal asked the run to end (a container's grace period
@@ -175,7 +226,13 @@ def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | No
     got = group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
                          stop=stop, progress=GroupingProgress(log) if progress else None)
     got.bugs = sorted(bugs + got.bugs, key=lambda b: (-b.count, b.cause))
-    write_bug_index(got, run_dir / "bugs.csv")
+    try:
+        write_bug_index(got, run_dir / "bugs.csv")
+    except (OSError, NoSpace) as e:  # a full disk: the summary on stdout still has the table
+        if not is_no_room(e):
+            raise
+        log.error("fuzz.no_room", error=str(e if isinstance(e, NoSpace)  # type: ignore[attr-defined]
+                                             else NoSpace(run_dir / "bugs.csv", e)))
     return findings, got
 
 

@@ -16,6 +16,7 @@ import sys
 import time
 from pathlib import Path
 
+from epfuzz import limits
 from epfuzz.backends.sim import SimBackend
 from epfuzz.campaign_common import (
     PROGRESS_HEADER,
@@ -23,14 +24,17 @@ from epfuzz.campaign_common import (
     RUNS,
     GroupingProgress,
     Summary,
+    false_alarms,
     fresh_run_dir,
     harness_path,
     log_end,
     plugin_name,
     preflight,
+    resource_findings,
     until_grace,
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
+from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
 from epfuzz.greybox import Greybox, Step
@@ -71,6 +75,20 @@ class _Campaign:
         self.findings: list[tuple[str, Path, str]] = []
         self.stop_signal = 0
         self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
+        self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
+        self.disk_full = ""                          # the write that found no room, if one did
+
+    def attempt(self, data: bytes, move: str) -> None:
+        """One input; one that makes the plug-in's code loop, hog memory or exit is saved as a
+        `timeout-`/`oom-` artifact (libFuzzer's names) and the loop goes on (issue 29.5)."""
+        try:
+            self.handle(self.loop.try_input(data, move))
+        except (limits.OverLimit, MemoryError) as e:
+            kind = e.kind if isinstance(e, limits.OverLimit) else "oom"
+            path = self.run_dir / "artifacts" / f"{'timeout' if kind == 'hang' else kind}-{sha1(data)}"
+            write_atomic(path, data)
+            self.resource.append((kind, str(path)))
+            sys.stderr.write(f"\n=== epfuzz {kind}: {e}\n  input: {path}\n")
 
     def handle(self, step: Step) -> None:
         if step.kept:
@@ -84,7 +102,7 @@ class _Campaign:
         self.seen.add(sig)
         path = write_finding(self.run_dir, step.scenario, step.data, outcome, self.proto)
         self.findings.append((sig, path, outcome.violation.summary() if outcome.violation else ""))
-        alarm = "" if self.proto.expected(step.scenario) == "finding" else (
+        alarm = "" if self.proto.expected(step.scenario) != "clean" else (  # "": no promise here
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(f"\n=== epfuzz finding: {self.findings[-1][2]}\n{alarm}  signature: {sig}\n"
                          f"  replay: {replay_command(path)}\n  scenario: {one_line_json(step.scenario)}\n")
@@ -95,15 +113,25 @@ class _Campaign:
                 f"{len(g.corpus)},{len(self.findings)},{_peak_rss_mb()}\n")
 
     def run(self, seconds: float, max_execs: int | None, progress: bool) -> float:
+        """The loop; a full disk ends it (`disk_full` says why) and the summary still comes."""
         start = time.monotonic()
+        try:
+            self._loop(start, seconds, max_execs, progress)
+        except (NoSpace, OSError) as e:
+            if not is_no_room(e):
+                raise
+            self.disk_full = str(e) if isinstance(e, NoSpace) else str(NoSpace(self.run_dir / "progress.csv", e))
+        return time.monotonic() - start
+
+    def _loop(self, start: float, seconds: float, max_execs: int | None, progress: bool) -> None:
         last = 0.0
         with (self.run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
             for data in _seeds(ROOT / "corpus" / self.name, self.protocol, self.preset):
-                self.handle(self.loop.try_input(data))
+                self.attempt(data, "seed")
             while not self.stop_signal and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
-                self.handle(self.loop.step())
+                self.attempt(*self.loop.next_input())
                 now = time.monotonic()
                 if now - last >= 1:
                     csv.write(self.row(now - start))
@@ -115,7 +143,6 @@ class _Campaign:
                                          f"findings {len(self.findings)}   ")
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
-        return time.monotonic() - start
 
 
 def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_dir: Path | None = None,
@@ -139,18 +166,31 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
     try:
         elapsed = camp.run(seconds, max_execs, progress)
-        # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds
-        grouping = group_findings([p for _, p, _ in camp.findings], run_dir / "bugs", "sim",
-                                  stop=until_grace(lambda: camp.stop_signal != 0),
+        # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE
+        # seconds; with the disk full there is no room for minimized cases: only what the cache knows
+        paths = [p for _, p, _ in camp.findings]
+        grouping = group_findings(paths, run_dir / "bugs", "sim",
+                                  stop=(lambda: True) if camp.disk_full else until_grace(lambda: camp.stop_signal != 0),
                                   progress=GroupingProgress(camp.log) if progress else None)
+        if grouping.why.startswith("no room"):
+            camp.disk_full = camp.disk_full or grouping.why
     finally:
         for s, h in old.items():
             signal.signal(s, h)
-    write_bug_index(grouping, run_dir / "bugs.csv")
     g = camp.loop
     summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, grouping.bugs,
-                      camp.stop_signal, left=grouping.left, why=grouping.why)
-    with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-        f.write(camp.row(elapsed))
+                      camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset),
+                      false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
+    try:
+        write_bug_index(grouping, run_dir / "bugs.csv")
+        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+            f.write(camp.row(elapsed))
+    except (OSError, NoSpace) as e:
+        if not is_no_room(e):
+            raise
+        camp.disk_full = camp.disk_full or str(e if isinstance(e, NoSpace) else NoSpace(run_dir / "progress.csv", e))
+    if camp.disk_full:
+        remove_empty(run_dir)
+        summary.disk_full = camp.disk_full
     log_end(camp.log, summary, features=len(g.seen))
     return summary

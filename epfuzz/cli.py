@@ -10,21 +10,24 @@ import argparse
 import os
 import signal
 import sys
-import traceback
 from pathlib import Path
 
-from epfuzz import codec
+from epfuzz import codec, limits
 from epfuzz import log as elog
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.cli_args import parse
+from epfuzz.cli_guard import trust, unexpected
+from epfuzz.cli_replay import cmd_replay
 from epfuzz.corpus import Case
 from epfuzz.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.extras import require
 from epfuzz.findings import replay_command
 from epfuzz.presets import PRESETS
+from epfuzz.proc import Stopped
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.replay import expected, load_any, load_classified, replayable
+from epfuzz.protocols.registry import describe
+from epfuzz.replay import load_any
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_PIPE = 128 + signal.SIGPIPE
@@ -60,55 +63,21 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
 
 def cmd_run(a: argparse.Namespace) -> int:
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
-    backend = get_backend(a.backend)
-    out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
+    backend = get_backend(a.backend if a.backend != "sim" else case.backend)  # the case's backend, as replay
+    try:
+        out = backend.run(case.scenario, get_protocol(case.scenario.protocol), repeats=a.repeats)
+    except (limits.OverLimit, MemoryError) as e:
+        if isinstance(e, MemoryError) and not REGISTRY.where(e):
+            raise  # epfuzz's own allocation: the machine's limit, not the plug-in's finding
+        scn = case.scenario
+        kind, what = (e.kind, str(e)) if isinstance(e, limits.OverLimit) else ("oom", f"MemoryError{REGISTRY.where(e)}")
+        print(f"{case.name}: {kind} (protocol {protocol_label(scn.protocol)}, preset {scn.preset}, "
+              f"backend {backend.name}, scenario {scn.digest()})\n  {what}")
+        return EXIT_FINDING
     _print_outcome(case, out, a.verbose)
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
     return EXIT_FINDING if out.violation else EXIT_CLEAN
-
-
-def cmd_replay(a: argparse.Namespace) -> int:
-    log = elog.get_logger()
-    paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
-    if not paths:
-        print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
-              file=sys.stderr)
-        return EXIT_INPUT
-    changed = errors = ok = unchecked = broken = 0
-    for path in paths:
-        try:
-            case, raw = load_classified(path, a.protocol, a.preset, a.raw)
-            scn = case.scenario
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
-            expect = expected(case, path, a.preset, raw)
-        except EpfuzzError as e:
-            print(f"error: {e}", file=sys.stderr)
-            errors += 1
-            continue
-        except Exception as e:  # one broken file must not hide the verdicts of the others
-            print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
-            broken += 1
-            continue
-        if not expect.verdict:
-            unchecked += 1
-            print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
-        elif out.verdict != expect.verdict:
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
-                  + (f" ({out.violation.summary()})" if out.violation else ""))
-        else:
-            ok += 1
-            if a.verbose:
-                print(f"ok {path}: {out.verdict}")
-        log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
-    print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
-          f"{unchecked} without an expected verdict, {errors} unreadable, {broken} harness error(s)"
-          + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
-             "corpora, raw inputs of no known protocol)" if skipped else ""))
-    if changed or (a.strict and unchecked):
-        return EXIT_FINDING
-    return EXIT_HARNESS if broken else EXIT_INPUT if errors else EXIT_CLEAN
 
 
 def cmd_list(a: argparse.Namespace) -> int:
@@ -144,11 +113,14 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
                  run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
+    if getattr(s, "disk_full", ""):  # the summary is out; the reason is the last word (exit 2)
+        print(f"epfuzz: {s.disk_full}", file=sys.stderr)
+        return EXIT_INPUT
     if s.interrupted:
         return 128 + s.interrupted
     if s.harness_errors:
         return EXIT_HARNESS
-    return EXIT_FINDING if s.findings else EXIT_CLEAN
+    return EXIT_FINDING if s.findings or getattr(s, "resource", None) else EXIT_CLEAN
 
 
 def _fuzz_guided(a: argparse.Namespace) -> object:
@@ -187,7 +159,7 @@ def cmd_repair(a: argparse.Namespace) -> int:
 
 def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.corpus import write_atomic
-    from epfuzz.findings import signature
+    from epfuzz.findings import file_stem, signature
     from epfuzz.minimize import minimize
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
@@ -196,7 +168,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
                  max_seconds=a.max_seconds)
     res, out = m.result, m.outcome
     before, after = m.sizes()
-    name = f"{res.protocol}-min-{res.digest()}"
+    name = f"{file_stem(res.protocol)}-min-{res.digest()}"  # a plug-in's `:` is no file-name character
     path = Path(a.output) if a.output else Path("runs", "minimized", f"{name}.json")
     new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out, proto))
@@ -219,11 +191,27 @@ def cmd_explain(a: argparse.Namespace) -> int:
     if a.plot:
         require("matplotlib", "explain --plot")
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
+    target = _plot_path(Path(a.plot), case.name) if a.plot else None  # refused before the work, not after
     exp = explain(case.scenario, get_protocol(case.scenario.protocol))
     print(exp.text())
-    if a.plot:
-        print(f"picture: {plot(exp, Path(a.plot))}")
+    if target is not None:
+        print(f"picture: {plot(exp, target)}")
     return EXIT_FINDING
+
+
+PLOT_SUFFIXES = (".png", ".svg", ".pdf")
+
+
+def _plot_path(path: Path, name: str) -> Path:
+    """The file `--plot` names: a folder gets `<case>-timeline.png` in it, a name without a suffix
+    `.png` (what matplotlib would write, now also what is printed); another suffix is refused (29)."""
+    if path.is_dir():
+        return path / f"{name}-timeline.png"
+    if not path.suffix:
+        return path.with_suffix(".png")
+    if path.suffix.lower() not in PLOT_SUFFIXES:
+        raise InputError(f"--plot {path}: a picture is a {', '.join(PLOT_SUFFIXES)} file, not {path.suffix}")
+    return path
 
 
 def cmd_safety(a: argparse.Namespace) -> int:
@@ -241,8 +229,10 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
     else:
-        before, after = maintain.prune(a.harness, Path(a.dest))
+        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
         print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
+        if other:
+            print(maintain.untouched_note(other))
     return EXIT_CLEAN
 
 
@@ -294,7 +284,9 @@ def main(argv: list[str] | None = None) -> int:
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     elog.configure(json_lines=a.log_json or a.log_format == "json")
     try:
-        rc = int(COMMANDS[a.cmd](a))
+        trust(a)
+        with limits.watch():  # plug-in code runs under per-call time and memory limits (epfuzz.limits)
+            rc = int(COMMANDS[a.cmd](a))
         sys.stdout.flush()  # a closed pipe shows here, inside the handlers, not at exit
         return rc
     except BrokenPipeError:
@@ -302,6 +294,17 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_PIPE
     except KeyboardInterrupt:
         return 128 + signal.SIGINT
+    except Stopped as e:  # SIGTERM/SIGHUP during a command that cleans up after itself
+        return 128 + e.signum
+    except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited: a finding of that kind
+        print(f"epfuzz: {e} (a finding of kind {e.kind}; docs/hardening.md)", file=sys.stderr)
+        return EXIT_FINDING
+    except SystemExit as e:
+        if not REGISTRY.where(e):
+            raise
+        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {describe(e)}{REGISTRY.where(e)}",
+              file=sys.stderr)
+        return EXIT_HARNESS
     except HarnessError as e:
         print(f"epfuzz: harness error (a bug in epfuzz): {e}", file=sys.stderr)
         return EXIT_HARNESS
@@ -312,26 +315,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
-        return _unexpected(e, debug)
-
-
-def _unexpected(e: Exception, debug: bool) -> int:
-    """An exception nobody raised on purpose: the user's plug-in code (exit 3, its line named),
-    a file the system refused (exit 2: not a bug anywhere), or a bug in epfuzz (exit 3)."""
-    if debug:
-        traceback.print_exc()
-    line = str(e).splitlines()[0] if str(e) else ""
-    where = REGISTRY.where(e)
-    if where:
-        print(f"epfuzz: protocol error (a bug in the protocol plug-in): {type(e).__name__}: {line}{where}",
-              file=sys.stderr)
-        return EXIT_HARNESS
-    if isinstance(e, OSError) and e.filename:
-        print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)
-        return EXIT_INPUT
-    print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
-          + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)
-    return EXIT_HARNESS
+        return unexpected(e, debug)
 
 
 if __name__ == "__main__":

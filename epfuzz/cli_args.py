@@ -57,10 +57,18 @@ def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
                     help="platform preset a raw fuzz input is decoded under (default spec)")
     sp.add_argument("--raw", action="store_true",
                     help="read PATH as raw fuzz bytes even if it holds a JSON case or scenario")
+    _allow(sp)
     if backend:
         sp.add_argument("--backend", default="sim", choices=BACKENDS,
                         help="where to run: sim (emulator, default), verbs (RDMA), cuda (GPUs); see epfuzz list")
     sp.add_argument("-v", "--verbose", action="store_true", help="also print the scenario JSON (replay: every file)")
+
+
+def _allow(sp: argparse.ArgumentParser) -> None:
+    sp.add_argument("--allow-plugins", action="append", default=[], metavar="PATH",
+                    help="let cases name plug-in protocols (module:Attr) whose module is in this folder (or is "
+                         "this .py file); repeatable. Without it a case runs only built-in protocols and the "
+                         "one --protocol names: a case file never imports code (docs/hardening.md)")
 
 
 def _add_run_commands(sub: argparse._SubParsersAction) -> None:
@@ -149,6 +157,7 @@ def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
     tr.add_argument("--max-steps", type=_positive(int), default=MAX_STEPS,
                     help=f"bound on candidates tried and explorations made in all (default {MAX_STEPS:,}); "
                          "findings past it are listed as not grouped yet")
+    _allow(tr)
 
     rp2 = sub.add_parser("report", help="exec/s and coverage over time, bugs by root cause (markdown + PNG)")
     rp2.add_argument("run_dir", help="an epfuzz fuzz run folder (has progress.csv)")

@@ -11,6 +11,7 @@ import contextlib
 import hashlib
 import json
 import os
+import re
 import sys
 import tempfile
 from dataclasses import dataclass
@@ -23,6 +24,8 @@ from epfuzz.errors import InputError
 from epfuzz.scenario import Scenario
 
 MAX_INPUT_BYTES = 4096          # libFuzzer's default -max_len
+#: how libFuzzer names a corpus entry: the SHA-1 of its content
+LIBFUZZER_SHA1 = re.compile(r"[0-9a-f]{40}")
 MAX_CASE_BYTES = 1 << 20
 CASE_SUFFIX = ".json"
 
@@ -39,9 +42,16 @@ _UMASK = _umask()
 def write_atomic(path: Path, data: bytes) -> None:
     """Write through a temporary file and a rename, so a reader never sees half a file. The file gets
     the mode an ordinary write would (0666 less the umask): mkstemp's private 0600 made cases unreadable
-    to the other users of a shared run or corpus folder."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    to the other users of a shared run or corpus folder. A full disk is `NoSpace` (exit 2), not a traceback."""
+    from epfuzz.diskspace import NO_ROOM, NoSpace
+
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as e:
+        if e.errno in NO_ROOM:
+            raise NoSpace(path, e) from None
+        raise
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)
         with os.fdopen(fd, "wb") as f:
@@ -49,9 +59,11 @@ def write_atomic(path: Path, data: bytes) -> None:
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, path)
-    except BaseException:
+    except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
+        if isinstance(e, OSError) and e.errno in NO_ROOM:
+            raise NoSpace(path, e) from None
         raise
 
 
@@ -88,14 +100,55 @@ def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
     try:
         if str(path) == "-":
             data = sys.stdin.buffer.read(limit + 1)
+        elif path.is_fifo():
+            data = _read_fifo(path, limit + 1)
         else:
             with path.open("rb") as f:
                 data = f.read(limit + 1)
+    except IsADirectoryError:
+        raise InputError(f"{path}: is a folder, not a file") from None
     except OSError as e:
         raise InputError(f"{path}: cannot read: {e.strerror}") from None
     if len(data) > limit:
         raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit")
     return data
+
+
+#: how long a named FIFO may go without a writer before reading it is given up (an `open` of one
+#: with no writer blocked forever); in steps of FIFO_POLL_S
+FIFO_WAIT_S, FIFO_POLL_S = 10.0, 0.1
+
+
+def _read_fifo(path: Path, limit: int) -> bytes:
+    """Up to `limit` bytes of a named FIFO: opened without blocking, read until its writer closes it
+    (or the limit); FIFO_WAIT_S without a byte (no writer, or a stalled one) is an `InputError`."""
+    import select
+
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    try:
+        poller = select.poll()
+        poller.register(fd, select.POLLIN)
+        chunks: list[bytes] = []
+        got = 0
+        waited = 0.0
+        while got < limit:
+            if not poller.poll(int(FIFO_POLL_S * 1000)):  # no writer yet, or one that stopped writing
+                waited += FIFO_POLL_S
+                if waited >= FIFO_WAIT_S:
+                    raise InputError(f"{path}: a FIFO no one writes to (nothing for {FIFO_WAIT_S:g} s)")
+                continue
+            waited = 0.0
+            try:
+                chunk = os.read(fd, min(65536, limit - got))
+            except BlockingIOError:
+                continue
+            if not chunk:  # its writer closed it
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def read_input(path: Path) -> bytes:
@@ -140,6 +193,9 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
         raise InputError(f"{where}: a case with no 'scenario' (it has {has})")
     if "scenario" not in obj and "protocol" not in obj:
         raise InputError(f"{where}: neither a case (no 'scenario' key) nor a scenario (no 'protocol' key)")
+    for key in ("name", "input", "expect", "backend", "note", "signature", "protocol", "preset"):
+        if key in obj and not isinstance(obj[key], str):  # `"input": 5` was a TypeError, exit 3
+            raise InputError(f"{where}: {key!r} must be a string, not {type(obj[key]).__name__}")
     try:
         if "scenario" not in obj:  # a bare scenario file
             return Case(stem, codec.load_dict(obj), b"", "", "sim")
@@ -213,7 +269,7 @@ def case_paths(paths: list[Path]) -> list[Path]:
     out: list[Path] = []
     for p in paths:
         if p.is_dir():
-            out += sorted(q for q in p.rglob("*") if q.is_file() and not q.name.startswith("."))
+            out += sorted(q for q in _walk(p) if q.is_file() and not q.name.startswith("."))
         else:
             out.append(p)
     return out
@@ -222,3 +278,16 @@ def case_paths(paths: list[Path]) -> list[Path]:
 def file_stem(protocol: str) -> str:
     """A protocol name fit for a file name (plug-ins are module:Attr)."""
     return "".join(ch if ch.isalnum() or ch in "._-" else "." for ch in protocol)
+
+
+def _walk(folder: Path) -> list[Path]:
+    """Every path under `folder`; a folder that cannot be listed is a one-line `InputError` (rglob
+    skipped it without a word, and `replay` said "no files found")."""
+    def refuse(e: OSError) -> None:
+        raise InputError(f"{e.filename}: cannot read the folder: {e.strerror}")
+
+    found = []
+    for top, dirs, files in os.walk(folder, onerror=refuse):
+        dirs.sort()
+        found += [Path(top, n) for n in (*dirs, *files)]
+    return found

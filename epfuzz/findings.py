@@ -58,9 +58,23 @@ def epfuzz_command() -> str:
 
 
 def replay_command(path: Path, backend: str = "sim", repeats: int = 1) -> str:
-    """The one-line replay of a case; `repeats` runs where a nondeterministic backend needs them."""
+    """The one-line replay of a case; `repeats` runs where a nondeterministic backend needs them; a
+    plug-in's case names its protocol with --protocol, since a case alone never imports code (issue 29.1)."""
     extra = ("" if backend == "sim" else f" --backend {backend}") + (f" --repeats {repeats}" if repeats > 1 else "")
+    spec = _case_protocol(path)
+    if ":" in spec:
+        extra += f" --protocol {shlex.quote(spec)}"
     return f"{epfuzz_command()} run {shlex.quote(_from_here(path))}{extra}"
+
+
+def _case_protocol(path: Path) -> str:
+    """The protocol a case file names ("" for anything else: a raw input, a file that does not load)."""
+    try:
+        doc = json.loads(path.read_bytes()) if path.suffix == ".json" else None
+        spec = doc.get("scenario", doc).get("protocol", "") if isinstance(doc, dict) else ""
+    except (OSError, ValueError, AttributeError):
+        return ""
+    return spec if isinstance(spec, str) else ""
 
 
 def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome, proto: Protocol) -> Path:

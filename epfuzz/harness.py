@@ -21,7 +21,8 @@ from typing import Any, NoReturn
 from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Outcome, Where
-from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, Unsupported
+from epfuzz.diskspace import NoSpace
+from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
 from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
@@ -67,6 +68,8 @@ class Harness:
             outcome = self.backend.run(scn, self.proto)
         except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
             return
+        except SystemExit as e:  # the plug-in's sys.exit(): a crash with its line, not the job's quiet end
+            raise ProtocolError(f"protocol {self.protocol!r} called sys.exit({e.code!r})") from e
         if self.counters is not None and self.backend.name == "sim":
             from epfuzz.feedback import features
 
@@ -77,8 +80,13 @@ class Harness:
         if self.keep_going and sig in self.seen:
             return
         self.seen.add(sig)
-        path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
-        alarm = "" if self.proto.expected(scn) == "finding" else (
+        try:
+            path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
+        except NoSpace as e:  # the campaign reads this line, stops every job and prints its summary
+            sys.stderr.write(f"epfuzz: {e}\n")
+            sys.stderr.flush()
+            os._exit(2)
+        alarm = "" if self.proto.expected(scn) != "clean" else (  # "": no promise here
             f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         sys.stderr.write(
             f"\n=== epfuzz finding: {outcome.violation.summary()}\n{alarm}"

@@ -26,10 +26,9 @@ def _protocol(argv: list[str]) -> str:
 if __name__ == "__main__":
     spec = _protocol(sys.argv)
     os.environ["EPFUZZ_PROTOCOL"] = spec  # for libFuzzer's child processes
-    sys.path.insert(0, os.getcwd())
     with atheris.instrument_imports(include=["epfuzz", spec.split(":")[0].split(".")[0]]):
         from epfuzz.harness import main
-        from epfuzz.protocols import get_protocol
+        from epfuzz.protocols import load_plugin
 
-        get_protocol(spec)  # import (and instrument) the user's module now
+        load_plugin(spec)  # import (and instrument) the user's module now: named on the command line
     main(spec, [a for a in sys.argv if not a.startswith("--protocol=")])

@@ -3,19 +3,38 @@
 from __future__ import annotations
 
 import csv
+import sys
 from collections import Counter
 from pathlib import Path
 
-from epfuzz.corpus import load_case
+from epfuzz.corpus import load_case, write_atomic
 from epfuzz.errors import InputError
+
+COLUMNS = ("seconds", "execs", "exec_per_s", "cov", "corpus", "findings", "rss_mb")
 
 
 def load_series(run_dir: Path) -> list[dict[str, float]]:
+    """progress.csv's rows; a row cut short (a run killed mid-write, a full disk) is skipped and counted
+    on stderr, a file that is no progress.csv at all is one line, exit 2 (a truncated one was exit 3)."""
     path = run_dir / "progress.csv"
     if not path.exists():
         raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)")
-    with path.open() as f:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(f)]
+    try:
+        with path.open(newline="", errors="replace") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or not set(COLUMNS) <= set(reader.fieldnames):
+                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})")
+            rows, bad = [], 0
+            for row in reader:
+                try:
+                    rows.append({k: float(row[k]) for k in COLUMNS})
+                except (TypeError, ValueError):
+                    bad += 1
+    except (OSError, csv.Error) as e:
+        raise InputError(f"{path}: cannot read: {e}") from None
+    if bad:
+        sys.stderr.write(f"epfuzz: {path}: skipped {bad} row(s) cut short or garbled\n")
+    return rows
 
 
 def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
@@ -23,8 +42,19 @@ def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
     run folder the raw signatures of its finding cases."""
     index = run_dir / "bugs.csv"
     if index.exists():
-        with index.open(newline="") as f:
-            return [(r["root_cause"], int(r["count"]), Path(r["case"]).name) for r in csv.DictReader(f)]
+        out, bad = [], 0
+        try:
+            with index.open(newline="", errors="replace") as f:
+                for r in csv.DictReader(f):
+                    try:
+                        out.append((str(r["root_cause"]), int(r["count"]), Path(str(r["case"])).name))
+                    except (KeyError, TypeError, ValueError):
+                        bad += 1
+        except (OSError, csv.Error) as e:
+            raise InputError(f"{index}: cannot read: {e}") from None
+        if bad:
+            sys.stderr.write(f"epfuzz: {index}: skipped {bad} row(s) cut short or garbled\n")
+        return out
     sigs: Counter[str] = Counter()
     examples: dict[str, str] = {}
     for p in sorted(run_dir.glob("finding-*.json")):
@@ -64,7 +94,7 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
         why, *names = left.read_text().splitlines()
         md += ["", f"{len(names)} raw finding(s) not grouped yet ({why}): `epfuzz triage {run_dir}` groups them"]
     text = "\n".join(md) + "\n"
-    (run_dir / "report.md").write_text(text)
+    write_atomic(run_dir / "report.md", text.encode())
     out_png = None
     if png and rows:
         import matplotlib

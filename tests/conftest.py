@@ -19,3 +19,15 @@ def _own_cache(tmp_path_factory: pytest.TempPathFactory) -> None:
     import os
 
     os.environ["EPFUZZ_CACHE_DIR"] = str(tmp_path_factory.mktemp("epfuzz-cache"))
+
+
+# the suite's own plug-ins (examples.seqflag, tests.*) are allowed the way a user allows theirs,
+# `--allow-plugins <repo root>`: a case or scenario naming them imports them; any other plug-in
+# name read from data is refused (tests/cli/test_hardening.py checks that refusal in fresh processes)
+def _allow_suite_plugins() -> None:
+    from epfuzz.protocols import REGISTRY
+
+    REGISTRY.policy.allow_path(ROOT)
+
+
+_allow_suite_plugins()

@@ -39,9 +39,13 @@ DEVICE_KNOBS = frozenset({"knobs.nic_relaxed_ordering", "knobs.atomic_mode", "kn
 def guest_main(argv: list[str]) -> int:
     """Inside the guest: run the scenario in file argv[0] argv[1] times and print a JSON result line."""
     from epfuzz.backends.verbs_runner import local_runner
-    from epfuzz.protocols import get_protocol
+    from epfuzz.protocols import get_protocol, load_plugin
 
-    scn = codec.load_json(Path(argv[0]).read_text())
+    text = Path(argv[0]).read_text()
+    named = json.loads(text).get("protocol", "")
+    if ":" in named:  # the host wrote this file for a plug-in it was told to load: load it here too
+        load_plugin(named)
+    scn = codec.load_json(text)
     repeats = int(argv[1])
     try:
         res = local_runner().run(scn, get_protocol(scn.protocol), repeats)

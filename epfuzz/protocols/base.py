@@ -136,11 +136,16 @@ class Protocol(abc.ABC):
     signature_knobs: tuple[str, ...] | None = None
 
     def expected(self, scn: Scenario | None = None) -> Verdict:
-        """The verdict this protocol promises for `scn` (None: the promise that holds everywhere,
-        "" where it depends on the scenario)."""
+        """The verdict this protocol promises for `scn` (None: the promise of the PCIe presets, or ""
+        where it depends on the scenario); "" too for a scenario it makes no promise for (a fixed form
+        under nvlink whose signal is not fenced: epfuzz.protocols.platform_expect)."""
         rule = self.expect
-        if isinstance(rule, str):
-            got: object = rule
+        if isinstance(rule, str):  # a word decided on the PCIe model: what it means per preset (platform_expect)
+            from epfuzz.protocols.platform_expect import refine
+
+            got: object = refine(rule, scn, self.name)
+            if got == "":
+                return ""
         elif scn is None:
             return ""
         elif callable(rule):

@@ -7,16 +7,30 @@ no second list of names to keep in step.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import importlib.machinery
 import os
 import sys
 import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import NamedTuple
 
 from epfuzz.errors import InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
+from epfuzz.protocols.trust import PluginPolicy, check_spec, inside
+
+#: epfuzz's own package folder: a plug-in spec naming a module of it is no user code to blame
+EPFUZZ_ROOT = Path(__file__).resolve().parent.parent
+
+
+def describe(e: BaseException) -> str:
+    """`Type: message` of an exception from plug-in code; a `sys.exit()` is said as such."""
+    if isinstance(e, SystemExit):
+        return f"it called {getattr(e, 'via', 'sys.exit')}({e.code!r})"
+    return f"{type(e).__name__}: {e}"
 
 
 class ZooRow(NamedTuple):
@@ -32,6 +46,8 @@ class ZooRow(NamedTuple):
 class Registry:
     items: dict[str, Protocol] = field(default_factory=dict)
     plugin_files: set[str] = field(default_factory=set)   # source files of the loaded plug-ins
+    plugin_roots: set[Path] = field(default_factory=set)  # their top-level module files or package folders
+    policy: PluginPolicy = field(default_factory=PluginPolicy)  # which plug-ins may be imported
 
     def add(self, proto: Protocol) -> Protocol:
         if not proto.name:
@@ -40,34 +56,82 @@ class Registry:
         return proto
 
     def get(self, name: str) -> Protocol:
-        """A registered protocol, or a `module:Attr` plug-in (loaded and registered on first use)."""
+        """A registered protocol, or a `module:Attr` plug-in the policy allows (imported and
+        registered on first use). A name read from a file never imports code by itself."""
         if name in self.items:
             return self.items[name]
         if ":" in name:
-            return self.load_plugin(name)
+            if name in self.policy.named:
+                return self.load_plugin(name)
+            folder = self.policy.folder_for(name)
+            if folder is None:
+                raise self.policy.refusal(name)
+            return self._import(name, folder, only_there=True)
         raise InputError(f"unknown protocol {name!r}; known: {', '.join(self.items)} (or module:Attr)")
 
     def load_plugin(self, spec: str) -> Protocol:
-        """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`."""
-        mod_name, _, attr = spec.partition(":")
-        if os.getcwd() not in sys.path:  # user modules live beside the user, not in site-packages
-            sys.path.insert(0, os.getcwd())
+        """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`: the
+        caller names it (`--protocol`), so it is looked for in the current folder too."""
+        check_spec(spec)
+        if spec in self.items:
+            return self.items[spec]
+        self.policy.named.add(spec)
+        return self._import(spec, Path.cwd(), only_there=False)
+
+    def _import(self, spec: str, folder: Path, only_there: bool) -> Protocol:
+        """Import a plug-in with `folder` first on sys.path for the import alone; `only_there`: the
+        module must be found in `folder` (an allowed folder), not elsewhere on the path."""
+        mod_name, attr = check_spec(spec)
+        entry = str(folder)
+        sys.path.insert(0, entry)
         try:
+            root = self._root_of(mod_name.split(".")[0])
+            if root is not None:  # before its code runs: an exception at import is blamed on it
+                self.plugin_roots.add(root)
+            if only_there and (root is None or not inside(str(root), folder)):
+                raise InputError(f"protocol {spec!r}: module {mod_name} is not in the allowed folder {folder}")
             mod = importlib.import_module(mod_name)
+            if only_there and not inside(getattr(mod, "__file__", None) or "", folder):
+                raise InputError(f"protocol {spec!r}: module {mod_name} was imported already from "
+                                 f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr)
         except (ImportError, AttributeError) as e:
             raise InputError(f"cannot load protocol {spec!r}: {e}") from None
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
+            raise ProtocolError(f"cannot import protocol {spec!r}: {describe(e)}{self.where(e)}") from None
+        finally:
+            with contextlib.suppress(ValueError):
+                sys.path.remove(entry)
         if getattr(mod, "__file__", None):
             self.plugin_files.add(os.path.realpath(mod.__file__))
         try:
             proto = obj() if isinstance(obj, type) else obj
-        except Exception as e:  # noqa: BLE001 - the user's constructor: say so in one line
-            raise ProtocolError(f"cannot construct protocol {spec!r}: {type(e).__name__}: {e}"
-                                f"{self.where(e)}") from None
+        except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's constructor: say so in one line
+            raise ProtocolError(f"cannot construct protocol {spec!r}: {describe(e)}{self.where(e)}") from None
         if not isinstance(proto, Protocol):
             raise InputError(f"{spec!r} is not an epfuzz Protocol")
         self.items[spec] = proto
         return proto
+
+    @staticmethod
+    def _root_of(top: str) -> Path | None:
+        """The file or package folder of top-level module `top` on the current sys.path (found, not
+        run); None for a module of epfuzz itself or one with no file (built in)."""
+        spec = importlib.machinery.PathFinder.find_spec(top)
+        if spec is None:
+            return None
+        if spec.submodule_search_locations:
+            root = Path(next(iter(spec.submodule_search_locations))).resolve()
+        elif spec.origin and spec.origin not in ("built-in", "frozen"):
+            root = Path(spec.origin).resolve()
+        else:
+            return None
+        return None if inside(str(root), EPFUZZ_ROOT) or inside(str(EPFUZZ_ROOT), root) else root
+
+    def is_plugin_file(self, file: str) -> bool:
+        """Whether a source file is plug-in code: a loaded plug-in's module, or in its package."""
+        real = os.path.realpath(file)
+        return real in self.plugin_files or any(inside(real, r) for r in self.plugin_roots)
 
     def where(self, exc: BaseException) -> str:
         """' (at FILE:LINE, in FUNC)' of the innermost frame of `exc` inside a loaded plug-in's
@@ -80,7 +144,7 @@ class Registry:
         back from a job's printed traceback."""
         hit = ""
         for file, line, func in frames:
-            if os.path.realpath(file) in self.plugin_files:
+            if self.is_plugin_file(file):
                 hit = f" (at {file}:{line}, in {func})"
         return hit
 

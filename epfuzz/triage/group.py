@@ -23,6 +23,7 @@ from pathlib import Path
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.corpus import Case, load_case, write_atomic
+from epfuzz.diskspace import NoSpace
 from epfuzz.errors import EpfuzzError, InputError
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
@@ -81,6 +82,8 @@ class _Grouper:
         self.verdicts: dict[tuple[str, str], bool] = {}
         self.causes: dict[str, tuple[str, str]] = {}
         self.caches: dict[tuple[str, str], CauseCache] = {}
+        #: protocols whose code ran past a per-call limit (epfuzz.limits) in a candidate: the reason
+        self.over_limit: dict[str, str] = {}
 
     def _cache(self, scn: Scenario, proto: Protocol) -> CauseCache:
         key = (scn.protocol, scn.preset)
@@ -156,6 +159,7 @@ class _Grouper:
                        False, repeat_count(outcome.rate), outcome.rate)
 
     def one(self, path: Path) -> _Result | str:
+        from epfuzz import limits
         from epfuzz.protocols import get_protocol
 
         case = load_case(path)
@@ -164,6 +168,9 @@ class _Grouper:
             return raw
         proto = get_protocol(case.scenario.protocol)
         b = get_backend(self.backend, require=False)
+        if case.scenario.protocol in self.over_limit and not self._cache(case.scenario, proto).get(
+                case.scenario.digest()):
+            return self.over_limit[case.scenario.protocol]
         try:
             if b.deterministic:
                 return self.sim_cause(case.scenario, proto)
@@ -172,6 +179,9 @@ class _Grouper:
         except EpfuzzError as e:  # does not reproduce here (another backend's case): keep it as it is
             if isinstance(e, InputError):
                 raise
+        except limits.OverLimit as e:  # a candidate made the plug-in's code loop or hog: its findings wait
+            self.over_limit[case.scenario.protocol] = f"a candidate ran past a per-call limit ({e.kind})"
+            return self.over_limit[case.scenario.protocol]
         return raw
 
     def write(self, r: _Result, path: Path) -> Path:
@@ -229,13 +239,19 @@ def group(paths: list[Path], out_dir: Path, backend: str = "sim", max_steps: int
             try:
                 r = g.one(path)
             except InputError:
-                continue
+                r = None
             if isinstance(r, str):
                 left.append(path)
                 why = why or r
-            else:
+            elif r is not None:
                 if r.cause not in bugs:
-                    bugs[r.cause] = Bug(r.cause, g.write(r, path), r.note, r.minimized, [], r.repeats, r.rate)
+                    try:
+                        case = g.write(r, path)
+                    except NoSpace as e:  # no room for the minimized case: the rest waits for triage too
+                        left += paths[i:]
+                        why = f"no room on the disk for minimized cases: {e}"
+                        break
+                    bugs[r.cause] = Bug(r.cause, case, r.note, r.minimized, [], r.repeats, r.rate)
                 bugs[r.cause].raw.append(path)
             if progress is not None:
                 progress(i + 1, len(paths), len(bugs))

@@ -145,8 +145,12 @@ def test_the_tutorial_protocol_works_as_written(tmp_path):
     case = next((tmp_path / "r").glob("finding-myproto.SeqFlag-*.json"))
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
-    r = subprocess.run([sys.executable, "-m", "epfuzz", "run", str(case)], cwd=elsewhere, capture_output=True,
-                       text=True, timeout=120, env={**os.environ, "PYTHONPATH": str(tmp_path)})
+    # the printed replay line names the plug-in (a case alone never imports code); it pastes from elsewhere
+    line = next(x for x in p.stdout.splitlines() if "replay (minimized):" in x)
+    assert line.endswith("--protocol myproto:SeqFlag"), line
+    r = subprocess.run([sys.executable, "-m", "epfuzz", "run", str(case), "--protocol", "myproto:SeqFlag"],
+                       cwd=elsewhere, capture_output=True, text=True, timeout=120,
+                       env={**os.environ, "PYTHONPATH": str(tmp_path)})
     assert r.returncode == 1 and "finding" in r.stdout, r.stdout + r.stderr
 
 

@@ -66,7 +66,9 @@ def test_fixed_protocols_are_clean_on_one_gpu(name):
 def test_logic_bugs_show_in_nearly_every_round(name):
     out = CudaBackend().run(scn(name), get_protocol(name), repeats=2000)
     assert out.violation is not None and out.violation.kind == "stale-accept", out.summary
-    assert out.hits >= 1900, out.summary
+    # most rounds, not "all but 5%": a logic bug shows whenever the round's timing lets the stale value be
+    # read, and one H200 on the `same` path showed stale_epoch_counter in 1,866 of 2,000 (issue 29)
+    assert out.hits >= 1500, out.summary
 
 
 @needs_gpu

@@ -100,6 +100,6 @@ def test_cli_exits_3_on_a_protocol_error(tmp_path, monkeypatch, capsys):
     d = _send_scenario(2)
     d["protocol"] = "badproto:BAD"
     case.write_text(json.dumps(d))
-    rc = main(["run", str(case)])
+    rc = main(["run", str(case), "--allow-plugins", str(tmp_path)])  # a case names a plug-in: allowed
     err = capsys.readouterr().err
     assert rc == 3 and "protocol error" in err and "WriteImm" in err, err
