@@ -2,8 +2,8 @@
 
 Each job is the harness script in its own process in --keep-going mode, writing
 into a fresh run folder (`runs/<harness>-<time>/`): libFuzzer's working corpus
-(seeded from corpus/<harness>/, which is never written), crash artifacts, and
-one case file per bug signature. If a job dies (a harness error), it is
+(seeded from the harness's shipped corpus, `epfuzz.targets.seed_folder`, which is
+never written), crash artifacts, and one case file per bug signature. If a job dies (a harness error), it is
 restarted for the time left and the error is counted. SIGINT/SIGTERM stop the
 jobs; libFuzzer prints its final stats, and the summary still prints.
 """
@@ -20,14 +20,11 @@ from epfuzz import limits
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
 from epfuzz.campaign_common import (
-    PLUGIN,
     PROGRESS_HEADER,
-    ROOT,
     RUNS,
     Summary,
     false_alarms,
     fresh_run_dir,
-    harness_path,
     log_end,
     plugin_name,
     preflight,
@@ -42,6 +39,7 @@ from epfuzz.diskspace import remove_empty
 from epfuzz.errors import InputError
 from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
+from epfuzz.targets import ENTRY, harness_command, harness_name, seed_folder
 
 
 def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
@@ -145,10 +143,11 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         return fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
     if protocol:
         preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
-        script, name = PLUGIN, plugin_name(protocol)
+        name = plugin_name(protocol)
+        argv = [sys.executable, str(ENTRY), f"--protocol={protocol}"]
     elif harness:
-        script = harness_path(harness)
-        name = script.stem
+        name = harness_name(harness)
+        argv = harness_command(name)
     else:
         raise InputError("name a harness or give --protocol module:Attr")
     log = get_logger(harness=name, backend=backend, preset=preset)
@@ -157,11 +156,9 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     art = run_dir / "artifacts"
     for d in (work, art):
         d.mkdir(parents=True, exist_ok=True)
-    seeds = ROOT / "corpus" / name
-    cmd = [sys.executable, str(script), str(work)]
-    if protocol:
-        cmd.append(f"--protocol={protocol}")
-    if seeds.is_dir():
+    seeds = seed_folder(name)
+    cmd = [*argv, str(work)]
+    if seeds is not None:
         cmd.append(str(seeds))
     tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
             "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]

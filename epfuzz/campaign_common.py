@@ -1,4 +1,4 @@
-"""What every campaign engine shares: where harnesses are, the run folder's progress columns, the summary.
+"""What every campaign engine shares: the run folder's progress columns, the summary.
 
 `epfuzz fuzz` has three engines (libFuzzer jobs here, in the guest, and the in-process greybox
 loop); each reads its run folder back into one `Summary`, so the bug table and its replay lines
@@ -20,18 +20,10 @@ from epfuzz.diskspace import NoSpace, is_no_room
 from epfuzz.errors import EpfuzzError, InputError, ProtocolError
 from epfuzz.findings import Bug, Grouping, bug_table, group_findings, replay_command, write_bug_index
 
-ROOT = Path(__file__).resolve().parent.parent
 #: where runs go unless --run-dir says otherwise: beside the user (the current directory), not in
 #: the install tree (a plug-in's author runs epfuzz from their own project)
 RUNS = Path("runs")
 PROGRESS_HEADER = "seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n"
-
-
-def harness_names() -> list[str]:
-    return sorted(p.name[:-3] for p in (ROOT / "harnesses").glob("*_fuzzer.py"))
-
-
-PLUGIN = Path(__file__).resolve().parent / "plugin_fuzzer.py"
 
 
 def plugin_name(protocol: str) -> str:
@@ -76,16 +68,6 @@ def preflight(protocol: str, preset: str) -> None:
     except Exception as e:  # noqa: BLE001 - the user's code: one line that says where
         raise ProtocolError(f"protocol {protocol!r} fails on the simplest scenario: {type(e).__name__}: {e}"
                             f"{REGISTRY.where(e)}") from None
-
-
-def harness_path(name: str) -> Path:
-    name = name.removesuffix(".py")
-    if not name.endswith("_fuzzer"):
-        name += "_fuzzer"
-    p = ROOT / "harnesses" / f"{name}.py"
-    if not p.exists():
-        raise InputError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
-    return p
 
 
 @dataclass

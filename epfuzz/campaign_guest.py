@@ -14,8 +14,9 @@ import time
 from pathlib import Path
 
 from epfuzz import vm
-from epfuzz.campaign_common import RUNS, Summary, fresh_run_dir, harness_path, plugin_name, read_findings
+from epfuzz.campaign_common import RUNS, Summary, fresh_run_dir, plugin_name, read_findings
 from epfuzz.log import get_logger
+from epfuzz.targets import harness_name
 
 GUEST_RUN = "/tmp/run"   # a guest campaign's run folder (tmpfs), copied to the host's at the end
 
@@ -27,7 +28,7 @@ def _guest_summary_starts(line: str) -> bool:
 
 def fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backend: str, preset: str,
                   extra: list[str] | None, run_dir: Path | None, seed: int | None) -> Summary:
-    name = harness_path(harness).stem if harness else plugin_name(protocol or "")
+    name = harness_name(harness) if harness else plugin_name(protocol or "")
     run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-{backend}-{time.strftime('%Y%m%d-%H%M%S')}")
     args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", backend,
             "--time", str(seconds), "--preset", preset, "--run-dir", GUEST_RUN]

@@ -20,13 +20,11 @@ from epfuzz import limits
 from epfuzz.backends.sim import SimBackend
 from epfuzz.campaign_common import (
     PROGRESS_HEADER,
-    ROOT,
     RUNS,
     GroupingProgress,
     Summary,
     false_alarms,
     fresh_run_dir,
-    harness_path,
     log_end,
     plugin_name,
     preflight,
@@ -40,15 +38,16 @@ from epfuzz.findings import group_findings, one_line_json, replay_command, signa
 from epfuzz.greybox import Greybox, Step
 from epfuzz.log import get_logger
 from epfuzz.protocols import get_protocol
+from epfuzz.targets import harness_name, seed_folder
 
 
-def _seeds(folder: Path, protocol: str, preset: str) -> list[bytes]:
+def _seeds(folder: Path | None, protocol: str, preset: str) -> list[bytes]:
     """Raw inputs and cases of a seed folder, as bytes the decoder reads (unreadable files skipped)."""
     from epfuzz import codec
     from epfuzz.replay import load_any
 
     out = []
-    for p in case_paths([folder]) if folder.is_dir() else []:
+    for p in case_paths([folder]) if folder is not None else []:
         try:
             case = load_any(p, protocol, preset)
         except EpfuzzError:
@@ -127,7 +126,7 @@ class _Campaign:
         last = 0.0
         with (self.run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
-            for data in _seeds(ROOT / "corpus" / self.name, self.protocol, self.preset):
+            for data in _seeds(seed_folder(self.name), self.protocol, self.preset):
                 self.attempt(data, "seed")
             while not self.stop_signal and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
@@ -153,7 +152,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
         name = plugin_name(protocol)
     else:
-        name = harness_path(harness or "").stem
+        name = harness_name(harness or "")
         protocol = name.removesuffix("_fuzzer")
     run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
     (run_dir / "corpus").mkdir(parents=True, exist_ok=True)

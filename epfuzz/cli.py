@@ -11,6 +11,7 @@ import os
 import signal
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from epfuzz import codec, limits
 from epfuzz import log as elog
@@ -28,6 +29,9 @@ from epfuzz.proc import Stopped
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.registry import describe
 from epfuzz.replay import load_any
+
+if TYPE_CHECKING:
+    from epfuzz.campaign_common import Summary
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_PIPE = 128 + signal.SIGPIPE
@@ -81,7 +85,7 @@ def cmd_run(a: argparse.Namespace) -> int:
 
 
 def cmd_list(a: argparse.Namespace) -> int:
-    from epfuzz.campaign_common import harness_names
+    from epfuzz.targets import harness_names
 
     print("harnesses:")
     for h in harness_names():
@@ -90,8 +94,8 @@ def cmd_list(a: argparse.Namespace) -> int:
     for name, p in REGISTRY.items.items():
         print(f"  {name} [{p.expected() or 'depends on the scenario'}] {p.doc}")
     print("presets:")
-    for p in PRESETS.values():
-        print(f"  {p.name}: {p.doc}")
+    for preset in PRESETS.values():
+        print(f"  {preset.name}: {preset.doc}")
     print("backends:")
     for b in BACKENDS:
         ok, why = get_backend(b, require=False).availability()
@@ -110,7 +114,10 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     if a.engine == "guided":
         s = _fuzz_guided(a)
     else:
-        s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=a.libfuzzer,
+        extra = list(a.libfuzzer)
+        if a.max_execs and not any(x.startswith("-runs=") for x in extra):
+            extra.append(f"-runs={a.max_execs}")
+        s = fuzz(a.harness, a.time, jobs=a.jobs, backend=a.backend, preset=a.preset, extra=extra,
                  run_dir=Path(a.run_dir) if a.run_dir else None, seed=a.seed, protocol=a.protocol)
     print(s.render())
     if getattr(s, "disk_full", ""):  # the summary is out; the reason is the last word (exit 2)
@@ -123,7 +130,7 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     return EXIT_FINDING if s.findings or getattr(s, "resource", None) else EXIT_CLEAN
 
 
-def _fuzz_guided(a: argparse.Namespace) -> object:
+def _fuzz_guided(a: argparse.Namespace) -> Summary:
     from epfuzz.campaign_guided import fuzz_guided
 
     if a.backend != "sim":
@@ -134,7 +141,7 @@ def _fuzz_guided(a: argparse.Namespace) -> object:
     if not a.harness and not a.protocol:
         raise InputError("name a harness or give --protocol module:Attr")
     return fuzz_guided(a.harness, a.time, preset=a.preset, run_dir=Path(a.run_dir) if a.run_dir else None,
-                       seed=a.seed, protocol=a.protocol)
+                       seed=a.seed, protocol=a.protocol, max_execs=a.max_execs)
 
 
 def cmd_explore(a: argparse.Namespace) -> int:

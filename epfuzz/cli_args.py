@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from typing import NoReturn
 
 from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.presets import PRESETS
@@ -20,7 +21,7 @@ A PATH may be `-` for stdin.
 
 
 class _Parser(argparse.ArgumentParser):
-    def error(self, message: str) -> None:  # one line, exit 2
+    def error(self, message: str) -> NoReturn:  # one line, exit 2
         sys.stderr.write(f"epfuzz: {message} (see epfuzz --help)\n")
         raise SystemExit(EXIT_INPUT)
 
@@ -90,6 +91,9 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
     fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
     fz.add_argument("--time", type=_positive(int), default=60, help="seconds (default 60)")
+    fz.add_argument("--max-execs", type=_positive(int), metavar="N",
+                    help="also stop after N executions (guided: the loop's; libfuzzer: each job's, as -runs=N): "
+                         "a bound that does not depend on the machine's speed; --time still caps it")
     fz.add_argument("--jobs", type=_positive(int), default=1,
                     help="libFuzzer worker processes sharing one working corpus (default 1)")
     fz.add_argument("--backend", default="sim", choices=BACKENDS,

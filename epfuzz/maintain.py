@@ -12,17 +12,16 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections import defaultdict
 from pathlib import Path
 
 from epfuzz import codec, proc
-from epfuzz.campaign_common import harness_path
 from epfuzz.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
 from epfuzz.errors import HarnessError, InputError
 from epfuzz.findings import signature
 from epfuzz.folder_lock import locked
 from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.targets import harness_command, harness_name
 
 
 def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None:
@@ -30,10 +29,9 @@ def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None
     land there, not in the user's working directory; --keep-going so a finding does not abort it.
     Every path absolute (the child's working directory is `scratch`: a relative DEST failed, 29.3);
     the child dies with this process and is ended when a signal stops it."""
-    script = harness_path(harness)
     scratch = scratch.resolve()
     env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1"}
-    cmd = [sys.executable, str(script), "-merge=1", f"-artifact_prefix={scratch}/", "--keep-going",
+    cmd = [*harness_command(harness), "-merge=1", f"-artifact_prefix={scratch}/", "--keep-going",
            f"--findings-dir={scratch}", str(dest.resolve()), *(str(s.resolve()) for s in sources)]
     log = scratch / "merge.log"
     with log.open("w") as out:
@@ -85,7 +83,7 @@ def finding_inputs(harness: str, files: list[Path], preset: str = "spec") -> dic
     from epfuzz.backends import get_backend
 
     protocol = harness.removesuffix(".py").removesuffix("_fuzzer")
-    if protocol not in REGISTRY.items:
+    if not REGISTRY.known(protocol):
         return {}
     sim = get_backend("sim")
     proto = get_protocol(protocol)
@@ -108,7 +106,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     for s in sources:
         if not s.is_dir():
             raise InputError(f"{s}: not a folder")
-    harness_path(harness)  # an unknown harness fails before anything is written
+    harness_name(harness)  # an unknown harness fails before anything is written
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
     with proc.stop_on_signals(), locked(dest) as tmp:
@@ -146,7 +144,7 @@ def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
     """`prune`, and the names of the files it left alone."""
     if not corpus.is_dir():
         raise InputError(f"{corpus}: not a folder")
-    harness_path(harness)
+    harness_name(harness)
     corpus = corpus.resolve()
     with proc.stop_on_signals(), locked(corpus) as tmp:
         inputs, other = managed(corpus)

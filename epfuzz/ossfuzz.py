@@ -1,11 +1,13 @@
 """OSS-Fuzz / ClusterFuzzLite packaging, and a Docker-free stand-in for their build.
 
-`package(OUT)` writes, per harness, `<name>_seed_corpus.zip` (corpus files named
-by sha1), `<name>.dict` and `<name>.options` next to the fuzzers, as OSS-Fuzz
-expects. `local_build(OUT)` runs the project's build.sh with a shell function
+`harnesses(DIR)` writes the OSS-Fuzz entry points, `<name>_fuzzer.py` per built-in protocol (the
+harness table is `epfuzz.targets`; these files only name it). `package(OUT)` writes, per harness,
+`<name>_seed_corpus.zip` (corpus files named by sha1), `<name>.dict` and `<name>.options` next to
+the fuzzers, as OSS-Fuzz expects. `local_build(OUT)` runs the project's build.sh with a shell function
 `compile_python_fuzzer` that does what OSS-Fuzz's does (PyInstaller --onefile of
 the harness plus a launcher script), then runs every produced fuzzer briefly.
 
+    python -m epfuzz.ossfuzz harnesses DIR
     python -m epfuzz.ossfuzz package OUT
     python -m epfuzz.ossfuzz local-build OUT [HARNESS ...]
 """
@@ -20,6 +22,7 @@ import zipfile
 from pathlib import Path
 
 from epfuzz.corpus import sha1
+from epfuzz.targets import harness_names, harness_protocol, seed_folder
 
 ROOT = Path(__file__).resolve().parent.parent
 MAX_LEN = 256
@@ -44,15 +47,55 @@ EOS
 '''
 
 
-def harnesses() -> list[Path]:
-    return sorted((ROOT / "harnesses").glob("*_fuzzer.py"))
+#: an OSS-Fuzz entry point: OSS-Fuzz finds targets by file name and compiles each file alone
+HARNESS_TEMPLATE = '''#!/usr/bin/env python3
+"""atheris harness for the `{protocol}` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+
+    python harnesses/{name}.py corpus/{name} -max_total_time=60
+
+epfuzz's own modules are instrumented, so coverage follows emulator paths (rule
+cells, queue and signal branches), not only the decoder.
+"""
+
+import sys
+
+import atheris
+
+with atheris.instrument_imports(include=["epfuzz"]):
+    from epfuzz.harness import main
+
+if __name__ == "__main__":
+    main("{protocol}", sys.argv)
+'''
+
+
+def harness_source(name: str) -> str:
+    """The entry point of harness `name`: generated, so the registry stays the one list of targets."""
+    return HARNESS_TEMPLATE.format(name=name, protocol=harness_protocol(name))
+
+
+def harnesses(folder: Path) -> list[Path]:
+    """Write every harness's entry point into `folder` (only those that differ); returns them all."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in harness_names():
+        path = folder / f"{name}.py"
+        text = harness_source(name)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        out.append(path)
+    return out
+
+
+def _seed_files(name: str) -> list[Path]:
+    folder = seed_folder(name)
+    return sorted(f for f in folder.iterdir() if f.is_file()) if folder is not None else []
 
 
 def dictionary(name: str) -> str:
     """libFuzzer dictionary: the encoded knob prefixes of the seeds (knobs decode first)."""
-    folder = ROOT / "corpus" / name
     entries = set()
-    for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+    for f in _seed_files(name):
         data = f.read_bytes()
         if len(data) >= 4:
             entries.add(data[:8])
@@ -79,12 +122,10 @@ def options(name: str) -> str:
 def package(out: Path) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for h in harnesses():
-        name = h.stem
+    for name in harness_names():
         z = out / f"{name}_seed_corpus.zip"
         with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
-            folder = ROOT / "corpus" / name
-            for f in sorted(folder.iterdir()) if folder.is_dir() else []:
+            for f in _seed_files(name):
                 data = f.read_bytes()
                 zf.writestr(sha1(data), data)
         (out / f"{name}.dict").write_text(dictionary(name))
@@ -120,6 +161,10 @@ def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) 
 
 
 def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "harnesses":
+        for p in harnesses(Path(argv[1])):
+            print(p)
+        return 0
     if len(argv) >= 2 and argv[0] == "package":
         for p in package(Path(argv[1])):
             print(p)

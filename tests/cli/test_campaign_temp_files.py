@@ -36,13 +36,13 @@ def test_every_replay_line_a_verbs_campaign_logs_names_verbs(tmp_path, capsys):
     import logging
     import shutil
 
-    from epfuzz.campaign_common import ROOT
     from epfuzz.log import configure
+    from epfuzz.targets import corpus_root
 
     run_dir, work = tmp_path / "run", tmp_path / "work"
     run_dir.mkdir()
     work.mkdir()
-    shutil.copy(ROOT / "corpus" / "regressions" / "cross-qp-mlx5-default.json", run_dir / "finding-x.json")
+    shutil.copy(corpus_root() / "regressions" / "cross-qp-mlx5-default.json", run_dir / "finding-x.json")
     configure(json_lines=True, level=logging.DEBUG)
     try:
         jobs = _Jobs([sys.executable, "-c", "pass"], [], [], 1, 5, run_dir, None, get_logger(harness="t"))

@@ -21,7 +21,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 CASE = ROOT / "corpus" / "regressions" / "deepep661-c2b.json"
-PHASE2 = "phase 2: harnesses and seeds as package data"
+SEEDS = "deepep_v2_dispatch_fuzzer"
 
 pytestmark = pytest.mark.slow
 
@@ -77,6 +77,11 @@ def test_the_wheel_carries_the_license_and_the_kernels_and_no_build_outputs(whee
     assert b"Apache License" in license_text and b"Version 2.0" in license_text
     for kernel in ("cuda_interp.cu", "cuda_mp.cu", "cuda_mp.cpp"):
         assert f"epfuzz/backends/{kernel}" in names
+    # the seed corpora, their verdicts and the pinned cases, as the checkout has them (setup.py)
+    corpus = sorted(p.relative_to(ROOT / "corpus").as_posix() for p in (ROOT / "corpus").rglob("*")
+                    if p.is_file() and not p.name.startswith("."))
+    assert f"{SEEDS}.verdicts" in corpus and "regressions/deepep661-c2b.json" in corpus
+    assert sorted(n.removeprefix("epfuzz/_corpus/") for n in names if n.startswith("epfuzz/_corpus/")) == corpus
     assert not [n for n in names if n.endswith((".so", "_core_manifest.json", ".pyc"))]
 
 
@@ -95,7 +100,7 @@ def test_run_explain_and_a_fuzz_campaign_work_from_an_empty_folder(installed: Pa
     p = _epfuzz(installed, tmp_path, "explain", "case.json")
     assert p.returncode == 1 and "overtakes" in p.stdout and "C2b" in p.stdout, p.stdout + p.stderr
     p = _epfuzz(installed, tmp_path, "fuzz", "--protocol", "deepep_v2_dispatch", "--engine", "guided", "--time",
-                "10", "--seed", "1", "--run-dir", "r")
+                "600", "--max-execs", "3000", "--seed", "1", "--run-dir", "r")
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
     assert "bug(s) by root cause" in p.stdout and "deepep_v2_dispatch|spec|stale-accept|" in p.stdout
     assert list((tmp_path / "r").glob("finding-*.json"))
@@ -111,11 +116,28 @@ def test_a_missing_optional_extra_is_named_with_exit_2_not_reported_as_a_bug(ins
     assert p.returncode == 2 and "pip install 'epfuzz[plot]'" in p.stderr and "a bug in epfuzz" not in p.stderr
 
 
-@pytest.mark.xfail(strict=True, reason=PHASE2)
-def test_the_harnesses_and_their_seeds_work_from_an_empty_folder(installed: Path, tmp_path: Path):
+def _shipped_seeds(wheel: Path) -> set[str]:
+    prefix = f"epfuzz/_corpus/{SEEDS}/"
+    return {n.removeprefix(prefix) for n in zipfile.ZipFile(wheel).namelist() if n.startswith(prefix)}
+
+
+def test_the_harnesses_and_their_seeds_work_from_an_empty_folder(wheel: Path, installed: Path, tmp_path: Path):
     p = _epfuzz(installed, tmp_path, "list")
-    assert "deepep_v2_dispatch_fuzzer" in p.stdout.split("protocols:")[0], p.stdout
-    p = _epfuzz(installed, tmp_path, "fuzz", "deepep_v2_dispatch", "--engine", "guided", "--time", "10",
-                "--seed", "1", "--run-dir", "r")
+    assert f"  {SEEDS}\n" in p.stdout.split("protocols:")[0], p.stdout
+    # the guided engine starts from the shipped seeds: those that add features are its first corpus entries
+    p = _epfuzz(installed, tmp_path, "fuzz", "deepep_v2_dispatch", "--engine", "guided", "--time", "600",
+                "--max-execs", "300", "--seed", "1", "--run-dir", "g")
     assert p.returncode == 1, p.stdout[-2000:] + p.stderr[-2000:]
-    assert any((tmp_path / "r" / "corpus").iterdir())  # seeded from the shipped corpus
+    assert "deepep_v2_dispatch|spec|stale-accept|" in p.stdout
+    kept = {f.name for f in (tmp_path / "g" / "corpus").iterdir()}
+    assert kept & _shipped_seeds(wheel), kept
+    # the libFuzzer engine: the package's entry script, the shipped seed folder read by libFuzzer
+    p = _epfuzz(installed, tmp_path, "fuzz", "deepep_v2_dispatch_fixed", "--time", "600", "--max-execs", "300",
+                "--seed", "1", "--run-dir", "l")
+    assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
+    assert "300 execs" in p.stdout and "0 bug(s)" in p.stdout, p.stdout
+    log = (tmp_path / "l" / "job0.log").read_text()
+    assert "_corpus/deepep_v2_dispatch_fixed_fuzzer" in log and "seed corpus: files: " in log, log[-2000:]
+    # corpus upkeep names a harness the same way
+    p = _epfuzz(installed, tmp_path, "corpus", "prune", "deepep_v2_dispatch", "g/corpus")
+    assert p.returncode == 0 and "pruned g/corpus" in p.stdout, p.stdout + p.stderr
