@@ -24,7 +24,7 @@ from epfuzz.backends.base import Outcome, Where
 from epfuzz.diskspace import NoSpace
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
 from epfuzz.findings import one_line_json, replay_command, signature, write_finding
-from epfuzz.protocols import get_protocol
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
 
 
@@ -44,6 +44,9 @@ if _backend_asked(sys.argv) == "sim":
 else:  # what the other backends' runners call (imported there later, uninstrumented otherwise)
     import epfuzz.epoch  # noqa: F401
     import epfuzz.protocols.opcheck  # noqa: F401
+# the registry imports a protocol's family on first use, which would be after the harness script's
+# instrumented import: every built-in family is imported now, while atheris instruments (issue 28)
+_ = REGISTRY.items
 
 
 class Harness:

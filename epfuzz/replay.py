@@ -41,7 +41,7 @@ NOT_INPUT_SUFFIXES = {".csv", ".log", ".md", ".png", ".svg", ".txt", ".verdicts"
 def protocol_from_path(path: Path) -> str | None:
     for part in reversed(path.resolve().parts[:-1]):
         name = part.removesuffix("_fuzzer")
-        if name in REGISTRY.items:
+        if REGISTRY.known(name):
             return name
     return None
 

@@ -80,7 +80,7 @@ class Backend(abc.ABC):
         from epfuzz.follows import followed
         from epfuzz.protocols import REGISTRY
 
-        spec = next((k for k, v in REGISTRY.items.items() if v is proto), None)
+        spec = next((k for k, v in REGISTRY.loaded.items() if v is proto), None)
         if spec is None:
             return SIGNATURE_FIELDS
         keep = followed(proto, spec)

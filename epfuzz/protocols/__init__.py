@@ -1,47 +1,81 @@
-"""The built-in protocols, one module per family, assembled into `REGISTRY` and the `ZOO` table.
+"""The built-in protocols, one module per family, by name in `REGISTRY`; the `ZOO` table.
 
-`get_protocol` also loads `module:Attr` plug-ins (`epfuzz.protocols.registry`).
+Importing this package (the protocol API: `Protocol`, `Receiver`, `get_protocol`) imports no
+family: `REGISTRY` knows which module defines each built-in name (`BUILTIN_MODULES`) and imports
+that family the first time the name is asked for. `REGISTRY.items`, `ZOO` and `FAMILIES` import
+them all. `get_protocol` also loads `module:Attr` plug-ins (`epfuzz.protocols.registry`).
 """
 
 from __future__ import annotations
 
-from epfuzz.protocols import (
-    deep,
-    deepep,
-    early_credit_release,
-    flag_write_signal,
-    flush_other_qp,
-    gdr_no_flush,
-    geometry_index,
-    inband_tag,
-    shared_counter,
-    signal_reset_race,
-    stale_epoch_counter,
-)
+import importlib
+from types import ModuleType
+from typing import TYPE_CHECKING
+
 from epfuzz.protocols.base import Consume, Layout, Pattern, Protocol, Receiver
-from epfuzz.protocols.dispatch import DispatchProtocol
 from epfuzz.protocols.registry import Registry, ZooRow
 
-#: registration order is the order `epfuzz list` and seed generation use: DeepEP's own, then patterns 2-10
-FAMILIES = (deepep, flag_write_signal, inband_tag, flush_other_qp, shared_counter, stale_epoch_counter,
-            signal_reset_race, early_credit_release, gdr_no_flush, geometry_index)
+if TYPE_CHECKING:
+    from epfuzz.protocols.dispatch import DispatchProtocol
 
-REGISTRY = Registry()
-for _family in FAMILIES:
-    for _proto in _family.PROTOCOLS:
-        REGISTRY.add(_proto)
+#: each family module and the names of the protocols its `PROTOCOLS` defines, in registration order
+#: (the order `epfuzz list` and seed generation use): DeepEP's own, patterns 2-10, then the deep zoo.
+#: tests/structure/test_lazy_protocols.py checks this table against the modules.
+FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
+    "epfuzz.protocols.deepep": ("deepep_v2_dispatch", "deepep_v2_dispatch_fixed", "write_imm_signal",
+                                "dispatch_any"),
+    "epfuzz.protocols.flag_write_signal": ("flag_write_signal", "flag_write_signal_fixed"),
+    "epfuzz.protocols.inband_tag": ("inband_tag", "inband_tag_fixed"),
+    "epfuzz.protocols.flush_other_qp": ("flush_other_qp", "flush_other_qp_fixed"),
+    "epfuzz.protocols.shared_counter": ("shared_counter", "shared_counter_fixed"),
+    "epfuzz.protocols.stale_epoch_counter": ("stale_epoch_counter", "stale_epoch_counter_fixed"),
+    "epfuzz.protocols.signal_reset_race": ("signal_reset_race", "signal_reset_race_fixed"),
+    "epfuzz.protocols.early_credit_release": ("early_credit_release", "early_credit_release_fixed"),
+    "epfuzz.protocols.gdr_no_flush": ("gdr_no_flush", "gdr_no_flush_fixed"),
+    "epfuzz.protocols.geometry_index": ("geometry_index", "geometry_index_fixed"),
+    # the deep zoo (issue 15) has no `pattern` links: several pairs share a pattern; its table is deep.DEEP_ZOO
+    "epfuzz.protocols.deep": ("deep_ro_signal", "deep_ro_signal_fixed", "deep_remainder_flag",
+                              "deep_remainder_flag_fixed", "deep_flag_write", "deep_flag_write_fixed",
+                              "deep_notify_qp", "deep_notify_qp_fixed", "deep_other_qp", "deep_other_qp_fixed",
+                              "deep_imm_other_qp", "deep_imm_other_qp_fixed", "deep_gdr", "deep_gdr_fixed",
+                              "deep_reset_race", "deep_reset_race_fixed"),
+}
+#: the families whose `pattern` links make the bug-zoo table
+ZOO_FAMILIES: tuple[str, ...] = tuple(m for m in FAMILY_PROTOCOLS if m != "epfuzz.protocols.deep")
+#: a built-in protocol's name -> the module that defines it
+BUILTIN_MODULES: dict[str, str] = {n: m for m, names in FAMILY_PROTOCOLS.items() for n in names}
 
-#: (number, title, bad protocol name, fixed protocol name) per bug-zoo pattern, read off the protocols
-ZOO: tuple[ZooRow, ...] = REGISTRY.zoo()
-#: the deep zoo (issue 15) has no `pattern` links: several pairs share a pattern; its table is deep.DEEP_ZOO
-for _proto in deep.PROTOCOLS:
-    REGISTRY.add(_proto)
+REGISTRY = Registry(builtin=BUILTIN_MODULES)
 
 #: the built-in protocols' names, in registration order: plug-ins a process loads later (tests load
 #: some) are registered too, so anything that must be the same in every process iterates this
-BUILTIN: tuple[str, ...] = tuple(REGISTRY.items)
+BUILTIN: tuple[str, ...] = tuple(BUILTIN_MODULES)
 get_protocol = REGISTRY.get
 load_plugin = REGISTRY.load_plugin
+
+if TYPE_CHECKING:
+    #: (number, title, bad protocol name, fixed protocol name) per bug-zoo pattern, read off the protocols
+    ZOO: tuple[ZooRow, ...]
+    #: the bug-zoo family modules, imported
+    FAMILIES: tuple[ModuleType, ...]
+
+
+def __getattr__(name: str) -> object:
+    """The parts that need every family imported, computed on first use (PEP 562)."""
+    value: object
+    if name == "ZOO":
+        value = REGISTRY.zoo(n for m in ZOO_FAMILIES for n in FAMILY_PROTOCOLS[m])
+    elif name == "FAMILIES":
+        value = tuple(importlib.import_module(m) for m in ZOO_FAMILIES)
+    elif name == "DispatchProtocol":
+        from epfuzz.protocols.dispatch import DispatchProtocol
+
+        value = DispatchProtocol
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
 
 __all__ = ["BUILTIN", "Consume", "DispatchProtocol", "Layout", "Pattern", "Protocol", "Receiver", "REGISTRY", "ZOO",
            "ZooRow", "get_protocol", "load_plugin"]

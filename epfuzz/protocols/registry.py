@@ -1,8 +1,10 @@
-"""Protocols by name, plug-ins loaded on first use, and the bug-zoo table derived from them.
+"""Protocols by name, built-ins and plug-ins imported on first use, and the bug-zoo table derived from them.
 
-The zoo table is read off the protocols' `pattern` links (a buggy and a fixed
-protocol sharing one `Pattern`), so adding a pattern is adding its two protocols:
-no second list of names to keep in step.
+A built-in protocol is a name and the module that defines it (`builtin`): its family is imported
+when the name is first asked for, so importing the protocol API (what the oracle and the IR need)
+imports no family; `items` (every protocol) imports them all. The zoo table is read off the
+protocols' `pattern` links (a buggy and a fixed protocol sharing one `Pattern`), so adding a
+pattern is adding its two protocols: no second list of patterns to keep in step.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-from epfuzz.errors import InputError, ProtocolError
+from epfuzz.errors import HarnessError, InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
 from epfuzz.protocols.trust import PluginPolicy, check_spec, inside
 
@@ -44,7 +46,10 @@ class ZooRow(NamedTuple):
 
 @dataclass
 class Registry:
-    items: dict[str, Protocol] = field(default_factory=dict)
+    #: the protocols imported so far, by name (`items` imports the rest first)
+    loaded: dict[str, Protocol] = field(default_factory=dict)
+    #: built-in protocol name -> the module whose PROTOCOLS defines it, imported on first use
+    builtin: dict[str, str] = field(default_factory=dict)
     plugin_files: set[str] = field(default_factory=set)   # source files of the loaded plug-ins
     plugin_roots: set[Path] = field(default_factory=set)  # their top-level module files or package folders
     policy: PluginPolicy = field(default_factory=PluginPolicy)  # which plug-ins may be imported
@@ -52,14 +57,42 @@ class Registry:
     def add(self, proto: Protocol) -> Protocol:
         if not proto.name:
             raise ValueError("a protocol needs a name")
-        self.items[proto.name] = proto
+        self.loaded[proto.name] = proto
         return proto
 
+    @property
+    def items(self) -> dict[str, Protocol]:
+        """Every protocol, the built-ins first in their table's order, then plug-ins as loaded (the
+        dict itself: tests add and remove entries). Imports every built-in family."""
+        missing = [n for n in self.builtin if n not in self.loaded]
+        if missing:
+            for module in dict.fromkeys(self.builtin[n] for n in missing):
+                self._import_family(module)
+            ordered = {n: self.loaded[n] for n in self.builtin}
+            ordered |= {n: p for n, p in self.loaded.items() if n not in ordered}
+            self.loaded.clear()
+            self.loaded.update(ordered)
+        return self.loaded
+
+    def known(self, name: str) -> bool:
+        """Whether `name` is a built-in or an already loaded protocol (imports nothing)."""
+        return name in self.builtin or name in self.loaded
+
+    def _import_family(self, module: str) -> None:
+        for proto in importlib.import_module(module).PROTOCOLS:
+            self.loaded.setdefault(proto.name, proto)
+
     def get(self, name: str) -> Protocol:
-        """A registered protocol, or a `module:Attr` plug-in the policy allows (imported and
-        registered on first use). A name read from a file never imports code by itself."""
-        if name in self.items:
-            return self.items[name]
+        """A registered protocol (a built-in's family imported on first use), or a `module:Attr`
+        plug-in the policy allows (imported and registered on first use). A name read from a file
+        never imports code by itself."""
+        if name in self.loaded:
+            return self.loaded[name]
+        if name in self.builtin:
+            self._import_family(self.builtin[name])
+            if name not in self.loaded:
+                raise HarnessError(f"protocol {name!r}: {self.builtin[name]} defines no protocol of that name")
+            return self.loaded[name]
         if ":" in name:
             if name in self.policy.named:
                 return self.load_plugin(name)
@@ -67,14 +100,15 @@ class Registry:
             if folder is None:
                 raise self.policy.refusal(name)
             return self._import(name, folder, only_there=True)
-        raise InputError(f"unknown protocol {name!r}; known: {', '.join(self.items)} (or module:Attr)")
+        known = ", ".join(dict.fromkeys([*self.builtin, *self.loaded]))
+        raise InputError(f"unknown protocol {name!r}; known: {known} (or module:Attr)")
 
     def load_plugin(self, spec: str) -> Protocol:
         """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`: the
         caller names it (`--protocol`), so it is looked for in the current folder too."""
         check_spec(spec)
-        if spec in self.items:
-            return self.items[spec]
+        if spec in self.loaded:
+            return self.loaded[spec]
         self.policy.named.add(spec)
         return self._import(spec, Path.cwd(), only_there=False)
 
@@ -102,15 +136,16 @@ class Registry:
         finally:
             with contextlib.suppress(ValueError):
                 sys.path.remove(entry)
-        if getattr(mod, "__file__", None):
-            self.plugin_files.add(os.path.realpath(mod.__file__))
+        file = getattr(mod, "__file__", None)
+        if file:
+            self.plugin_files.add(os.path.realpath(file))
         try:
             proto = obj() if isinstance(obj, type) else obj
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's constructor: say so in one line
             raise ProtocolError(f"cannot construct protocol {spec!r}: {describe(e)}{self.where(e)}") from None
         if not isinstance(proto, Protocol):
             raise InputError(f"{spec!r} is not an epfuzz Protocol")
-        self.items[spec] = proto
+        self.loaded[spec] = proto
         return proto
 
     @staticmethod
@@ -148,10 +183,12 @@ class Registry:
                 hit = f" (at {file}:{line}, in {func})"
         return hit
 
-    def zoo(self) -> tuple[ZooRow, ...]:
-        """One row per pattern, by number; each pattern must have one buggy and one fixed protocol."""
+    def zoo(self, names: Iterable[str]) -> tuple[ZooRow, ...]:
+        """One row per pattern of the protocols `names`, by number; each pattern must have one buggy
+        and one fixed protocol."""
         sides: dict[Pattern, dict[str, str]] = {}
-        for name, proto in self.items.items():
+        for name in names:
+            proto = self.get(name)
             if proto.pattern is None:
                 continue
             side = sides.setdefault(proto.pattern, {})
