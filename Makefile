@@ -47,7 +47,8 @@ rxe-vm: install vm-deps
 	$(EPFUZZ) vm build
 
 test: install vm-deps docs
-	$(VENV)/bin/ruff check epfuzz harnesses tests bench
+	$(VENV)/bin/ruff check epfuzz harnesses tests bench setup.py
+	$(PY) -m mypy epfuzz
 	$(PY) -m pytest -q -n auto -m "not guest"
 	$(PY) -m pytest -q -m guest
 

@@ -49,7 +49,7 @@ def unexpected(e: Exception, debug: bool) -> int:
               file=sys.stderr)
         return EXIT_HARNESS
     if is_no_room(e):
-        print(f"epfuzz: {NoSpace(e.filename or '?', e) if isinstance(e, OSError) else e}", file=sys.stderr)  # type: ignore[arg-type]
+        print(f"epfuzz: {NoSpace(e.filename or '?', e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_INPUT
     if isinstance(e, OSError) and e.filename:
         print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)

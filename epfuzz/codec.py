@@ -71,10 +71,13 @@ class _Plan:
 
     @staticmethod
     def _walk_slot(s: _Slot, r: ChoiceReader, values: Values) -> Any:
-        if isinstance(s.spec, SectionField):
-            return s.nested.walk_decode(r, values)
-        if isinstance(s.spec, ItemsField):  # as ItemsField.draw, walking the items too
-            return tuple(s.nested.walk_decode(r, values) for _ in range(r.draw(0, s.spec.max_len)))
+        if isinstance(s.spec, (SectionField, ItemsField)):
+            nested = s.nested
+            assert nested is not None  # a section or items slot always has its plan (_Plan.__init__)
+            if isinstance(s.spec, SectionField):
+                return nested.walk_decode(r, values)
+            # as ItemsField.draw, walking the items too
+            return tuple(nested.walk_decode(r, values) for _ in range(r.draw(0, s.spec.max_len)))
         return s.spec.draw(r, values, s.nested)
 
     def encode(self, w: ChoiceWriter, values: Values, obj: Any) -> None:

@@ -277,7 +277,7 @@ def plot(exp: Explanation, path: Path) -> Path:
                 ax.text(pos + t.n / 2, lanes.index("memory"), label, ha="center", va="center", fontsize=6)
         pos += t.n
     ax.set_xlim(0, span)
-    if accept is not None:
+    if accept is not None and v is not None:
         ax.axvline(accept, color="black", linestyle="--")
         right = accept > span / 2                          # write towards the wider side, inside the axes
         ax.text(accept + (-0.3 if right else 0.3), lanes.index("receiver"),

@@ -94,9 +94,7 @@ def decide() -> str:
 
 def running() -> str:
     """What the emulator in this process actually runs, by the loaded module: 'compiled' or 'pure'."""
-    mod: ModuleType | None = sys.modules.get("epfuzz.sim.engine")
-    if mod is None:
-        import epfuzz.sim.engine as mod
+    mod = sys.modules.get("epfuzz.sim.engine") or importlib.import_module("epfuzz.sim.engine")
     return "pure" if str(mod.__file__).endswith(".py") else "compiled"
 
 

@@ -102,8 +102,8 @@ def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: i
     run = base if base is not None else build(scn.replace(schedule=()), proto)
     d = depth or rng.randint(1, MAX_DEPTH)
     moves: dict[str, list[tuple[int, int]]] = {"pcie": [], "net": []}
-    for o in keep:
-        moves.setdefault(o.stage, []).append((o.index, o.distance))
+    for kept in keep:
+        moves.setdefault(kept.stage, []).append((kept.index, kept.distance))
     out: list[Overtake] = list(keep)
     for _ in range(d):
         o = _change_point(run, scn, moves, rng, focus)

@@ -33,7 +33,8 @@ def _violation(d: dict[str, object]) -> Violation:
     fields = {k: d[k] for k in ("kind", "protocol", "epoch", "channel", "what", "region", "offset", "length",
                                 "bad_bytes", "tokens", "trigger", "position") if k in d}
     v = Violation(**fields)  # type: ignore[arg-type]
-    v.bad_chunks = [tuple(x) for x in d.get("bad_chunks", [])]  # type: ignore[union-attr, misc]
+    chunks = d.get("bad_chunks")
+    v.bad_chunks = [(int(o), str(c)) for o, c in chunks] if isinstance(chunks, list) else []
     return v
 
 

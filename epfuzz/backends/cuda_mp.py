@@ -171,15 +171,15 @@ def _litmus_outcome(scn: Scenario, rounds: int, seconds: float, stale_rounds: in
     name = litmus_name(scn)
     if err:  # a wait timed out: the signal (or the ack) never became visible
         who = {1: "producer waited for the ack", 2: "consumer waited for the signal"}.get(err, "host timed out")
-        v = Violation("hang", scn.protocol, -1, -1, f"{who} > {TIMEOUT_S} s ({name})")
-        return Outcome("cuda", v, runs=1, hits=1, summary=f"hang: {who}", extra={"litmus": name})
+        hang = Violation("hang", scn.protocol, -1, -1, f"{who} > {TIMEOUT_S} s ({name})")
+        return Outcome("cuda", hang, runs=1, hits=1, summary=f"hang: {who}", extra={"litmus": name})
     verdict = "Sometimes" if stale_rounds else "Never"
     n_launch = len(launches(scn, rounds))
     at = f" (weak at rounds {', '.join(map(str, first_weak))})" if first_weak else ""
     summary = (f"Observation {name} {verdict} {stale_rounds} {rounds - stale_rounds}\n"
                f"{rounds} rounds in {n_launch} launch(es), {seconds:.3f} s "
                f"({rounds / seconds * 60:,.0f} rounds/min), {stale_words} stale words{at}")
-    v = None
+    v: Violation | None = None
     if stale_rounds:
         v = Violation("stale-accept", scn.protocol, -1, -1,
                       f"{stale_rounds} of {rounds} rounds ({name})", bad_bytes=4 * stale_words,

@@ -15,7 +15,7 @@ import os
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pyverbs.enums as e
@@ -106,7 +106,7 @@ class VerbsRunner:
                 per_qp[rq.qp_num] = (delay, div)
         return per_qp
 
-    def run(self, scn: Scenario, proto: Protocol, repeats: int) -> dict[str, object]:
+    def run(self, scn: Scenario, proto: Protocol, repeats: int) -> dict[str, Any]:
         """The scenario `repeats` times; each repeat starts from epoch 0 with fresh memory and its
         own payload stamp, and ends only when every work request it posted has completed."""
         w = self.dev.wire(scn, proto)
@@ -263,7 +263,7 @@ class VerbsRunner:
                 w.pairs[q][0].post_send(work_request(w, op))
                 ep.posted[q] += 1
 
-    def _wait(self, w: Wiring, ep: EpochRun, done: Callable[[], bool], what: str,
+    def _wait(self, w: Wiring, ep: EpochRun, done: Callable[..., bool], what: str,
               total: float = EPOCH_TIMEOUT_S) -> None:
         """Wait for completions; rxe on a loaded TCG host now and then never completes a run (even
         unshaped): it says nothing (Unsupported: a harness skips it; `run` discards the QPs) after

@@ -155,7 +155,7 @@ class Protocol(abc.ABC):
         if got not in ("finding", "clean"):
             where = f" for preset {scn.preset!r}" if scn is not None else ""
             raise ProtocolError(f'protocol {self.name!r}: expect gives {got!r}{where}, not "finding" or "clean"')
-        return got  # type: ignore[return-value]
+        return got
 
     def epoch_prologue(self, scn: Scenario, layout: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         """Receiver stores before epoch `epoch`'s traffic: (region, offset, u64 value, ordered)."""

@@ -10,6 +10,7 @@ and receiver with different fields pinned, not copies of each other.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from epfuzz import ops
@@ -73,7 +74,8 @@ class DispatchProtocol(Protocol):
         self.expect = expect  # type: ignore[assignment]
         self.sources = sources
         self.pattern = pattern
-        self.receiver_cls = receiver_cls or DispatchReceiver
+        #: what makes the receiver: a Receiver class taking (scn, layout, **receiver_opts)
+        self.receiver_cls: Callable[..., Receiver] = receiver_cls or DispatchReceiver
         self.receiver_opts = receiver_opts or {}
         self.prologue_reset = prologue_reset
         self.flush_before_signal = bool(options.pop("flush_before_signal", False))

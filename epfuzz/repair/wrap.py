@@ -59,7 +59,7 @@ class Repaired(Protocol):
         if not opts:
             return self.base.receiver(scn, layout)
         base: Any = self.base
-        return base.receiver_cls(scn, layout, **{**base.receiver_opts, **opts})  # type: ignore[no-any-return]
+        return base.receiver_cls(scn, layout, **{**base.receiver_opts, **opts})
 
     def epoch_prologue(self, scn: Scenario, layout: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         entries = self.base.epoch_prologue(scn, layout, epoch)
