@@ -16,23 +16,15 @@ import sys
 from pathlib import Path
 
 from epfuzz.errors import InputError
+from epfuzz.vm_tree import source_root
 
+#: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent
-#: the one harness script every named target and every plug-in protocol runs under libFuzzer
-ENTRY = PACKAGE / "plugin_fuzzer.py"
+#: the one harness script every named target and every plug-in protocol runs under libFuzzer (beside this)
+ENTRY = Path(__file__).resolve().parent / "plugin_fuzzer.py"
 SUFFIX = "_fuzzer"
 #: the corpus copied into the wheel (setup.py's build_py)
 SHIPPED_CORPUS = PACKAGE / "_corpus"
-
-
-def source_root(package: Path = PACKAGE) -> Path | None:
-    """The checkout the epfuzz package at `package` sits in (a pyproject.toml of the epfuzz project
-    beside it), or None for an installed package (the folder above it is site-packages)."""
-    try:
-        text = (package.parent / "pyproject.toml").read_text()
-    except OSError:
-        return None
-    return package.parent if 'name = "epfuzz"' in text else None
 
 
 def harness_names() -> list[str]:
@@ -63,7 +55,7 @@ def harness_command(name: str) -> list[str]:
 
 def corpus_root() -> Path | None:
     """The folder of seed corpora and pinned cases: the checkout's corpus/, else the shipped copy."""
-    root = source_root()
+    root = source_root(PACKAGE)
     if root is not None and (root / "corpus").is_dir():
         return root / "corpus"
     return SHIPPED_CORPUS if SHIPPED_CORPUS.is_dir() else None

@@ -52,9 +52,10 @@ def test_seeds_come_from_the_checkout_here_and_from_the_shipped_copy_in_an_insta
     assert targets.seed_folder("examples.seqflag.SeqFlag_fuzzer") is None  # a plug-in has none shipped
     # an installed package: no checkout above it; the wheel's copy (setup.py) is the corpus
     assert targets.source_root(tmp_path / "site-packages" / "epfuzz") is None
+    assert targets.source_root(targets.PACKAGE) == ROOT
     shipped = tmp_path / "_corpus"
     (shipped / "deepep_v2_dispatch_fuzzer").mkdir(parents=True)
-    monkeypatch.setattr(targets, "source_root", lambda package=targets.PACKAGE: None)
+    monkeypatch.setattr(targets, "source_root", lambda package: None)
     monkeypatch.setattr(targets, "SHIPPED_CORPUS", shipped)
     assert targets.seed_folder("deepep_v2_dispatch_fuzzer") == shipped / "deepep_v2_dispatch_fuzzer"
     assert targets.seed_folder("dispatch_any_fuzzer") is None
