@@ -34,7 +34,8 @@ sys.path.insert(0, str(ROOT))
 
 #: module groups whose instrumentation cost is measured (atheris `include` prefixes)
 GROUPS: dict[str, list[str]] = {
-    "decoder": ["epfuzz.codec", "epfuzz.codec_compile", "epfuzz.fields", "epfuzz.choices", "epfuzz.scenario"],
+    "decoder": ["epfuzz.codec", "epfuzz.codec_compile", "epfuzz.fields", "epfuzz.choices",
+                "epfuzz.scenario"],
     "protocols": ["epfuzz.protocols"],
     "emulator": ["epfuzz.sim"],
     "oracle": ["epfuzz.oracle", "epfuzz.payload", "epfuzz.epoch"],

@@ -54,7 +54,8 @@ class _Plan:
         self._compiled: Decoder | None = None
 
     def decode(self, r: ChoiceReader, values: Values) -> Any:
-        """Decode through the plan compiled to straight-line code (`epfuzz.codec_compile`), built on first use."""
+        """Decode through the plan compiled to straight-line code (`epfuzz.codec_compile`), built on
+        first use."""
         fn = self._compiled
         if fn is None:
             fn = self._compiled = compile_plan(self, _FREE)

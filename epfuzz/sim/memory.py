@@ -1,4 +1,7 @@
-"""Receiver memory (bytearrays with numpy views) where TLPs land; `expected_data` is re-exported from `epfuzz.epoch`."""
+"""Receiver memory (bytearrays with numpy views) where TLPs land.
+
+`expected_data` is re-exported from `epfuzz.epoch`.
+"""
 
 from __future__ import annotations
 
