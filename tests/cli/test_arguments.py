@@ -31,6 +31,7 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
 @pytest.mark.parametrize(("args", "says"), [
     (["fuzz", "deepep_v2_dispatch", "--jobs", "0"], "argument --jobs: 0 must be above 0"),
     (["fuzz", "deepep_v2_dispatch", "--time", "-5"], "argument --time: -5 must be above 0"),
+    (["fuzz", "deepep_v2_dispatch", "--max-execs", "0"], "argument --max-execs: 0 must be above 0"),
     (["run", str(C2B), "--repeats", "0"], "argument --repeats: 0 must be above 0"),
     (["minimize", str(C2B), "--threshold", "2"], "argument --threshold: 2 is not a rate in (0, 1]"),
     (["minimize", str(C2B), "--max-seconds", "x"], "argument --max-seconds: 'x' is not a number"),
@@ -102,3 +103,12 @@ def test_a_case_without_its_scenario_says_so(tmp_path, capsys):
     (tmp_path / "case.json").write_text(json.dumps(case))
     rc, _, err = run(capsys, "run", str(tmp_path / "case.json"))
     assert rc == 2 and "a case with no 'scenario' (it has input, expect)" in err, err
+
+
+@pytest.mark.parametrize("engine", ["guided", "libfuzzer"])
+def test_max_execs_bounds_a_campaign_by_executions_whatever_the_time(tmp_path, capsys, engine):
+    """--time is a cap; --max-execs is the bound a test or a benchmark can repeat on any machine."""
+    rc, out, err = run(capsys, "fuzz", "deepep_v2_dispatch_fixed", "--engine", engine, "--time", "600",
+                       "--max-execs", "120", "--seed", "3", "--run-dir", str(tmp_path / "r"))
+    assert rc == 0, out + err
+    assert ": " in out and " 120 execs " in out.splitlines()[0], out
