@@ -43,7 +43,8 @@ def test_build_sh_compiles_the_entry_points_written_from_the_registry():
 
 def test_a_harness_runs_the_package_entry_script_with_its_protocol():
     cmd = targets.harness_command("inband_tag_fixed")
-    assert cmd[1] == str(targets.ENTRY) and targets.ENTRY.is_file() and targets.ENTRY.parent.name == "epfuzz"
+    assert cmd[1] == str(targets.ENTRY) and targets.ENTRY.is_file()
+    assert targets.ENTRY.is_relative_to(targets.PACKAGE) and targets.PACKAGE.name == "epfuzz"  # inside the package
     assert cmd[2] == "--protocol=inband_tag_fixed"
 
 
