@@ -39,7 +39,7 @@ from epfuzz.diskspace import remove_empty
 from epfuzz.errors import InputError
 from epfuzz.findings import replay_command
 from epfuzz.log import get_logger
-from epfuzz.targets import ENTRY, harness_command, harness_name, seed_folder
+from epfuzz.targets import entry_command, harness_command, harness_name, seed_folder
 
 
 def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
@@ -144,7 +144,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     if protocol:
         preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
         name = plugin_name(protocol)
-        argv = [sys.executable, str(ENTRY), f"--protocol={protocol}"]
+        argv = entry_command(protocol)
     elif harness:
         name = harness_name(harness)
         argv = harness_command(name)

@@ -21,7 +21,7 @@ from epfuzz.vm_tree import source_root
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent
 #: the one harness script every named target and every plug-in protocol runs under libFuzzer (beside this)
-ENTRY = Path(__file__).resolve().parent / "plugin_fuzzer.py"
+ENTRY = PACKAGE / "plugin_fuzzer.py"
 SUFFIX = "_fuzzer"
 #: the corpus copied into the wheel (setup.py's build_py)
 SHIPPED_CORPUS = PACKAGE / "_corpus"
@@ -48,9 +48,15 @@ def harness_protocol(name: str) -> str:
     return harness_name(name).removesuffix(SUFFIX)
 
 
+def entry_command(protocol: str) -> list[str]:
+    """The argv prefix that runs `protocol` (a built-in name or a `module:Attr` plug-in) under
+    libFuzzer through the one entry script (corpus folders and flags follow)."""
+    return [sys.executable, str(ENTRY), f"--protocol={protocol}"]
+
+
 def harness_command(name: str) -> list[str]:
-    """The argv prefix that runs harness `name` under libFuzzer (corpus folders and flags follow)."""
-    return [sys.executable, str(ENTRY), f"--protocol={harness_protocol(name)}"]
+    """The argv prefix that runs harness `name` under libFuzzer."""
+    return entry_command(harness_protocol(name))
 
 
 def corpus_root() -> Path | None:
