@@ -5,7 +5,7 @@
     python bench/search.py --merge A.json B.json --out bench/search-x   (one table from runs in parts)
 
 Fuzzers, each from nothing (no seed corpus) with its trial number as the seed:
-- `guided`: `epfuzz fuzz --engine guided`'s in-process greybox loop (epfuzz.greybox:
+- `guided`: `epfuzz fuzz`'s default engine on the sim (epfuzz.search.engines.guided:
   semantic features as feedback, the schedule sampler as its main move, a share of
   fresh random inputs);
 - `libfuzzer+feedback`: the harness under libFuzzer with the same semantic features
@@ -77,15 +77,15 @@ main({protocol!r}, sys.argv)
 def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]:
     """guided, random or sampler: executions until the first finding, within `budget` seconds."""
     from epfuzz import codec
-    from epfuzz.greybox import Greybox
-    from epfuzz.protocols import get_protocol
+    from epfuzz.search.engines.guided import Guided
+    from epfuzz.protocols import REGISTRY, get_protocol
     from epfuzz.sampler import SamplerSearch
     from epfuzz.sim.engine import simulate
 
-    proto = get_protocol(name)
+    proto = REGISTRY.load_plugin(name) if ":" in name else get_protocol(name)  # a plug-in: module:Attr
     rng = random.Random(seed)
     sampler = SamplerSearch(name, proto, seed) if kind == "sampler" else None
-    loop = Greybox(name, proto, seed) if kind == "guided" else None
+    loop = Guided(name, proto, seed) if kind == "guided" else None
     t0 = time.perf_counter()
     n = 0
     while time.perf_counter() - t0 < budget:
@@ -112,9 +112,12 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -
         else:
             script = ROOT / "harnesses" / f"{name}_fuzzer.py"
             env.pop("EPFUZZ_FEEDBACK", None)
+        # a plug-in protocol (module:Attr) has no harness script: the plug-in harness runs it (issue 34.7)
+        cmd = [sys.executable, str(script)] if ":" not in name else [sys.executable, "-m", "epfuzz.plugin_fuzzer",
+                                                                     f"--protocol={name}"]
         t0 = time.perf_counter()
         try:
-            p = subprocess.run([sys.executable, str(script), str(work), f"-artifact_prefix={tmp}/", f"-seed={seed}",
+            p = subprocess.run([*cmd, str(work), f"-artifact_prefix={tmp}/", f"-seed={seed}",
                                 f"-max_total_time={int(budget)}", "-print_final_stats=1"],
                                capture_output=True, text=True, timeout=budget + 120, env=env)
             err = p.stderr
@@ -123,6 +126,9 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -
         wall = time.perf_counter() - t0
         found = any(Path(tmp).glob("crash-*"))
     m = STAT.search(err)
+    if m is None and not found:  # the harness never fuzzed: an error, not a trial of zero executions (34.7)
+        tail = " | ".join(err.strip().splitlines()[-3:]) or "no output"
+        raise SystemExit(f"bench/search.py: {kind} on {name} (seed {seed}) ran no executions: {tail}")
     return {"execs": int(m.group(1)) if m else 0, "seconds": min(wall, budget) if not found else wall,
             "found": found, "false_alarm": "FALSE ALARM" in err}
 

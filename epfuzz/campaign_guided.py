@@ -1,23 +1,31 @@
-"""`epfuzz fuzz --engine guided`: the in-process greybox loop (epfuzz.greybox) as a campaign.
+"""`epfuzz fuzz` on the sim backend: the guided engine (epfuzz.search) as a campaign, one job or many.
 
-Same run folder and summary as the libFuzzer campaign (epfuzz.campaign): kept
-inputs under `corpus/` (named by SHA-1, seeded from corpus/<harness>/, which is
-never written), one case file per bug signature, `progress.csv` a row a second,
-bugs grouped by root cause with a minimized case each, `bugs.csv`. There is no
-process per job and no line coverage: "coverage" here is the number of semantic
-features seen (epfuzz.feedback). The emulator is the only backend it drives,
-since its features are read from the emulator's trace.
+Same run folder and summary as the libFuzzer campaign (epfuzz.campaign): kept inputs under
+`corpus/` (named by SHA-1, seeded from corpus/<harness>/, which is never written), one case file
+per bug signature, `progress.csv` a row a second, bugs grouped by root cause with a minimized case
+each, `bugs.csv`, and `stats.json` (per move and per feedback: what was used). "Coverage" is the
+number of semantic features seen (epfuzz.search.feedbacks).
+
+`--jobs N` runs N worker processes (`python -m epfuzz.search.worker`), job j with seed+j, sharing
+the corpus through the run folder as libFuzzer `-jobs` and AFL++ `-M/-S` do: each writes its new
+inputs atomically into `corpus/` and, every `SYNC_EVERY` executions, runs the inputs others wrote
+since it last looked. The parent writes the progress rows, waits, and groups every job's findings
+into one summary and one bug table.
 """
 
 from __future__ import annotations
 
+import json
+import os
 import signal
+import subprocess
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
-from epfuzz import limits
-from epfuzz.backends.sim import SimBackend
+from epfuzz import limits, proc
 from epfuzz.campaign_common import (
     PROGRESS_HEADER,
     RUNS,
@@ -28,17 +36,25 @@ from epfuzz.campaign_common import (
     log_end,
     plugin_name,
     preflight,
+    read_findings,
     resource_findings,
     until_grace,
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.errors import EpfuzzError
-from epfuzz.findings import group_findings, one_line_json, replay_command, signature, write_bug_index, write_finding
-from epfuzz.greybox import Greybox, Step
+from epfuzz.findings import group_findings, write_bug_index
 from epfuzz.log import get_logger
 from epfuzz.protocols import get_protocol
+from epfuzz.search import feedbacks as fb
+from epfuzz.search import moves as mv
+from epfuzz.search.engines.guided import Guided, Step
+from epfuzz.search.monitor import Monitor
+from epfuzz.search.sink import FindingSink
 from epfuzz.targets import harness_name, seed_folder
+
+#: executions between two looks at the shared corpus (a few seconds at the slowest protocols' rate)
+SYNC_EVERY = 256
 
 
 def _seeds(folder: Path | None, protocol: str, preset: str) -> list[bytes]:
@@ -56,26 +72,28 @@ def _seeds(folder: Path | None, protocol: str, preset: str) -> list[bytes]:
     return out
 
 
-def _peak_rss_mb() -> int:
-    """This process's peak RSS (the guided loop runs in it; the report showed 0 MB for it)."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024  # KiB on Linux
-
-
 class _Campaign:
-    """One guided run: the loop, its findings by signature, and its progress rows."""
+    """One guided job: the engine, the sink of its findings, its progress rows and the shared corpus."""
 
-    def __init__(self, name: str, protocol: str, preset: str, run_dir: Path, seed: int) -> None:
+    def __init__(self, name: str, protocol: str, preset: str, run_dir: Path, seed: int,
+                 feedbacks: Sequence[Any] = fb.DEFAULT, moves: Sequence[mv.Move] = mv.DEFAULT,
+                 sync: bool = False) -> None:
         self.name, self.protocol, self.preset, self.run_dir = name, protocol, preset, run_dir
         self.proto = get_protocol(protocol)
-        self.loop = Greybox(protocol, self.proto, seed, preset)
-        self.seen: set[str] = set()
-        self.findings: list[tuple[str, Path, str]] = []
+        self.monitor = Monitor()
+        self.loop = Guided(protocol, self.proto, seed, preset, feedbacks=feedbacks, moves=moves,
+                           monitor=self.monitor)
+        self.sink = FindingSink(run_dir, protocol, self.proto)
         self.stop_signal = 0
         self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
         self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
         self.disk_full = ""                          # the write that found no room, if one did
+        self.sync = sync
+        self.known: set[str] = set()                 # corpus/ names this job has run or written
+
+    @property
+    def findings(self) -> list[tuple[str, Path, str]]:
+        return self.sink.findings
 
     def attempt(self, data: bytes, move: str) -> None:
         """One input; one that makes the plug-in's code loop, hog memory or exit is saved as a
@@ -91,72 +109,90 @@ class _Campaign:
 
     def handle(self, step: Step) -> None:
         if step.kept:
-            write_atomic(self.run_dir / "corpus" / sha1(step.data), step.data)
-        if step.run.violation is None:
+            name = sha1(step.data)
+            self.known.add(name)
+            write_atomic(self.run_dir / "corpus" / name, step.data)
+        if step.run.violation is not None:
+            self.sink.offer(step.scenario, step.data, step.execution.outcome)  # the run's own outcome
+            self.monitor.findings = len(self.sink.findings)
+
+    def pick_up(self) -> None:
+        """The inputs other jobs wrote into corpus/ since the last look (AFL++'s sync)."""
+        try:
+            names = sorted(set(os.listdir(self.run_dir / "corpus")) - self.known)
+        except OSError:
             return
-        outcome = SimBackend().run(step.scenario, self.proto)
-        sig = signature(step.scenario, outcome, self.proto)
-        if sig in self.seen:
-            return
-        self.seen.add(sig)
-        path = write_finding(self.run_dir, step.scenario, step.data, outcome, self.proto)
-        self.findings.append((sig, path, outcome.violation.summary() if outcome.violation else ""))
-        alarm = "" if self.proto.expected(step.scenario) != "clean" else (  # "": no promise here
-            f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
-        sys.stderr.write(f"\n=== epfuzz finding: {self.findings[-1][2]}\n{alarm}  signature: {sig}\n"
-                         f"  replay: {replay_command(path)}\n  scenario: {one_line_json(step.scenario)}\n")
+        for n in names:
+            self.known.add(n)
+            if n.startswith("."):      # write_atomic's temporary file
+                continue
+            try:
+                data = (self.run_dir / "corpus" / n).read_bytes()
+            except OSError:
+                continue
+            self.attempt(data, "sync")
 
     def row(self, elapsed: float) -> str:
-        g = self.loop
-        return (f"{elapsed:.1f},{g.execs},{g.execs / elapsed if elapsed else 0:.0f},{len(g.seen)},"
-                f"{len(g.corpus)},{len(self.findings)},{_peak_rss_mb()}\n")
+        return self.monitor.row(elapsed, self.loop.execs)
 
-    def run(self, seconds: float, max_execs: int | None, progress: bool) -> float:
+    def run(self, seconds: float, max_execs: int | None, progress: bool, csv_path: Path) -> float:
         """The loop; a full disk ends it (`disk_full` says why) and the summary still comes."""
         start = time.monotonic()
         try:
-            self._loop(start, seconds, max_execs, progress)
+            self._loop(start, seconds, max_execs, progress, csv_path)
         except (NoSpace, OSError) as e:
             if not is_no_room(e):
                 raise
-            self.disk_full = str(e) if isinstance(e, NoSpace) else str(NoSpace(self.run_dir / "progress.csv", e))
+            self.disk_full = str(e) if isinstance(e, NoSpace) else str(NoSpace(csv_path, e))
         return time.monotonic() - start
 
-    def _loop(self, start: float, seconds: float, max_execs: int | None, progress: bool) -> None:
-        last = 0.0
-        with (self.run_dir / "progress.csv").open("a") as csv:
+    def _loop(self, start: float, seconds: float, max_execs: int | None, progress: bool, csv_path: Path) -> None:
+        with csv_path.open("a") as csv:
             csv.write(PROGRESS_HEADER)
             for data in _seeds(seed_folder(self.name), self.protocol, self.preset):
                 self.attempt(data, "seed")
             while not self.stop_signal and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
                 self.attempt(*self.loop.next_input())
-                now = time.monotonic()
-                if now - last >= 1:
-                    csv.write(self.row(now - start))
+                if self.sync and self.loop.execs % SYNC_EVERY == 0:
+                    self.pick_up()
+                if self.monitor.due():
+                    csv.write(self.row(time.monotonic() - start))
                     csv.flush()
-                    last = now
-                    if progress and sys.stderr.isatty():
-                        sys.stderr.write(f"\r[{now - start:5.0f}s / {seconds:.0f}s] execs {self.loop.execs} "
-                                         f"features {len(self.loop.seen)} corpus {len(self.loop.corpus)} "
-                                         f"findings {len(self.findings)}   ")
+                    if progress:
+                        self.monitor.line(seconds)
         if progress and sys.stderr.isatty():
             sys.stderr.write("\n")
+
+    def stats(self, elapsed: float) -> dict[str, Any]:
+        return {**self.monitor.stats(), "execs": self.loop.execs, "elapsed": elapsed,
+                "resource": self.resource, "disk_full": self.disk_full,
+                "findings": [str(p) for _, p, _ in self.findings]}
+
+
+def _names(harness: str | None, protocol: str | None, preset: str) -> tuple[str, str]:
+    if protocol:
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
+        return plugin_name(protocol), protocol
+    name = harness_name(harness or "")
+    return name, name.removesuffix("_fuzzer")
 
 
 def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_dir: Path | None = None,
                 seed: int | None = None, progress: bool = True, protocol: str | None = None,
-                max_execs: int | None = None) -> Summary:
-    """Fuzz a built-in harness's protocol, or a plug-in protocol (module:Attr), with the greybox loop."""
-    if protocol:
-        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
-        name = plugin_name(protocol)
-    else:
-        name = harness_name(harness or "")
-        protocol = name.removesuffix("_fuzzer")
+                max_execs: int | None = None, jobs: int = 1, feedback: Sequence[str] = (),
+                moves: Sequence[str] = ()) -> Summary:
+    """Fuzz a built-in protocol (by harness or protocol name) or a plug-in protocol (module:Attr) with
+    the guided engine; `feedback`/`moves`: plug-ins (module:attr) added to the default parts."""
+    name, protocol = _names(harness, protocol, preset)
+    feeds = [*fb.DEFAULT, *fb.load(feedback)]
+    mvs = [*mv.DEFAULT, *mv.load(moves)]
     run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
     (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
-    camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed)
+    if jobs > 1:
+        return _fuzz_jobs(name, protocol, preset, run_dir, seconds, 0 if seed is None else seed, progress,
+                          max_execs, jobs, feedback, moves)
+    camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed, feeds, mvs)
 
     def stop(signum: int, *_: object) -> None:
         camp.stop_signal = signum
@@ -164,7 +200,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
     camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
     try:
-        elapsed = camp.run(seconds, max_execs, progress)
+        elapsed = camp.run(seconds, max_execs, progress, run_dir / "progress.csv")
         # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE
         # seconds; with the disk full there is no room for minimized cases: only what the cache knows
         paths = [p for _, p, _ in camp.findings]
@@ -177,11 +213,12 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         for s, h in old.items():
             signal.signal(s, h)
     g = camp.loop
-    summary = Summary(name, run_dir, elapsed, g.execs, len(g.seen), len(g.corpus), 0, camp.findings, grouping.bugs,
-                      camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset),
+    summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), 0, camp.findings,
+                      grouping.bugs, camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset),
                       false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
     try:
         write_bug_index(grouping, run_dir / "bugs.csv")
+        write_atomic(run_dir / "stats.json", json.dumps(camp.stats(elapsed), indent=1).encode())
         with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
             f.write(camp.row(elapsed))
     except (OSError, NoSpace) as e:
@@ -191,5 +228,136 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     if camp.disk_full:
         remove_empty(run_dir)
         summary.disk_full = camp.disk_full
-    log_end(camp.log, summary, features=len(g.seen))
+    log_end(camp.log, summary, features=len(g.corpus.seen))
     return summary
+
+
+def run_worker(args: dict[str, Any]) -> int:
+    """One job of `--jobs N` (epfuzz.search.worker): fuzz into the shared run folder, write jobs/job-J.json."""
+    run_dir, j = Path(args["run_dir"]), int(args["job"])
+    if ":" in args["protocol"]:
+        REGISTRY.load_plugin(args["protocol"])  # named on the parent's command line
+    camp = _Campaign(args["name"], args["protocol"], args["preset"], run_dir, int(args["seed"]) + j,
+                     [*fb.DEFAULT, *fb.load(args["feedback"])], [*mv.DEFAULT, *mv.load(args["moves"])], sync=True)
+
+    def stop(signum: int, *_: object) -> None:
+        camp.stop_signal = signum
+
+    for s in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(s, stop)
+    with limits.watch():
+        elapsed = camp.run(float(args["seconds"]), args["max_execs"], False, run_dir / "jobs" / f"job-{j}.csv")
+    try:
+        write_atomic(run_dir / "jobs" / f"job-{j}.json", json.dumps(camp.stats(elapsed)).encode())
+    except (OSError, NoSpace) as e:
+        if not is_no_room(e):
+            raise
+        return 2
+    return 2 if camp.disk_full else 0
+
+
+def _last_row(path: Path) -> list[str]:
+    try:
+        lines = path.read_text().splitlines()
+    except OSError:
+        return []
+    return lines[-1].split(",") if len(lines) > 1 else []
+
+
+def _fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: float, seed: int, progress: bool,
+               max_execs: int | None, jobs: int, feedback: Sequence[str], moves: Sequence[str]) -> Summary:
+    (run_dir / "jobs").mkdir(exist_ok=True)
+    log = get_logger(harness=name, backend="sim", preset=preset, engine="guided", jobs=jobs)
+    args = {"run_dir": str(run_dir), "name": name, "protocol": protocol, "preset": preset, "seed": seed,
+            "seconds": seconds, "max_execs": max_execs, "feedback": list(feedback), "moves": list(moves)}
+    stopped = [0]
+
+    def stop(signum: int, *_: object) -> None:
+        stopped[0] = signum
+
+    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir), jobs=jobs)
+    start = time.monotonic()
+    procs = [subprocess.Popen([sys.executable, "-m", "epfuzz.search.worker", json.dumps({**args, "job": j})],
+                              cwd=os.getcwd(), stdout=(run_dir / f"job{j}.log").open("w"), stderr=subprocess.STDOUT,
+                              start_new_session=True, preexec_fn=proc.die_with_parent) for j in range(jobs)]
+    disk_full, forwarded = "", False
+    try:
+        with (run_dir / "progress.csv").open("a") as csv:
+            csv.write(PROGRESS_HEADER)
+            while any(p.poll() is None for p in procs):
+                if stopped[0] and not forwarded:
+                    for p in procs:
+                        if p.poll() is None:
+                            p.send_signal(signal.SIGTERM)
+                    forwarded = True
+                time.sleep(0.2)
+                rows = [_last_row(run_dir / "jobs" / f"job-{j}.csv") for j in range(jobs)]
+                rows = [r for r in rows if len(r) >= 7]
+                if rows:
+                    el = time.monotonic() - start
+                    n = sum(int(r[1]) for r in rows)
+                    csv.write(f"{el:.1f},{n},{n / el if el else 0:.0f},{max(int(r[3]) for r in rows)},"
+                              f"{len(os.listdir(run_dir / 'corpus'))},{len(list(run_dir.glob('finding-*.json')))},"
+                              f"{sum(int(r[6]) for r in rows)}\n")
+                    csv.flush()
+    except OSError as e:
+        if not is_no_room(e):
+            raise
+        disk_full = str(NoSpace(run_dir / "progress.csv", e))
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            p.wait()
+    elapsed = time.monotonic() - start
+    stats = []
+    for j in range(jobs):
+        try:
+            stats.append(json.loads((run_dir / "jobs" / f"job-{j}.json").read_text()))
+        except (OSError, ValueError):
+            stats.append({})
+    disk_full = disk_full or next((s["disk_full"] for s in stats if s.get("disk_full")), "")
+    errors = [j for j, p in enumerate(procs) if p.returncode not in (0, 2) and not stopped[0]]
+    try:
+        findings, grouping = read_findings(run_dir, "sim", log, stop=(lambda: True) if disk_full else until_grace(
+            lambda: stopped[0] != 0), progress=progress)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+    resource = [tuple(r) for s in stats for r in s.get("resource", [])]
+    total = _merge_stats(stats)
+    summary = Summary(name, run_dir, elapsed, total["execs"], max((s.get("features", 0) for s in stats), default=0),
+                      len(os.listdir(run_dir / "corpus")), len(errors), findings, grouping.bugs, stopped[0],
+                      resource=resource_findings(resource, protocol, preset),  # type: ignore[arg-type]
+                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
+    if errors:
+        summary.error = f"job {errors[0]} exited {procs[errors[0]].returncode} (see {run_dir}/job{errors[0]}.log)"
+    try:
+        write_atomic(run_dir / "stats.json", json.dumps({**total, "jobs": stats}, indent=1).encode())
+        with (run_dir / "progress.csv").open("a") as f:
+            f.write(f"{elapsed:.1f},{total['execs']},{total['execs'] / elapsed if elapsed else 0:.0f},"
+                    f"{summary.cov},{summary.corpus},{len(findings)},0\n")
+    except (OSError, NoSpace) as e:
+        if not is_no_room(e):
+            raise
+        disk_full = disk_full or str(e if isinstance(e, NoSpace) else NoSpace(run_dir / "progress.csv", e))
+    if disk_full:
+        remove_empty(run_dir)
+        summary.disk_full = disk_full
+    log_end(log, summary, features=summary.cov, jobs=jobs)
+    return summary
+
+
+def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
+    """The jobs' stats summed: executions, and per move and per feedback what they did."""
+    out: dict[str, Any] = {"execs": 0, "moves": {}, "feedbacks": {}}
+    for s in stats:
+        out["execs"] += s.get("execs", 0)
+        for k, m in s.get("moves", {}).items():
+            t = out["moves"].setdefault(k, {"used": 0, "kept": 0, "found": 0})
+            for f in t:
+                t[f] += m.get(f, 0)
+        for k, n in s.get("feedbacks", {}).items():
+            out["feedbacks"][k] = out["feedbacks"].get(k, 0) + n
+    return out

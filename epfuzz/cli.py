@@ -111,9 +111,12 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     if a.harness and a.protocol:
         raise InputError(f"name a harness ({a.harness}) or give --protocol ({a.protocol}), not both")
-    if a.engine == "guided":
+    engine = a.engine or ("guided" if a.backend == "sim" and not a.libfuzzer else "libfuzzer")
+    if engine == "guided":
         s = _fuzz_guided(a)
     else:
+        if a.feedback or a.moves:
+            raise InputError("--feedback and --moves are parts of the guided engine (--engine guided)")
         extra = list(a.libfuzzer)
         if a.max_execs and not any(x.startswith("-runs=") for x in extra):
             extra.append(f"-runs={a.max_execs}")
@@ -136,12 +139,13 @@ def _fuzz_guided(a: argparse.Namespace) -> Summary:
     if a.backend != "sim":
         raise InputError(f"--engine guided drives the sim backend only (its feedback is the emulator's trace), "
                          f"not {a.backend}; use --engine libfuzzer")
-    if a.jobs != 1 or a.libfuzzer:
-        raise InputError("--engine guided is one in-process job with no libFuzzer flags (--jobs 1, nothing after --)")
+    if a.libfuzzer:
+        raise InputError("--engine guided takes no libFuzzer flags (nothing after --); use --engine libfuzzer")
     if not a.harness and not a.protocol:
-        raise InputError("name a harness or give --protocol module:Attr")
+        raise InputError("name a harness or protocol, or give --protocol module:Attr")
     return fuzz_guided(a.harness, a.time, preset=a.preset, run_dir=Path(a.run_dir) if a.run_dir else None,
-                       seed=a.seed, protocol=a.protocol, max_execs=a.max_execs)
+                       seed=a.seed, protocol=a.protocol, jobs=a.jobs, feedback=a.feedback, moves=a.moves,
+                       max_execs=a.max_execs)
 
 
 def cmd_explore(a: argparse.Namespace) -> int:

@@ -95,15 +95,24 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="also stop after N executions (guided: the loop's; libfuzzer: each job's, as -runs=N): "
                          "a bound that does not depend on the machine's speed; --time still caps it")
     fz.add_argument("--jobs", type=_positive(int), default=1,
-                    help="libFuzzer worker processes sharing one working corpus (default 1)")
+                    help="worker processes sharing one corpus through the run folder (default 1)")
     fz.add_argument("--backend", default="sim", choices=BACKENDS,
                     help="where each input runs: sim (default), verbs (in the soft-RoCE guest here), cuda")
     fz.add_argument("--preset", default="spec",
                     help=f"platform preset: which NIC/fabric knobs are pinned ({', '.join(PRESETS)}; default spec)")
-    fz.add_argument("--engine", default="libfuzzer", choices=("libfuzzer", "guided"),
-                    help="libfuzzer (default): the atheris harness, one process per job; guided: the in-process "
-                         "greybox loop with semantic feedback and the schedule sampler (sim backend, one job; "
-                         "much faster on deep bugs, see docs/guided.md)")
+    fz.add_argument("--engine", choices=("guided", "libfuzzer"),
+                    help="guided (the default on the sim backend): the in-process search with semantic feedback "
+                         "and the schedule sampler; libfuzzer (the default elsewhere, and with libFuzzer flags "
+                         "after --): the atheris harness, one process per job (docs/search.md)")
+    fz.add_argument("--max-execs", type=_positive(int), metavar="N",
+                    help="also stop each job after N executions (guided; libfuzzer: -runs=N): a run bounded in "
+                         "steps, not seconds")
+    fz.add_argument("--feedback", action="append", default=[], metavar="MODULE:ATTR",
+                    help="guided: add a feedback (a epfuzz.search.feedbacks.Feedback, or a list), or `lines` "
+                         "(line coverage); imported because named; repeatable")
+    fz.add_argument("--moves", action="append", default=[], metavar="MODULE:ATTR",
+                    help="guided: add moves (a epfuzz.search.moves.Move, or a list); imported because named; "
+                         "repeatable")
     fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job); guided: its RNG seed")
     fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
     fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")

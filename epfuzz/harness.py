@@ -23,9 +23,10 @@ from epfuzz.backends import get_backend
 from epfuzz.backends.base import Outcome, Where
 from epfuzz.diskspace import NoSpace
 from epfuzz.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
-from epfuzz.findings import one_line_json, replay_command, signature, write_finding
-from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.findings import signature
+from epfuzz.protocols import get_protocol
 from epfuzz.scenario import Scenario
+from epfuzz.search.sink import FindingSink
 
 
 def _backend_asked(argv: Sequence[str]) -> str:
@@ -34,21 +35,10 @@ def _backend_asked(argv: Sequence[str]) -> str:
     return named[-1] if named else os.environ.get("EPFUZZ_BACKEND", "sim")
 
 
-# atheris instruments what a harness script imports with this module. The emulator (and the
-# semantic feedback read off its runs) only where it runs: instrumenting them is a third of a
-# verbs campaign's start-up in the TCG guest (tens of seconds), for code no verbs input reaches
-if _backend_asked(sys.argv) == "sim":
-    import epfuzz.backends.sim  # noqa: F401
-    import epfuzz.feedback  # noqa: F401
-    import epfuzz.sim.engine  # noqa: F401
-else:  # what the other backends' runners call (imported there later, uninstrumented otherwise)
-    import epfuzz.epoch  # noqa: F401
-    import epfuzz.protocols.opcheck  # noqa: F401
-# the registry imports a protocol's family on first use, which would be after the harness script's
-# instrumented import: every built-in family is imported now, while atheris instruments (issue 28)
-_ = REGISTRY.items
-
-
+#: nothing of epfuzz is line-instrumented (issue 34.2: what atheris instrumented used to depend on
+#: whether `import epfuzz` ran before `atheris.instrument_imports`, i.e. on the entry point). On the sim
+#: the coverage libFuzzer sees is the semantic features (epfuzz.search.feedbacks, as counters), the
+#: same whichever way the harness starts; and the compiled emulator runs under atheris too (epfuzz.native).
 class Harness:
     def __init__(self, protocol: str, preset: str = "spec", backend: str = "sim",
                  keep_going: bool = False, findings_dir: Path | None = None) -> None:
@@ -61,8 +51,8 @@ class Harness:
                                      f"`epfuzz fuzz HARNESS --backend {backend}` runs this harness there")
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
-        self.seen: set[str] = set()
-        self.counters: Any = None   # epfuzz.feedback.Counters when semantic feedback is on (EPFUZZ_FEEDBACK)
+        self.sink = FindingSink(self.findings_dir, protocol, self.proto, self.backend.name)
+        self.counters: Any = None   # epfuzz.search.feedbacks.Counters (the sim's features as coverage)
         codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
@@ -74,31 +64,19 @@ class Harness:
         except SystemExit as e:  # the plug-in's sys.exit(): a crash with its line, not the job's quiet end
             raise ProtocolError(f"protocol {self.protocol!r} called sys.exit({e.code!r})") from e
         if self.counters is not None and self.backend.name == "sim":
-            from epfuzz.feedback import features
-
-            self.counters.emit(features(outcome.detail))
+            self.counters.emit(self.counters.features(outcome.detail))
         if outcome.violation is None:
             return
-        sig = signature(scn, outcome, self.proto)
-        if self.keep_going and sig in self.seen:
-            return
-        self.seen.add(sig)
         try:
-            path = write_finding(self.findings_dir, scn, data, outcome, self.proto)
+            path = self.sink.offer(scn, data, outcome)
         except NoSpace as e:  # the campaign reads this line, stops every job and prints its summary
             sys.stderr.write(f"epfuzz: {e}\n")
             sys.stderr.flush()
             os._exit(2)
-        alarm = "" if self.proto.expected(scn) != "clean" else (  # "": no promise here
-            f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
-        sys.stderr.write(
-            f"\n=== epfuzz finding: {outcome.violation.summary()}\n{alarm}"
-            f"  signature: {sig}\n"
-            f"  replay: {replay_command(path, self.backend.name)}\n"
-            f"  scenario: {one_line_json(scn)}\n")
-        sys.stderr.flush()
+        if path is None and self.keep_going:
+            return
         if not self.keep_going:
-            self.crash(scn, outcome, sig)
+            self.crash(scn, outcome, signature(scn, outcome, self.proto))
 
     def crash(self, scn: Scenario, outcome: Outcome, sig: str) -> NoReturn:
         """Stop on the finding as a crash whose innermost three frames name its root cause
@@ -163,13 +141,14 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     if not any(a.startswith("-len_control=") for a in rest):
         rest.append("-len_control=0")
     kwargs = {}
-    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):
-        from epfuzz.mutator import make_mutator
-        guided = bool(os.environ.get("EPFUZZ_FEEDBACK"))
-        kwargs["custom_mutator"] = make_mutator(codec.decoder_for(harness.protocol, harness.preset),
-                                                schedule_move(harness) if guided else None)
-    if os.environ.get("EPFUZZ_FEEDBACK"):  # semantic features as coverage (counters reserved before Setup)
-        from epfuzz.feedback import Counters
+    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):  # the move registry (epfuzz.search.moves) as custom mutator
+        from epfuzz.search.engines.libfuzzer import mutator
+        from epfuzz.search.moves import Context
+
+        kwargs["custom_mutator"] = mutator(Context(harness.protocol, harness.proto, harness.preset,
+                                                   sim=harness.backend.name == "sim"))
+    if harness.backend.name == "sim":  # the semantic features as coverage (counters reserved before Setup)
+        from epfuzz.search.feedbacks import Counters
 
         harness.counters = Counters()
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
@@ -177,18 +156,3 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
-
-
-def schedule_move(harness: Harness) -> Any:
-    """The schedule sampler as a mutator move (sim backend: it builds the arrival order)."""
-    if harness.backend.name != "sim":
-        return None
-    from epfuzz.sampler import mutate_schedule
-
-    def move(data: bytes, rng: Any) -> bytes:
-        try:
-            return mutate_schedule(data, harness.protocol, harness.proto, rng, harness.preset)
-        except Exception:  # noqa: BLE001 - a mutator must never stop the fuzzer; fall back to the input
-            return data
-
-    return move

@@ -7,8 +7,8 @@ its compiled neighbours directly, so a mix is never loaded), whether to keep tha
 preference or to load the sources instead. Sources win when:
 
 - `EPFUZZ_PURE=1` (the equivalence test runs the pure path this way);
-- atheris is loaded: it instruments bytecode, and an extension has none, so a
-  coverage-guided harness would go blind to the emulator;
+- (atheris no longer counts: nothing of epfuzz is line-instrumented, issue 34.2, so a harness
+  runs the compiled emulator too; its coverage is the semantic features);
 - the extensions are stale: a source changed after the build (the manifest's hash
   differs), or no manifest says they were built from these sources. A one-line note
   says so; `make install` rebuilds.
@@ -82,7 +82,7 @@ def decide() -> str:
     if _choice is None:
         if not any(extension(n) for n in COMPILED):
             _choice = "pure"  # nothing built: the sources load the ordinary way, no note needed
-        elif os.environ.get("EPFUZZ_PURE") == "1" or "atheris" in sys.modules:
+        elif os.environ.get("EPFUZZ_PURE") == "1":
             _choice = "pure"
         else:
             why = stale_reason()
@@ -107,8 +107,6 @@ def describe() -> str:
         why = "not built in this install"
     elif os.environ.get("EPFUZZ_PURE") == "1":
         why = "EPFUZZ_PURE=1"
-    elif "atheris" in sys.modules:
-        why = "atheris is loaded: it instruments bytecode only"
     else:
         why = stale_reason() or "not loaded"
     return (f"runs pure Python, slower (compiled core: {why}; to build it: `make install` in a checkout, "

@@ -5,15 +5,12 @@ given as `--protocol=module:Attr` (no atheris code to write).
     python -m epfuzz.plugin_fuzzer --protocol=deepep_v2_dispatch CORPUS -max_total_time=60
     python -m epfuzz.plugin_fuzzer --protocol=examples.seqflag:SeqFlag CORPUS -max_total_time=60
 
-epfuzz (and a plug-in's own module) is instrumented for coverage; the protocol is resolved inside the
-instrumented import, since the registry imports a built-in protocol's family on first use.
+Nothing is line-instrumented (epfuzz.harness): libFuzzer's coverage is the semantic features of
+each run, the same whether this starts as `python -m epfuzz.plugin_fuzzer` or as a script.
 """
 
-import contextlib
 import os
 import sys
-
-import atheris
 
 
 def _protocol(argv: list[str]) -> str:
@@ -30,16 +27,9 @@ def _protocol(argv: list[str]) -> str:
 if __name__ == "__main__":
     spec = _protocol(sys.argv)
     os.environ["EPFUZZ_PROTOCOL"] = spec  # for libFuzzer's child processes
-    plugin = ":" in spec
-    with atheris.instrument_imports(include=["epfuzz", *([spec.split(":")[0].split(".")[0]] if plugin else [])]):
-        from epfuzz.errors import InputError
-        from epfuzz.harness import main
-        from epfuzz.protocols import get_protocol, load_plugin
+    from epfuzz.harness import main
+    from epfuzz.protocols import load_plugin
 
-        # import (and instrument) the protocol's module now: a plug-in is named on the command line
-        if plugin:
-            load_plugin(spec)
-        else:
-            with contextlib.suppress(InputError):  # an unknown name: main() says so in one line (exit 2)
-                get_protocol(spec)
+    if ":" in spec:
+        load_plugin(spec)  # the user's module, imported because it was named on the command line
     main(spec, [a for a in sys.argv if not a.startswith("--protocol=")])

@@ -23,7 +23,7 @@ import random
 from collections.abc import Sequence
 from typing import Any
 
-from epfuzz import codec, ops
+from epfuzz import codec
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.adversary import QpStreams, apply_overtakes
@@ -32,6 +32,13 @@ from epfuzz.sim.packets import TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 
 MAX_DEPTH = 3
+MAX_INDEX = 65535      # the codec's bound on Overtake.index
+
+
+def encodable(index: int) -> int:
+    """An overtake index the codec can write: a run longer than 65,536 units has units no index
+    addresses (the index is taken modulo the run's length), so a position past it is held at it."""
+    return max(0, min(MAX_INDEX, index))
 
 
 def _position(order: Sequence[Any], unit: int) -> int:
@@ -54,19 +61,40 @@ def _pick_unit(ev: Any, rng: random.Random) -> int:
 
 
 def _marked(run: Any) -> list[Any]:
-    """TLP runs a write-then-signal protocol hinges on: every non-data TLP (a signal, an atomic, a
-    CQE) and every data run that ends a slot (the trailer's bytes)."""
+    """TLP runs the receiver hinges on, read off its own run (epfuzz.search.feedbacks.reads_of): the
+    TLPs that woke an accepting poll and every TLP in a region they landed in (what it watches), and
+    the data runs that hold the first or last bytes of a range it accepted, or of a slot in one (what
+    it reads: a header, a trailer, a stamp). A run with no accepting poll (a configuration built
+    without its replay) falls back to every non-data TLP."""
+    from epfuzz.search.feedbacks import reads_of
+
+    polls = getattr(run, "polls", None)
+    if not polls:
+        return [t for t in run.tlps if t.action != TlpAction.COPY]
+    r = reads_of(run)
     tb = run.layout.token_bytes
-    return [t for t in run.tlps if t.action != TlpAction.COPY
-            or (t.region == ops.DATA and tb and (t.off + t.length) % tb == 0)]
+    out = []
+    for t in run.tlps:
+        if t.local:
+            continue
+        if t.seq in r.triggers or t.region in r.watched:
+            out.append(t)
+            continue
+        lo, hi = t.off, t.off + max(t.length, 1)
+        for a, b in r.ranges.get((t.epoch, t.region), ()):
+            if lo < b and a < hi and (lo <= a or hi >= b or (tb and ((lo - a) % tb == 0 or (hi - a) % tb == 0))):
+                out.append(t)
+                break
+    return out or [t for t in run.tlps if t.action != TlpAction.COPY]
 
 
 def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]]], rng: random.Random,
                   focus: bool = False) -> Overtake | None:
     """One change point over the order that `moves` (the schedule so far, per stage) already made.
 
-    `focus` (the guided loop's move): half the time the event is one of the `_marked` runs and the
-    unit its last one, so a signal or a trailer is one draw in tens, not in hundreds.
+    `focus` (the guided loop's move): half the time the event is one of the `_marked` runs (what the
+    receiver watches and reads) and the unit its first or last one, so a signal or the edge of a read
+    range is one draw in tens, not in hundreds.
     """
     net = scn.knobs.adaptive_routing and len(run.packets) > 1
     stage = "net" if net and rng.random() < 0.5 else "pcie"
@@ -76,7 +104,7 @@ def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]
     marked = _marked(run) if focus and stage == "pcie" and rng.random() < 0.5 else []
     if marked:
         ev = rng.choice(marked)
-        unit = ev.seq + ev.n - 1
+        unit = ev.seq + ev.n - 1 if ev.n == 1 or rng.random() < 0.5 else ev.seq
     else:
         unit = _pick_unit(rng.choice(events), rng)
     if stage == "net":
@@ -84,7 +112,7 @@ def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]
     else:
         window = scn.knobs.reorder_window
         order, _ = apply_overtakes(events, moves["pcie"], tlp_pass_rule(), window, QpStreams(events, window))
-    index = _position(order, unit)
+    index = encodable(_position(order, unit))
     distance = min(64, 1 << rng.randrange(7)) if rng.random() < 0.5 else rng.randint(1, 64)
     moves[stage].append((index, distance))
     return Overtake(stage, index, distance)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from epfuzz.backends.base import Backend, Outcome
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
-from epfuzz.sim.engine import simulate
+from epfuzz.sim.engine import SimRun, simulate
 
 
 class SimBackend(Backend):
@@ -18,10 +18,14 @@ class SimBackend(Backend):
         return True, f"emulator of the PCIe r5.0 ordering table and IB RC semantics; {native.describe()}"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
-        run = simulate(scn, proto)
-        v = run.violation
-        return Outcome("sim", v, runs=1, hits=int(v is not None), rules_fired=run.culprit_rules(),
-                       summary=summarize(run), detail=run)
+        return outcome_of(simulate(scn, proto))
+
+
+def outcome_of(run: SimRun) -> Outcome:
+    """The outcome of a run already simulated (the search's executor has the run: no second simulation)."""
+    v = run.violation
+    return Outcome("sim", v, runs=1, hits=int(v is not None), rules_fired=run.culprit_rules(),
+                   summary=summarize(run), detail=run)
 
 
 def summarize(run: object) -> str:

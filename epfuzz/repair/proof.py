@@ -6,7 +6,7 @@ unfinished buffer (its bounds are stated with each answer). The neighbourhood is
 shape grown and shrunk one field at a time (`NEIGHBOURHOOD`): more and fewer tokens, larger and
 smaller tokens, one more split and one more token per WR, one channel and one QP more and fewer,
 one epoch more. A neighbour the protocol's pins or the field bounds forbid is skipped, and the
-ones checked are listed. The campaign is the guided engine (`epfuzz.greybox`) seeded with the
+ones checked are listed. The campaign is the guided engine (`epfuzz.search.engines.guided`) seeded with the
 case and its neighbours, on the case's platform and signal fields (`knobs.*`, `signal.*`: a
 repair is for the platform the finding was on) with any shape, faults and schedule; it is
 bounded in executions, never in seconds, so a proof replays exactly.
@@ -119,13 +119,13 @@ def check(label: str, scn: Scenario, proto: Repaired, max_states: int) -> Check:
 def campaign(scn: Scenario, proto: Repaired, seeds: list[Scenario], execs: int, seed: int = 0) -> tuple[str, int]:
     """The guided engine on the repaired protocol for `execs` executions: (the first finding's summary, or "",
     executions run)."""
-    from epfuzz.greybox import Greybox
+    from epfuzz.search.engines.guided import Guided
     from epfuzz.sim.engine import SimRun, simulate
 
     def execute(s: Scenario, p: object) -> SimRun:  # the case's platform and signal, any shape and schedule
         return simulate(proto.scenario(s.replace(knobs=scn.knobs, signal=scn.signal)), proto)
 
-    g = Greybox(scn.protocol, proto, seed, preset=scn.preset, execute=execute)
+    g = Guided(scn.protocol, proto, seed, preset=scn.preset, execute=execute)
     done = 0
     for s in seeds[:execs]:
         step = g.try_input(codec.encode(s))

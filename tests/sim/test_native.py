@@ -43,10 +43,12 @@ def test_path_matches_reference(path: str) -> None:
     assert _child(code, **env) == f"{path} 1000 0 []"
 
 
-def test_atheris_gets_the_sources() -> None:
-    """Instrumented harnesses need bytecode: with atheris loaded first, the sources are imported."""
+def test_atheris_loaded_first_still_gets_the_compiled_core() -> None:
+    """Nothing of epfuzz is line-instrumented (issue 34.2): a harness runs the compiled emulator too."""
     pytest.importorskip("atheris")
-    assert _child("import atheris\nfrom epfuzz import native; print(native.running())") == "pure"
+    if native.stale_reason() is not None:
+        pytest.skip(f"compiled emulator not usable here: {native.stale_reason()}")
+    assert _child("import atheris\nfrom epfuzz import native; print(native.running())") == "compiled"
 
 
 def test_a_changed_source_makes_the_build_stale(monkeypatch: pytest.MonkeyPatch) -> None:

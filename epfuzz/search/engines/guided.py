@@ -1,0 +1,91 @@
+"""The guided engine: in-process greybox search over the emulator with semantic feedback.
+
+One `step()` is one execution, deterministic per seed: draw a move (epfuzz.search.moves), a parent
+by energy (epfuzz.search.scheduler) when the move needs one, run the mutant once
+(epfuzz.search.executor), read its features (epfuzz.search.feedbacks) and keep it in the corpus
+if they are new. A share of fresh random inputs keeps it close to random search where bugs are
+shallow; schedule moves mostly *extend* a kept schedule, so a kept "the tail of a read range
+passed its middle" needs only the signal's overtake on top.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Scenario
+from epfuzz.search import feedbacks as fb
+from epfuzz.search import moves as mv
+from epfuzz.search.corpus import Corpus
+from epfuzz.search.executor import Execution, SimExecutor
+from epfuzz.search.monitor import Monitor
+from epfuzz.search.scheduler import Scheduler
+from epfuzz.sim.engine import SimRun, simulate
+
+
+@dataclass
+class Step:
+    execution: Execution
+    move: str
+    kept: bool
+
+    @property
+    def data(self) -> bytes:
+        return self.execution.data
+
+    @property
+    def scenario(self) -> Scenario:
+        return self.execution.scenario
+
+    @property
+    def run(self) -> SimRun:
+        return self.execution.run
+
+
+class Guided:
+    def __init__(self, protocol: str, proto: Protocol, seed: int, preset: str = "spec",
+                 execute: Callable[[Scenario, Protocol], SimRun] = simulate,
+                 feedbacks: Sequence[Any] = fb.DEFAULT, moves: Sequence[mv.Move] = mv.DEFAULT,
+                 monitor: Monitor | None = None) -> None:
+        self.rng = random.Random(seed)
+        self.feedbacks = list(feedbacks)
+        around = next((f.around for f in self.feedbacks if hasattr(f, "around")), None)
+        self.executor = SimExecutor(protocol, proto, preset, execute, around)
+        self.ctx = mv.Context(protocol, proto, preset)
+        self.moves = mv.MoveSet(moves)
+        self.corpus = Corpus()
+        self.scheduler = Scheduler(self.corpus, self.rng)
+        self.monitor = monitor or Monitor()
+
+    @property
+    def execs(self) -> int:
+        return self.executor.execs
+
+    def next_input(self) -> tuple[bytes, str]:
+        move = self.moves.draw(self.rng, have_parent=len(self.corpus) > 0)
+        parent = self.scheduler.pick().data if move.kind != "fresh" and len(self.corpus) else b""
+        return move.fn(self.ctx, parent, self.rng), move.name
+
+    def try_input(self, data: bytes, move: str = "seed") -> Step:
+        """Run one input (a mutant, a seed, another job's input) and keep it if it shows something new."""
+        ex = self.executor.run(data)
+        feats: set[fb.Feature] = set()
+        seen = self.corpus.seen
+        for f in self.feedbacks:
+            got = f.fn(ex.run)
+            self.monitor.new_features(f.name, len(got - seen - feats))
+            feats |= got
+        idx, changed = self.corpus.observe(data, feats, ex.units, move)
+        if changed:
+            self.scheduler.changed(changed)
+        self.scheduler.tick()
+        m = self.monitor
+        m.executed(move, idx is not None, ex.violation is not None)
+        m.features, m.corpus = len(self.corpus.seen), len(self.corpus)
+        return Step(ex, move, idx is not None)
+
+    def step(self) -> Step:
+        return self.try_input(*self.next_input())

@@ -1,0 +1,31 @@
+"""The libFuzzer engine's parts: its custom mutator is the move registry, its coverage the features.
+
+libFuzzer keeps the corpus and picks the parent; `mutator()` answers atheris' custom-mutator
+call with one move of epfuzz.search.moves (schedule moves only where the emulator runs), and
+`Counters.emit` (epfuzz.search.feedbacks) turns an execution's features into libFuzzer counters.
+No epfuzz module is line-instrumented (epfuzz.harness): these counters are the coverage, so a
+harness sees the same thing whether started as a script or with `python -m`.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Sequence
+
+from epfuzz.search import moves as mv
+
+
+def mutator(ctx: mv.Context, moves: Sequence[mv.Move] = mv.DEFAULT) -> Callable[[bytes, int, int], bytes]:
+    ms = mv.MoveSet(moves, sim=ctx.sim)
+
+    def mutate(data: bytes, max_size: int, seed: int) -> bytes:
+        rng = random.Random(seed)
+        move = ms.draw(rng, have_parent=bool(data))
+        ctx.max_len = max_size
+        try:
+            out = move.fn(ctx, data, rng)
+        except Exception:  # noqa: BLE001 - a mutator must never stop the fuzzer: a byte edit instead
+            out = mv.byte_edit(data, max_size, rng)
+        return out[:max_size]
+
+    return mutate

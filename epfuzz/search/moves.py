@@ -1,0 +1,247 @@
+"""Moves: the one registry of named mutations every engine draws from (LibAFL's mutators).
+
+Every byte string decodes to a valid scenario, so a move is `fn(ctx, parent, rng) -> bytes`:
+
+- fresh moves ignore the parent: `fresh` is random bytes as the random baseline draws them,
+  `fresh+pct` gives them a sampled schedule (epfuzz.sampler);
+- schedule moves (sim only: they read the configuration's run): `extend` adds 1-2 change
+  points to the parent's schedule (what came close plus one more reordering), `resample`
+  replaces it, `shift` nudges one overtake;
+- IR moves work on the decoder's draws: `field` redraws one field, `suffix` redraws every
+  draw after one, `shrink` sets one field to its simplest value (zero bytes);
+- `bytes`: libFuzzer-style byte edits.
+
+The guided engine and the libFuzzer harnesses' custom mutator use this same set (the harness
+without the parent-free weighting, since libFuzzer picks the parent). `--moves module:attr`
+adds moves (a `Move` or a list of them). An overtake index is at most `MAX_INDEX` (the codec's
+bound): a move that would push one past it keeps it in range, so its input always encodes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import random
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from epfuzz import codec
+from epfuzz.choices import ChoiceReader
+from epfuzz.protocols.base import Protocol
+from epfuzz.scenario import Scenario
+
+MAX_LEN = 256
+MAX_SCHEDULE = 16      # the decoder's cap on overtakes
+BASES = 256            # configurations whose unscheduled run is kept for the sampler
+
+
+@dataclass
+class Context:
+    """What a move may read: the protocol, its decoder, and the runs of configurations seen lately."""
+
+    protocol: str
+    proto: Protocol
+    preset: str = "spec"
+    sim: bool = True                          # schedule moves read the emulator's run of the configuration
+    max_len: int = MAX_LEN
+    bases: dict[Scenario, Any] = field(default_factory=dict)
+
+    def decode(self, data: bytes) -> Scenario:
+        return codec.decode(data, self.protocol, self.preset)
+
+    def decoder(self) -> Callable[[ChoiceReader], object]:
+        return codec.decoder_for(self.protocol, self.preset)
+
+    def base(self, config: Scenario) -> Any:
+        """The configuration's run in arrival order, replayed (its polls say what the receiver reads)."""
+        from epfuzz.sim.engine import simulate
+
+        run = self.bases.get(config)
+        if run is None:
+            if len(self.bases) >= BASES:
+                self.bases.clear()
+            run = self.bases[config] = simulate(config, self.proto)
+        return run
+
+
+@dataclass(frozen=True)
+class Move:
+    name: str
+    kind: str          # fresh | schedule | ir | bytes
+    weight: float
+    fn: Callable[[Context, bytes, random.Random], bytes]
+    doc: str = ""
+
+
+def _random_bytes(rng: random.Random) -> bytes:
+    return rng.randbytes(rng.randrange(0, 129))
+
+
+def byte_edit(data: bytes, max_size: int, rng: random.Random) -> bytes:
+    """libFuzzer-style byte edits: change, insert, erase or duplicate bytes.
+
+    (atheris.Mutate, libFuzzer's own mutator, refuses to run from a custom mutator with
+    atheris 3.0 -- "Fuzz() must be called before Mutate()" -- so the basic edits are done here.)
+    """
+    b = bytearray(data)
+    op = rng.randrange(5)
+    if not b or op == 0:
+        b.insert(rng.randrange(len(b) + 1), rng.randrange(256))
+    elif op == 1:
+        b[rng.randrange(len(b))] = rng.randrange(256)
+    elif op == 2:
+        i = rng.randrange(len(b))
+        b[i] ^= 1 << rng.randrange(8)
+    elif op == 3 and len(b) > 1:
+        i = rng.randrange(len(b))
+        del b[i:i + rng.randrange(1, 4)]
+    else:
+        i, j = sorted(rng.randrange(len(b) + 1) for _ in range(2))
+        b[i:i] = b[i:j]
+    return bytes(b[:max_size])
+
+
+def field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list[int]:
+    """Byte offsets at which each draw of the decoder starts."""
+    starts: list[int] = []
+
+    class Recorder(ChoiceReader):
+        def draw(self, lo: int, hi: int) -> int:
+            starts.append(self.pos)
+            return super().draw(lo, hi)
+
+    decode(Recorder(data))
+    return starts
+
+
+def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> bytes:
+    from epfuzz.sampler import sample_schedule  # the emulator: imported where a schedule move runs
+
+    scn = ctx.decode(data)
+    keep = scn.schedule if extend else ()
+    keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
+    config = scn.replace(schedule=())
+    sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
+                            focus=True, base=ctx.base(config))
+    return codec.encode(scn.replace(schedule=sched))
+
+
+def fresh(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    return _random_bytes(rng)
+
+
+def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    return _schedule(ctx, _random_bytes(rng), rng, extend=False)
+
+
+def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    return _schedule(ctx, data, rng, extend=True)
+
+
+def resample(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    return _schedule(ctx, data, rng, extend=False)
+
+
+def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    """Nudge one overtake's distance or index; an index at the codec's bound moves the other way."""
+    from epfuzz.sampler import MAX_INDEX, encodable
+
+    scn = ctx.decode(data)
+    if not scn.schedule:
+        return extend(ctx, data, rng)
+    sched = list(scn.schedule)
+    i = rng.randrange(len(sched))
+    o = sched[i]
+    if rng.random() < 0.5:
+        step = rng.choice((-4, -2, -1, 1, 2, 4))
+        sched[i] = dataclasses.replace(o, distance=max(1, min(64, o.distance + step)))
+    else:
+        step = rng.choice((-2, -1, 1, 2))
+        index = o.index + step
+        if not 0 <= index <= MAX_INDEX:
+            index = o.index - step
+        sched[i] = dataclasses.replace(o, index=encodable(index))
+    return codec.encode(scn.replace(schedule=tuple(sched)))
+
+
+def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:
+    starts = field_bounds(data, ctx.decoder())
+    if not starts:
+        return None
+    i = rng.randrange(len(starts))
+    at = starts[i]
+    return at, (starts[i + 1] if i + 1 < len(starts) else at + 2)
+
+
+def redraw_field(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    span = _field_span(ctx, data, rng) if data else None
+    if span is None:
+        return byte_edit(data, ctx.max_len, rng)
+    at, end = span
+    return (data[:at] + rng.randbytes(max(1, end - at)) + data[end:])[:ctx.max_len]
+
+
+def shrink(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    span = _field_span(ctx, data, rng) if data else None
+    if span is None:
+        return byte_edit(data, ctx.max_len, rng)
+    at, end = span
+    return (data[:at] + bytes(max(1, end - at)) + data[end:])[:ctx.max_len]
+
+
+def suffix(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    span = _field_span(ctx, data, rng) if data else None
+    if span is None:
+        return byte_edit(data, ctx.max_len, rng)
+    return (data[:span[0]] + rng.randbytes(rng.randrange(1, 64)))[:ctx.max_len]
+
+
+def bytes_move(ctx: Context, data: bytes, rng: random.Random) -> bytes:
+    return byte_edit(data, ctx.max_len, rng)
+
+
+DEFAULT: tuple[Move, ...] = (
+    Move("fresh", "fresh", 2, fresh, "random bytes through the decoder"),
+    Move("fresh+pct", "fresh", 4, fresh_pct, "a random configuration with a sampled schedule"),
+    Move("extend", "schedule", 6, extend, "1-2 more change points on the parent's schedule"),
+    Move("resample", "schedule", 2, resample, "a new sampled schedule for the parent's configuration"),
+    Move("shift", "schedule", 2, shift, "one overtake's index or distance nudged"),
+    Move("field", "ir", 2, redraw_field, "one decoder draw redrawn"),
+    Move("shrink", "ir", 1, shrink, "one decoder draw set to its simplest value"),
+    Move("suffix", "ir", 1, suffix, "every draw after one redrawn"),
+    Move("bytes", "bytes", 1, bytes_move, "libFuzzer-style byte edits"),
+)
+
+
+class MoveSet:
+    """Moves and their weights, drawn by one RNG; `sim=False` leaves out the schedule moves."""
+
+    def __init__(self, moves: Sequence[Move] = DEFAULT, sim: bool = True) -> None:
+        self.moves = [m for m in moves if sim or m.kind != "schedule"]
+        if not self.moves:
+            from epfuzz.errors import InputError
+
+            raise InputError("no moves to draw from")
+        self.by_name = {m.name: m for m in self.moves}
+        self._weights = [m.weight for m in self.moves]
+
+    def draw(self, rng: random.Random, have_parent: bool = True) -> Move:
+        m = rng.choices(self.moves, self._weights)[0]
+        if not have_parent and m.kind != "fresh":
+            return next((x for x in self.moves if x.kind == "fresh"), m)
+        return m
+
+
+def load(specs: Iterable[str]) -> list[Move]:
+    """The moves `--moves module:attr` names (a Move, or a list/tuple of them), imported because named."""
+    from epfuzz.errors import InputError
+    from epfuzz.search.plugins import load_object
+
+    out: list[Move] = []
+    for spec in specs:
+        obj = load_object(spec, "--moves")
+        for it in list(obj) if isinstance(obj, (list, tuple)) else [obj]:
+            if not isinstance(it, Move):
+                raise InputError(f"--moves {spec}: {it!r} is no epfuzz.search.moves.Move")
+            out.append(it)
+    return out
