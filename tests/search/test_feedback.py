@@ -9,7 +9,7 @@ import textwrap
 from pathlib import Path
 
 from epfuzz import codec
-from epfuzz.feedback import accept_features, feature_index, features, reorder_pairs
+from epfuzz.search.feedbacks import accept_features, feature_index, features, reads_of, reorder_pairs, role
 from epfuzz.protocols import get_protocol
 from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
@@ -26,7 +26,7 @@ def test_661_overtake_is_a_reorder_pair_and_a_negative_slack():
     run = _run(SEED_661)
     assert run.violation is not None
     pairs = reorder_pairs(run)
-    assert any(k[0] == "ro" and k[1].startswith("add/NP_DATA/RO") and k[3] == "C2b" for k in pairs), pairs
+    assert any(k[0] == "ro" and "add/NP_DATA/RO" in k[1] and k[3] == "C2b" for k in pairs), pairs
     slacks = [k for k in accept_features(run) if k[0] == "slack"]
     assert slacks and all(k[-1] < 0 for k in slacks), slacks
     assert ("rf", "data", "poisoned") in accept_features(run) or any(k[:2] == ("rf", "data") for k in
@@ -54,7 +54,9 @@ def test_slack_bucket_shrinks_as_the_signal_moves_closer_to_the_data():
     assert feature_index(("slack", 0, "final", 3)) == feature_index(("slack", 0, "final", 3))
 
 
-def test_trailer_class_appears_in_deep_findings():
+def test_the_roles_come_from_what_the_receiver_read_and_watched():
+    """No slot-trailer class: the parts of a range the receiver accepted (head, tail, middle, and of a
+    slot inside it), the TLP that woke an accepting poll, and what lands where it watches."""
     from epfuzz.sampler import SamplerSearch
 
     proto = get_protocol("deep_gdr")
@@ -64,14 +66,20 @@ def test_trailer_class_appears_in_deep_findings():
         if run.violation is not None:
             break
     assert run.violation is not None
-    assert any("data-end" in k[1] for k in reorder_pairs(run) if k[0] == "ro"), reorder_pairs(run)
-    assert features(run) >= reorder_pairs(run)
+    pairs = reorder_pairs(run)
+    assert not any("data-end" in k[1] for k in pairs)
+    assert any(k[1].startswith("read-") or k[2].startswith("read-") for k in pairs if k[0] == "ro"), pairs
+    reads = reads_of(run)
+    assert reads.triggers and reads.watched
+    woke = next(t for t in run.tlps if t.seq in reads.triggers)
+    assert role(woke, reads, run.layout.token_bytes).startswith("trigger/")
+    assert features(run) >= pairs
 
 
 TARGET = textwrap.dedent("""
     import sys
     import atheris
-    from epfuzz.feedback import Counters
+    from epfuzz.search.feedbacks import Counters
     counters = Counters(64) if sys.argv.pop(1) == "on" else None
     def target(data):
         if counters is not None and data:
@@ -117,7 +125,7 @@ def test_a_signal_passing_the_reset_of_its_own_word_is_a_same_bytes_pair():
     run = _run(doc)
     assert run.violation is not None and run.violation.kind == "hang"
     same = {k for k in reorder_pairs(run) if k[-1] is True}
-    assert any(k[1].startswith("read") and k[2] == "local" for k in same), same
+    assert any("/read/" in f"/{k[1]}" and k[2] == "local" for k in same), same
     assert ("empty-channel", 1) in features(run)
     clean = _run({**doc, "schedule": []})
     assert not any(k[-1] is True for k in reorder_pairs(clean))
