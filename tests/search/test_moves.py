@@ -1,0 +1,56 @@
+"""The move registry: every move makes an input the codec reads back, the harness draws the same set."""
+
+from __future__ import annotations
+
+import random
+
+from epfuzz import codec
+from epfuzz.protocols import get_protocol
+from epfuzz.scenario import Overtake
+from epfuzz.search import moves as mv
+from epfuzz.search.engines.libfuzzer import mutator
+
+
+def _ctx(name: str = "deep_gdr") -> mv.Context:
+    return mv.Context(name, get_protocol(name))
+
+
+def test_every_move_gives_bytes_that_decode_and_encode_back():
+    ctx, rng = _ctx(), random.Random(5)
+    parent = codec.encode(codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3}}))
+    for m in mv.DEFAULT:
+        for _ in range(20):
+            out = m.fn(ctx, parent, rng)
+            assert isinstance(out, bytes) and len(out) <= mv.MAX_LEN, m.name
+            scn = ctx.decode(out)
+            assert codec.decode(codec.encode(scn), "deep_gdr") == scn, m.name
+
+
+def test_shift_keeps_an_index_at_the_codecs_bound_encodable():
+    """Issue 34.1: index 65535 nudged up is 65537, which codec.encode refused."""
+    ctx = _ctx()
+    scn = ctx.decode(b"").replace(schedule=(Overtake("pcie", 65535, 1),))
+    for seed in range(200):
+        out = ctx.decode(mv.shift(ctx, codec.encode(scn), random.Random(seed)))
+        assert all(0 <= o.index <= 65535 for o in out.schedule)
+
+
+def test_the_libfuzzer_mutator_draws_from_the_same_registry():
+    ctx = _ctx()
+    toy_used = []
+
+    def toy(ctx, data, rng):
+        toy_used.append(data)
+        return data + b"\x01"
+
+    mutate = mutator(ctx, [mv.Move("toy", "ir", 1000, toy)])
+    data = codec.encode(ctx.decode(b"\x05" * 40))
+    assert mutate(data, 256, 1) == data + b"\x01" and toy_used
+    full = mutator(ctx)
+    for seed in range(30):
+        assert len(full(data, 64, seed)) <= 64
+
+
+def test_without_the_emulator_no_schedule_move_is_drawn():
+    s = mv.MoveSet(sim=False)
+    assert {m.kind for m in s.moves} == {"fresh", "ir", "bytes"}
