@@ -77,9 +77,9 @@ main({protocol!r}, sys.argv)
 def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]:
     """guided, random or sampler: executions until the first finding, within `budget` seconds."""
     from epfuzz import codec
-    from epfuzz.search.engines.guided import Guided
     from epfuzz.protocols import REGISTRY, get_protocol
     from epfuzz.sampler import SamplerSearch
+    from epfuzz.search.engines.guided import Guided
     from epfuzz.sim.engine import simulate
 
     proto = REGISTRY.load_plugin(name) if ":" in name else get_protocol(name)  # a plug-in: module:Attr

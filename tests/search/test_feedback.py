@@ -9,8 +9,8 @@ import textwrap
 from pathlib import Path
 
 from epfuzz import codec
-from epfuzz.search.feedbacks import accept_features, feature_index, features, reads_of, reorder_pairs, role
 from epfuzz.protocols import get_protocol
+from epfuzz.search.feedbacks import accept_features, feature_index, features, reads_of, reorder_pairs, role
 from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
 

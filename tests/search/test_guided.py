@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 
 from epfuzz import codec
-from epfuzz.search.engines.guided import Guided
 from epfuzz.protocols import get_protocol
 from epfuzz.sampler import sample_schedule
+from epfuzz.search.engines.guided import Guided
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -102,7 +102,6 @@ def test_the_default_engine_on_sim_is_guided_and_a_protocol_runs_by_name(tmp_pat
     """`epfuzz fuzz NAME` with no --engine: guided (its stats.json and feature coverage), and a built-in
     protocol runs by name even where no harness script exists for it."""
     from epfuzz.campaign_guided import _names
-
     from epfuzz.protocols import REGISTRY
 
     assert _names("deep_gdr", None, "spec") == ("deep_gdr_fuzzer", "deep_gdr")
