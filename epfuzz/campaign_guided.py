@@ -45,7 +45,7 @@ from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.errors import EpfuzzError
 from epfuzz.findings import group_findings, write_bug_index
 from epfuzz.log import get_logger
-from epfuzz.protocols import get_protocol
+from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.search import feedbacks as fb
 from epfuzz.search import moves as mv
 from epfuzz.search.engines.guided import Guided, Step
@@ -329,7 +329,7 @@ def _fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: fl
     total = _merge_stats(stats)
     summary = Summary(name, run_dir, elapsed, total["execs"], max((s.get("features", 0) for s in stats), default=0),
                       len(os.listdir(run_dir / "corpus")), len(errors), findings, grouping.bugs, stopped[0],
-                      resource=resource_findings(resource, protocol, preset),  # type: ignore[arg-type]
+                      resource=resource_findings(resource, protocol, preset),
                       false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
     if errors:
         summary.error = f"job {errors[0]} exited {procs[errors[0]].returncode} (see {run_dir}/job{errors[0]}.log)"

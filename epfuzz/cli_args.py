@@ -104,9 +104,6 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="guided (the default on the sim backend): the in-process search with semantic feedback "
                          "and the schedule sampler; libfuzzer (the default elsewhere, and with libFuzzer flags "
                          "after --): the atheris harness, one process per job (docs/search.md)")
-    fz.add_argument("--max-execs", type=_positive(int), metavar="N",
-                    help="also stop each job after N executions (guided; libfuzzer: -runs=N): a run bounded in "
-                         "steps, not seconds")
     fz.add_argument("--feedback", action="append", default=[], metavar="MODULE:ATTR",
                     help="guided: add a feedback (a epfuzz.search.feedbacks.Feedback, or a list), or `lines` "
                          "(line coverage); imported because named; repeatable")

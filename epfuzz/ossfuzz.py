@@ -53,16 +53,14 @@ HARNESS_TEMPLATE = '''#!/usr/bin/env python3
 
     python harnesses/{name}.py corpus/{name} -max_total_time=60
 
-epfuzz's own modules are instrumented, so coverage follows emulator paths (rule
-cells, queue and signal branches), not only the decoder.
+Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
+(epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
+`epfuzz fuzz` runs.
 """
 
 import sys
 
-import atheris
-
-with atheris.instrument_imports(include=["epfuzz"]):
-    from epfuzz.harness import main
+from epfuzz.harness import main
 
 if __name__ == "__main__":
     main("{protocol}", sys.argv)

@@ -3,8 +3,9 @@
 
     python harnesses/dispatch_any_fuzzer.py corpus/dispatch_any_fuzzer -max_total_time=60
 
-No module is line-instrumented: libFuzzer's coverage is epfuzz's semantic features
-(what the receiver read and watched, reorderings by those roles; docs/search.md).
+Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
+(epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
+`epfuzz fuzz` runs.
 """
 
 import sys

@@ -43,6 +43,7 @@ def load_object(spec: str, flag: str) -> Any:
     finally:
         with contextlib.suppress(ValueError):
             sys.path.remove(entry)
-    if getattr(mod, "__file__", None):
-        REGISTRY.plugin_files.add(os.path.realpath(mod.__file__))
+    file = getattr(mod, "__file__", None)
+    if file:
+        REGISTRY.plugin_files.add(os.path.realpath(file))
     return obj
