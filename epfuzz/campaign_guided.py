@@ -18,14 +18,13 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from epfuzz import limits, proc
+from epfuzz import limits
 from epfuzz.campaign_common import (
     PROGRESS_HEADER,
     RUNS,
@@ -36,7 +35,6 @@ from epfuzz.campaign_common import (
     log_end,
     plugin_name,
     preflight,
-    read_findings,
     resource_findings,
     until_grace,
 )
@@ -101,9 +99,22 @@ class _Campaign:
         try:
             self.handle(self.loop.try_input(data, move))
         except (limits.OverLimit, MemoryError) as e:
-            kind = e.kind if isinstance(e, limits.OverLimit) else "oom"
-            path = self.run_dir / "artifacts" / f"{'timeout' if kind == 'hang' else kind}-{sha1(data)}"
-            write_atomic(path, data)
+            self.over_limit(data, e)
+
+    def mutate(self) -> tuple[bytes, str] | None:
+        """The next input, or None where making it ran the plug-in past a limit: a schedule move runs
+        the parent's configuration, so the parent is what is saved (it replays as the same hang)."""
+        try:
+            return self.loop.next_input()
+        except (limits.OverLimit, MemoryError) as e:
+            self.over_limit(self.loop.parent, e)
+            return None
+
+    def over_limit(self, data: bytes, e: limits.OverLimit | MemoryError) -> None:
+        kind = e.kind if isinstance(e, limits.OverLimit) else "oom"
+        path = self.run_dir / "artifacts" / f"{'timeout' if kind == 'hang' else kind}-{sha1(data)}"
+        write_atomic(path, data)
+        if (kind, str(path)) not in self.resource:
             self.resource.append((kind, str(path)))
             sys.stderr.write(f"\n=== epfuzz {kind}: {e}\n  input: {path}\n")
 
@@ -153,7 +164,9 @@ class _Campaign:
                 self.attempt(data, "seed")
             while not self.stop_signal and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
-                self.attempt(*self.loop.next_input())
+                made = self.mutate()
+                if made is not None:
+                    self.attempt(*made)
                 if self.sync and self.loop.execs % SYNC_EVERY == 0:
                     self.pick_up()
                 if self.monitor.due():
@@ -190,7 +203,9 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
     (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
     if jobs > 1:
-        return _fuzz_jobs(name, protocol, preset, run_dir, seconds, 0 if seed is None else seed, progress,
+        from epfuzz.campaign_guided_jobs import fuzz_jobs
+
+        return fuzz_jobs(name, protocol, preset, run_dir, seconds, 0 if seed is None else seed, progress,
                           max_execs, jobs, feedback, moves)
     camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed, feeds, mvs)
 
@@ -254,110 +269,3 @@ def run_worker(args: dict[str, Any]) -> int:
             raise
         return 2
     return 2 if camp.disk_full else 0
-
-
-def _last_row(path: Path) -> list[str]:
-    try:
-        lines = path.read_text().splitlines()
-    except OSError:
-        return []
-    return lines[-1].split(",") if len(lines) > 1 else []
-
-
-def _fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: float, seed: int, progress: bool,
-               max_execs: int | None, jobs: int, feedback: Sequence[str], moves: Sequence[str]) -> Summary:
-    (run_dir / "jobs").mkdir(exist_ok=True)
-    log = get_logger(harness=name, backend="sim", preset=preset, engine="guided", jobs=jobs)
-    args = {"run_dir": str(run_dir), "name": name, "protocol": protocol, "preset": preset, "seed": seed,
-            "seconds": seconds, "max_execs": max_execs, "feedback": list(feedback), "moves": list(moves)}
-    stopped = [0]
-
-    def stop(signum: int, *_: object) -> None:
-        stopped[0] = signum
-
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir), jobs=jobs)
-    start = time.monotonic()
-    procs = [subprocess.Popen([sys.executable, "-m", "epfuzz.search.worker", json.dumps({**args, "job": j})],
-                              cwd=os.getcwd(), stdout=(run_dir / f"job{j}.log").open("w"), stderr=subprocess.STDOUT,
-                              start_new_session=True, preexec_fn=proc.die_with_parent) for j in range(jobs)]
-    disk_full, forwarded = "", False
-    try:
-        with (run_dir / "progress.csv").open("a") as csv:
-            csv.write(PROGRESS_HEADER)
-            while any(p.poll() is None for p in procs):
-                if stopped[0] and not forwarded:
-                    for p in procs:
-                        if p.poll() is None:
-                            p.send_signal(signal.SIGTERM)
-                    forwarded = True
-                time.sleep(0.2)
-                rows = [_last_row(run_dir / "jobs" / f"job-{j}.csv") for j in range(jobs)]
-                rows = [r for r in rows if len(r) >= 7]
-                if rows:
-                    el = time.monotonic() - start
-                    n = sum(int(r[1]) for r in rows)
-                    csv.write(f"{el:.1f},{n},{n / el if el else 0:.0f},{max(int(r[3]) for r in rows)},"
-                              f"{len(os.listdir(run_dir / 'corpus'))},{len(list(run_dir.glob('finding-*.json')))},"
-                              f"{sum(int(r[6]) for r in rows)}\n")
-                    csv.flush()
-    except OSError as e:
-        if not is_no_room(e):
-            raise
-        disk_full = str(NoSpace(run_dir / "progress.csv", e))
-        for p in procs:
-            if p.poll() is None:
-                p.send_signal(signal.SIGTERM)
-        for p in procs:
-            p.wait()
-    elapsed = time.monotonic() - start
-    stats = []
-    for j in range(jobs):
-        try:
-            stats.append(json.loads((run_dir / "jobs" / f"job-{j}.json").read_text()))
-        except (OSError, ValueError):
-            stats.append({})
-    disk_full = disk_full or next((s["disk_full"] for s in stats if s.get("disk_full")), "")
-    errors = [j for j, p in enumerate(procs) if p.returncode not in (0, 2) and not stopped[0]]
-    try:
-        findings, grouping = read_findings(run_dir, "sim", log, stop=(lambda: True) if disk_full else until_grace(
-            lambda: stopped[0] != 0), progress=progress)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    resource = [tuple(r) for s in stats for r in s.get("resource", [])]
-    total = _merge_stats(stats)
-    summary = Summary(name, run_dir, elapsed, total["execs"], max((s.get("features", 0) for s in stats), default=0),
-                      len(os.listdir(run_dir / "corpus")), len(errors), findings, grouping.bugs, stopped[0],
-                      resource=resource_findings(resource, protocol, preset),
-                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
-    if errors:
-        summary.error = f"job {errors[0]} exited {procs[errors[0]].returncode} (see {run_dir}/job{errors[0]}.log)"
-    try:
-        write_atomic(run_dir / "stats.json", json.dumps({**total, "jobs": stats}, indent=1).encode())
-        with (run_dir / "progress.csv").open("a") as f:
-            f.write(f"{elapsed:.1f},{total['execs']},{total['execs'] / elapsed if elapsed else 0:.0f},"
-                    f"{summary.cov},{summary.corpus},{len(findings)},0\n")
-    except (OSError, NoSpace) as e:
-        if not is_no_room(e):
-            raise
-        disk_full = disk_full or str(e if isinstance(e, NoSpace) else NoSpace(run_dir / "progress.csv", e))
-    if disk_full:
-        remove_empty(run_dir)
-        summary.disk_full = disk_full
-    log_end(log, summary, features=summary.cov, jobs=jobs)
-    return summary
-
-
-def _merge_stats(stats: list[dict[str, Any]]) -> dict[str, Any]:
-    """The jobs' stats summed: executions, and per move and per feedback what they did."""
-    out: dict[str, Any] = {"execs": 0, "moves": {}, "feedbacks": {}}
-    for s in stats:
-        out["execs"] += s.get("execs", 0)
-        for k, m in s.get("moves", {}).items():
-            t = out["moves"].setdefault(k, {"used": 0, "kept": 0, "found": 0})
-            for f in t:
-                t[f] += m.get(f, 0)
-        for k, n in s.get("feedbacks", {}).items():
-            out["feedbacks"][k] = out["feedbacks"].get(k, 0) + n
-    return out

@@ -59,6 +59,7 @@ class Guided:
         self.corpus = Corpus()
         self.scheduler = Scheduler(self.corpus, self.rng)
         self.monitor = monitor or Monitor()
+        self.parent = b""
 
     @property
     def execs(self) -> int:
@@ -67,6 +68,7 @@ class Guided:
     def next_input(self) -> tuple[bytes, str]:
         move = self.moves.draw(self.rng, have_parent=len(self.corpus) > 0)
         parent = self.scheduler.pick().data if move.kind != "fresh" and len(self.corpus) else b""
+        self.parent = parent  # what the move read: a campaign saves it if the move ran past a limit
         return move.fn(self.ctx, parent, self.rng), move.name
 
     def try_input(self, data: bytes, move: str = "seed") -> Step:
