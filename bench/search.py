@@ -1,25 +1,31 @@
 #!/usr/bin/env python3
-"""`make bench-search`: time-to-bug of four fuzzers, FuzzBench/Magma style.
+"""`make bench-search`: time-to-bug of four fuzzers, FuzzBench/Magma style, in executions and seconds.
 
-    python bench/search.py [--budget S] [--trials N] [--first-seed K] [--jobs J] [--set deep|zoo|all] [NAME ...]
+    python bench/search.py [--execs N] [--budget S] [--trials N] [--first-seed K] [--jobs J]
+                           [--set deep|deep2|zoo|all] [--fuzzers F,...] [--resume] [NAME ...]
     python bench/search.py --merge A.json B.json --out bench/search-x   (one table from runs in parts)
 
 Fuzzers, each from nothing (no seed corpus) with its trial number as the seed:
 - `guided`: `epfuzz fuzz`'s default engine on the sim (epfuzz.search.engines.guided:
-  semantic features as feedback, the schedule sampler as its main move, a share of
-  fresh random inputs);
-- `libfuzzer+feedback`: the harness under libFuzzer with the same semantic features
-  as extra counters and the sampler as a mutator move (EPFUZZ_FEEDBACK=1),
-  instrumenting as `--instrument` says (default: the decoder and the harness);
-  not in the default set (slow to start, and slower than `guided` everywhere);
-- `libfuzzer`: today's harness (line coverage of every epfuzz module, no
-  semantic features, no sampler move);
-- `random`: random bytes through the same decoder, in-process (bench/run.py's);
+  the receiver-derived semantic features as feedback, the move registry, the schedule sampler
+  as its main move, a share of fresh random inputs);
+- `libfuzzer-cfl`: the harness file as .clusterfuzzlite/build.sh ships it
+  (harnesses/<name>_fuzzer.py: the same features as libFuzzer counters, the same moves as its
+  custom mutator, no line instrumentation), run with -runs=N and -max_total_time; its seconds
+  include start-up, as a user of it waits for it;
+- `random`: random bytes through the same decoder, in-process;
 - `sampler`: a random configuration with a PCT-style schedule (epfuzz.sampler).
-Every trial is a subprocess with a wall-clock budget. In-process fuzzers
-(guided, random, sampler) start their clock after the imports; libFuzzer's
-seconds include its start-up (2-3 s), as a user of it waits for it.
-Writes bench/search.json and bench/search.md (figures, not assertions).
+
+Sets: `deep` (epfuzz.protocols.deep: the slot-trailer defence the features were first written
+against), `deep2` (epfuzz.protocols.deep2: other defences, kept as the set the feedback was not
+designed for, issue 27), `zoo` (the shallow zoo), `all` (the three).
+
+With `--execs N` a trial is bounded by N executions (the seconds budget stays as a backstop) and the
+statistics are computed on executions too: median, Kaplan-Meier RMST with trials censored at N,
+Mann-Whitney p and A12 against random; executions do not depend on the machine or its load, seconds
+do. Every trial is a subprocess; in-process fuzzers start their clock after the imports. Each trial
+is appended to OUT.trials.jsonl as it ends, so a run cut short keeps what it did and `--resume`
+runs only what is missing. Writes OUT.json and OUT.md (figures, not assertions).
 """
 
 from __future__ import annotations
@@ -45,37 +51,14 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import stats  # noqa: E402
 
-FUZZERS = ("guided", "libfuzzer+feedback", "libfuzzer", "random", "sampler")
-DEFAULT_FUZZERS = ("guided", "libfuzzer", "random", "sampler")
+FUZZERS = ("guided", "libfuzzer-cfl", "random", "sampler")
 IN_PROCESS = ("guided", "random", "sampler")
 STAT = re.compile(r"stat::number_of_executed_units:\s+(\d+)")
-#: the emulator, protocols, oracle and the feedback itself: atheris' exclude list takes exact module names
-EMULATOR = ("epfuzz.sim", "epfuzz.protocols", "epfuzz.backends", "epfuzz.oracle", "epfuzz.payload",
-            "epfuzz.ordering", "epfuzz.ops", "epfuzz.feedback", "epfuzz.sampler")
 
 
-def _modules(prefixes: tuple[str, ...]) -> list[str]:
-    import pkgutil
-
-    import epfuzz
-
-    names = [m.name for m in pkgutil.walk_packages(epfuzz.__path__, "epfuzz.")]
-    return sorted(n for n in names if n.startswith(prefixes))
-
-
-INSTRUMENT = {"all": lambda: 'include=["epfuzz"]',
-              "nosim": lambda: f'include=["epfuzz"], exclude={_modules(EMULATOR)!r}',
-              "none": lambda: 'include=["epfuzz_nothing"]'}
-DRIVER = '''import sys
-import atheris
-with atheris.instrument_imports({instrument}):
-    from epfuzz.harness import main
-main({protocol!r}, sys.argv)
-'''
-
-
-def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]:
-    """guided, random or sampler: executions until the first finding, within `budget` seconds."""
+def in_process(kind: str, name: str, seed: int, budget: float, execs: int = 0) -> dict[str, Any]:
+    """guided, random or sampler: executions until the first finding, within `execs` executions (0: no
+    bound) and `budget` seconds."""
     from epfuzz import codec
     from epfuzz.protocols import REGISTRY, get_protocol
     from epfuzz.sampler import SamplerSearch
@@ -88,7 +71,7 @@ def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]
     loop = Guided(name, proto, seed) if kind == "guided" else None
     t0 = time.perf_counter()
     n = 0
-    while time.perf_counter() - t0 < budget:
+    while time.perf_counter() - t0 < budget and (not execs or n < execs):
         n += 1
         if loop is not None:
             bad = loop.step().run.violation is not None
@@ -97,28 +80,23 @@ def in_process(kind: str, name: str, seed: int, budget: float) -> dict[str, Any]
             bad = simulate(scn, proto).violation is not None
         if bad:
             return {"execs": n, "seconds": time.perf_counter() - t0, "found": True}
-    return {"execs": n, "seconds": budget, "found": False}
+    return {"execs": n, "seconds": time.perf_counter() - t0, "found": False}
 
 
-def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -> dict[str, Any]:
+def libfuzzer(kind: str, name: str, seed: int, budget: float, execs: int = 0) -> dict[str, Any]:
+    """The harness as ClusterFuzzLite builds it, from an empty corpus: executions until its first crash."""
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "work"
         work.mkdir()
         env = dict(os.environ, PYTHONPATH=str(ROOT))
-        if kind == "libfuzzer+feedback":
-            script = Path(tmp) / f"{name}_guided.py"
-            script.write_text(DRIVER.format(instrument=INSTRUMENT[instrument](), protocol=name))
-            env["EPFUZZ_FEEDBACK"] = "1"
-        else:
-            script = ROOT / "harnesses" / f"{name}_fuzzer.py"
-            env.pop("EPFUZZ_FEEDBACK", None)
         # a plug-in protocol (module:Attr) has no harness script: the plug-in harness runs it (issue 34.7)
-        cmd = [sys.executable, str(script)] if ":" not in name else [sys.executable, "-m", "epfuzz.plugin_fuzzer",
-                                                                     f"--protocol={name}"]
+        cmd = ([sys.executable, str(ROOT / "harnesses" / f"{name}_fuzzer.py")] if ":" not in name
+               else [sys.executable, "-m", "epfuzz.plugin_fuzzer", f"--protocol={name}"])
+        runs = [f"-runs={execs}"] if execs else []
         t0 = time.perf_counter()
         try:
             p = subprocess.run([*cmd, str(work), f"-artifact_prefix={tmp}/", f"-seed={seed}",
-                                f"-max_total_time={int(budget)}", "-print_final_stats=1"],
+                                f"-max_total_time={int(budget)}", *runs, "-print_final_stats=1"],
                                capture_output=True, text=True, timeout=budget + 120, env=env)
             err = p.stderr
         except subprocess.TimeoutExpired as e:
@@ -133,14 +111,18 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, instrument: str) -
             "found": found, "false_alarm": "FALSE ALARM" in err}
 
 
-def one_trial(kind: str, name: str, seed: int, budget: float, instrument: str) -> dict[str, Any]:
+def one_trial(kind: str, name: str, seed: int, budget: float, execs: int, log: Path) -> dict[str, Any]:
     if kind in IN_PROCESS:
-        p = subprocess.run([sys.executable, __file__, "--one", kind, name, str(seed), str(budget)],
+        p = subprocess.run([sys.executable, __file__, "--one", kind, name, str(seed), str(budget), str(execs)],
                            capture_output=True, text=True, timeout=budget + 120)
+        if p.returncode != 0:
+            raise SystemExit(f"bench/search.py: {kind} on {name} (seed {seed}) failed: {p.stderr.strip()[-500:]}")
         r = json.loads(p.stdout.strip().splitlines()[-1])
     else:
-        r = libfuzzer(kind, name, seed, budget, instrument)
+        r = libfuzzer(kind, name, seed, budget, execs)
     r.update(fuzzer=kind, bug=name, seed=seed)
+    with log.open("a") as f:  # one line per trial, written whole: a run cut short keeps its trials
+        f.write(json.dumps(r) + "\n")
     print(f"  {kind:18} {name} seed {seed}: {'found' if r['found'] else 'none'} after {r['execs']} execs, "
           f"{r['seconds']:.1f} s", flush=True)
     return r
@@ -149,18 +131,22 @@ def one_trial(kind: str, name: str, seed: int, budget: float, instrument: str) -
 def bugs(which: str) -> list[str]:
     from epfuzz.protocols import ZOO
     from epfuzz.protocols.deep import DEEP_ZOO
+    from epfuzz.protocols.deep2 import DEEP2_ZOO
 
     deep = [z[2] for z in DEEP_ZOO]
+    deep2 = [z[2] for z in DEEP2_ZOO]
     zoo = [z[2] for z in ZOO]
-    return {"deep": deep, "zoo": zoo, "all": deep + zoo}[which]
+    return {"deep": deep, "deep2": deep2, "zoo": zoo, "all": deep + deep2 + zoo}[which]
 
 
-def summarize(trials: list[dict[str, Any]], budget: float) -> dict[str, Any]:
+def summarize(trials: list[dict[str, Any]], budget: float, execs: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (bug, kind) in sorted({(t["bug"], t["fuzzer"]) for t in trials}):
         rs = [t for t in trials if t["bug"] == bug and t["fuzzer"] == kind]
-        secs = [t["seconds"] if t["found"] else budget for t in rs]
-        base = [t["seconds"] if t["found"] else budget for t in trials if t["bug"] == bug and t["fuzzer"] == "random"]
+        # censored at the seconds budget; under an executions budget a censored trial took what it took
+        secs = [t["seconds"] if t["found"] or execs else budget for t in rs]
+        base = [t["seconds"] if t["found"] or execs else budget
+                for t in trials if t["bug"] == bug and t["fuzzer"] == "random"]
         out.setdefault(bug, {})[kind] = {
             "found": sum(t["found"] for t in rs), "trials": len(rs),
             "median_execs": statistics.median(t["execs"] for t in rs),
@@ -169,19 +155,28 @@ def summarize(trials: list[dict[str, Any]], budget: float) -> dict[str, Any]:
             "p_vs_random": None if kind == "random" else stats.mann_whitney_p(secs, base),
             "a12_vs_random": None if kind == "random" else round(stats.a12(secs, base), 3),
             "false_alarms": sum(bool(t.get("false_alarm")) for t in rs)}
+        if execs:  # the statistics in executions, censored at the executions budget
+            ex = [t["execs"] if t["found"] else execs for t in rs]
+            bex = [t["execs"] if t["found"] else execs for t in trials if t["bug"] == bug and t["fuzzer"] == "random"]
+            out[bug][kind].update(
+                rmst_execs=round(stats.km_rmst(ex, [t["found"] for t in rs], execs), 1),
+                p_execs_vs_random=None if kind == "random" or not bex else stats.mann_whitney_p(ex, bex),
+                a12_execs_vs_random=None if kind == "random" or not bex else round(stats.a12(ex, bex), 3))
     return out
 
 
 def render(res: dict[str, Any]) -> str:
     c = res["config"]
+    ex = c.get("execs", 0)
+    bound = f"at most {ex} executions and {c['budget']} s each" if ex else f"{c['budget']} s each"
     lines = [f"Search benchmark, {res['date']}, {res['machine']}: {c['trials']} trials per (bug, fuzzer), "
-             f"{c['budget']} s each, {c['jobs']} at a time, libfuzzer+feedback instrumentation `{c['instrument']}`."
-             + (f" {c['note']}" if c.get("note") else ""), "",
+             f"{bound}, {c['jobs']} at a time." + (f" {c['note']}" if c.get("note") else ""), "",
              "Median executions and seconds to the bug (censored trials count as the budget: `>`), Kaplan-Meier "
-             "RMST in seconds, Mann-Whitney U p and Vargha-Delaney A12 of seconds against random "
-             "(A12 > 0.5: faster than random).", "",
-             "| bug | fuzzer | found | median execs | median s | RMST s | p vs random | A12 vs random |",
-             "| --- | --- | --- | --- | --- | --- | --- | --- |"]
+             "RMST, Mann-Whitney U p and Vargha-Delaney A12 against random (A12 > 0.5: faster than random)"
+             + (", in seconds and in executions." if ex else ", in seconds."), "",
+             "| bug | fuzzer | found | median execs | median s | RMST s | p vs random | A12 vs random |"
+             + (" RMST execs | p execs | A12 execs |" if ex else ""),
+             "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if ex else "")]
     for bug, row in res["summary"].items():
         for kind in FUZZERS:
             if kind not in row:
@@ -190,22 +185,29 @@ def render(res: dict[str, Any]) -> str:
             cens = ">" if r["found"] * 2 <= r["trials"] else ""
             p = "-" if r["p_vs_random"] is None else f"{r['p_vs_random']:.3g}"
             a = "-" if r["a12_vs_random"] is None else f"{r['a12_vs_random']:.2f}"
-            lines.append(f"| `{bug}` | {kind} | {r['found']}/{r['trials']} | {cens}{r['median_execs']:.0f} | "
-                         f"{cens}{r['median_seconds']} | {r['rmst_seconds']} | {p} | {a} |")
+            row_ = (f"| `{bug}` | {kind} | {r['found']}/{r['trials']} | {cens}{r['median_execs']:.0f} | "
+                    f"{cens}{r['median_seconds']} | {r['rmst_seconds']} | {p} | {a} |")
+            if ex:
+                pe = "-" if r.get("p_execs_vs_random") is None else f"{r['p_execs_vs_random']:.3g}"
+                ae = "-" if r.get("a12_execs_vs_random") is None else f"{r['a12_execs_vs_random']:.2f}"
+                row_ += f" {r['rmst_execs']} | {pe} | {ae} |"
+            lines.append(row_)
     return "\n".join(lines) + "\n"
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("names", nargs="*")
-    ap.add_argument("--budget", type=float, default=300)
+    ap.add_argument("--budget", type=float, default=300, help="seconds per trial (a backstop with --execs)")
+    ap.add_argument("--execs", type=int, default=0, help="executions per trial (0: seconds only)")
     ap.add_argument("--trials", type=int, default=20)
     ap.add_argument("--first-seed", type=int, default=1,
                     help="seeds run from here (add trials to an earlier run, then --merge both)")
     ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--set", default="all", choices=("deep", "zoo", "all"))
-    ap.add_argument("--fuzzers", default=",".join(DEFAULT_FUZZERS), help=f"comma-separated, of {', '.join(FUZZERS)}")
-    ap.add_argument("--instrument", default="nosim", choices=sorted(INSTRUMENT))
+    ap.add_argument("--set", default="all", choices=("deep", "deep2", "zoo", "all"))
+    ap.add_argument("--fuzzers", default=",".join(FUZZERS), help=f"comma-separated, of {', '.join(FUZZERS)}")
+    ap.add_argument("--resume", action="store_true",
+                    help="keep the trials already in OUT.trials.jsonl (same budgets) and run only the others")
     ap.add_argument("--out", default=str(ROOT / "bench" / "search"))
     ap.add_argument("--note", default="", help="a sentence for the table's header (where and how it ran)")
     ap.add_argument("--merge", nargs="+", metavar="JSON",
@@ -220,22 +222,34 @@ def main() -> int:
         if len(set(keys)) < len(keys):
             raise SystemExit("--merge: the same (bug, fuzzer, seed) trial is in two parts: run the second part "
                              "with --first-seed past the first")
-        if len({part["config"]["budget"] for part in parts}) > 1:
+        if len({(part["config"]["budget"], part["config"].get("execs", 0)) for part in parts}) > 1:
             raise SystemExit("--merge: the parts ran at different budgets; a table has one budget")
-        a.budget = parts[0]["config"]["budget"]
+        a.budget, a.execs = parts[0]["config"]["budget"], parts[0]["config"].get("execs", 0)
         kinds = sorted({t["fuzzer"] for t in trials}, key=FUZZERS.index)
         machine, a.jobs = parts[0]["machine"], parts[0]["config"]["jobs"]
         a.trials = max(sum(1 for t in trials if (t["bug"], t["fuzzer"]) == key)
                        for key in {(t["bug"], t["fuzzer"]) for t in trials})
     else:
-        jobs = [(k, n, s) for s in range(a.first_seed, a.first_seed + a.trials) for n in names for k in kinds]
+        unknown = [k for k in kinds if k not in FUZZERS]
+        if unknown:
+            raise SystemExit(f"bench/search.py: unknown fuzzer {unknown[0]!r}; known: {', '.join(FUZZERS)}")
+        log = Path(a.out + ".trials.jsonl")
+        done = [json.loads(line) for line in log.read_text().splitlines() if line.strip()] if a.resume and \
+            log.exists() else []
+        if not a.resume:
+            log.unlink(missing_ok=True)
+        have = {(t["fuzzer"], t["bug"], t["seed"]) for t in done}
+        # the slowest first (random, censored on the deep bugs), so that the pool's last minutes are not one long trial
+        order = sorted(kinds, key=lambda k: k != "random")
+        jobs = [(k, n, s) for k in order for s in range(a.first_seed, a.first_seed + a.trials) for n in names
+                if (k, n, s) not in have]
         with ThreadPoolExecutor(a.jobs) as pool:
-            trials = list(pool.map(lambda j: one_trial(*j, a.budget, a.instrument), jobs))
+            trials = done + list(pool.map(lambda j: one_trial(*j, a.budget, a.execs, log), jobs))
         machine = f"{platform.machine()} python {platform.python_version()}, {os.cpu_count()} cores"
     res = {"date": time.strftime("%Y-%m-%d"), "machine": machine,
-           "config": {"budget": a.budget, "trials": a.trials, "jobs": a.jobs, "instrument": a.instrument,
+           "config": {"budget": a.budget, "execs": a.execs, "trials": a.trials, "jobs": a.jobs,
                       "fuzzers": kinds, "note": a.note},
-           "summary": summarize(trials, a.budget), "trials": trials}
+           "summary": summarize(trials, a.budget, a.execs), "trials": trials}
     Path(a.out + ".json").write_text(json.dumps(res, indent=1) + "\n")
     Path(a.out + ".md").write_text(render(res))
     print(render(res))
@@ -244,7 +258,7 @@ def main() -> int:
 
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--one"]:
-        kind, name, seed, budget = sys.argv[2:6]
-        print(json.dumps(in_process(kind, name, int(seed), float(budget))))
+        kind, name, seed, budget, execs = sys.argv[2:7]
+        print(json.dumps(in_process(kind, name, int(seed), float(budget), int(execs))))
         raise SystemExit(0)
     raise SystemExit(main())
