@@ -74,11 +74,13 @@ seeds: install
 bench: install
 	$(PY) bench/run.py
 
-# issue 15: guided vs libFuzzer vs random vs the schedule sampler, N trials per (bug, fuzzer) at BUDGET seconds
+# issue 27: guided vs the ClusterFuzzLite harness vs random vs the schedule sampler, both deep sets and the zoo,
+# TRIALS trials per (bug, fuzzer), each at most EXECS executions (BUDGET seconds as a backstop), JOBS at a time
 BUDGET ?= 300
 TRIALS ?= 20
+EXECS ?= 10000
 bench-search: install
-	$(PY) bench/search.py --budget $(BUDGET) --trials $(TRIALS)
+	$(PY) bench/search.py --execs $(EXECS) --budget $(BUDGET) --trials $(TRIALS) --jobs $(JOBS)
 
 soak: install
 	$(PY) bench/soak.py $(SOAK_TIME)

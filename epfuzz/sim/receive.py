@@ -26,7 +26,7 @@ class Poll:
     position: int          # TLPs visible when the receiver looked
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
-    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.feedback
+    consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.search.feedbacks
     epoch: int = 0
 
 
