@@ -143,6 +143,12 @@ def search_sets() -> str:
             "checked against these figures when this page was built:\n\n" + "\n".join(checks) + "\n")
 
 
+def search_throughput() -> str:
+    """The guided engine's --jobs scaling and a long run's decay (each row carries its date and machine)."""
+    return "*Data: `bench/search_throughput.json`, by `bench/search_throughput.py`.*\n\n" + \
+        _script("search_throughput").render(_load("search_throughput.json"))
+
+
 def search_zoo() -> str:
     zoo = _load("search-zoo.json")
     return (_stamp("search-zoo.json", zoo, f"bench/search.py --budget {zoo['config']['budget']:g}")
@@ -216,7 +222,7 @@ def safety() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "results": results, "search-deep": search_deep, "search-sets": search_sets, "search-zoo": search_zoo, "depth": depth,
+    "results": results, "search-deep": search_deep, "search-sets": search_sets, "search-throughput": search_throughput, "search-zoo": search_zoo, "depth": depth,
     "minimization": minimization, "soak": soak, "fixed-budget": fixed_budget, "litmus": litmus,
     "agreement": agreement, "safety": safety,
 }
