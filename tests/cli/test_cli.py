@@ -115,9 +115,10 @@ def test_list_names_every_backend(capsys):
         assert b in out
 
 
-def _fuzz_then_signal(run_dir: Path, sig: int) -> tuple[subprocess.CompletedProcess[str], str, str]:
+def _fuzz_then_signal(run_dir: Path, sig: int, engine: str = "libfuzzer"
+                      ) -> tuple[subprocess.CompletedProcess[str], str, str]:
     p = subprocess.Popen([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "60",
-                          "--seed", "3", "--run-dir", str(run_dir)],
+                          "--seed", "3", "--run-dir", str(run_dir), "--engine", engine],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
     deadline = time.monotonic() + 60
@@ -154,6 +155,23 @@ def test_fuzz_summary_and_signal_keep_files_intact(tmp_path, sig, code):
     assert cli(["report", str(run_dir), "--no-png"]) == 0
     text = (run_dir / "report.md").read_text()
     assert f"executions: {execs} " in text and f"corpus: {corpus}" in text
+
+
+@pytest.mark.slow
+def test_a_signal_ends_the_default_guided_engine_with_its_summary_and_whole_files(tmp_path):
+    """The guided engine (the default on the sim) under SIGTERM: exit 143, the summary, every case
+    whole and replayable, stats.json, and report.md agreeing with the summary."""
+    run_dir = tmp_path / "run"
+    p, out, err = _fuzz_then_signal(run_dir, signal.SIGTERM, engine="guided")
+    assert p.returncode == 143, err[-2000:]
+    assert "bug(s) in" in out and "stopped early by signal 15" in out and "Traceback" not in err
+    for case in [*run_dir.glob("finding-*.json"), *run_dir.glob("bugs/*.json")]:
+        assert cli(["run", str(case)]) == 1
+    assert not list(run_dir.rglob(".finding-*")) and not list(run_dir.glob("job*.log"))
+    execs = int(re.search(r"(\d+) execs", out).group(1))
+    assert json.loads((run_dir / "stats.json").read_text())["execs"] == execs
+    assert cli(["report", str(run_dir), "--no-png"]) == 0
+    assert f"executions: {execs} " in (run_dir / "report.md").read_text()
 
 
 @pytest.mark.slow

@@ -122,7 +122,8 @@ def test_a_pin_of_no_field_or_out_of_range_is_refused(tmp_path, fixed, says):
 
 def test_a_campaign_names_its_first_harness_error_and_where_the_plugin_raised_it(tmp_path):
     plugin(tmp_path, "mine", limit=2)  # the simplest scenario passes; three channels or more raise
-    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "8", "--seed", "1", "--run-dir", "r")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--engine", "libfuzzer", "--time", "8", "--seed", "1",
+               "--run-dir", "r")
     assert p.returncode == 3, p.stdout + p.stderr
     line = next(x for x in p.stdout.splitlines() if x.startswith("first harness error:"))
     assert "ZeroDivisionError: too many channels for this receiver" in line

@@ -132,8 +132,8 @@ def test_the_harnesses_and_their_seeds_work_from_an_empty_folder(wheel: Path, in
     kept = {f.name for f in (tmp_path / "g" / "corpus").iterdir()}
     assert kept & _shipped_seeds(wheel), kept
     # the libFuzzer engine: the package's entry script, the shipped seed folder read by libFuzzer
-    p = _epfuzz(installed, tmp_path, "fuzz", "deepep_v2_dispatch_fixed", "--time", "600", "--max-execs", "300",
-                "--seed", "1", "--run-dir", "l")
+    p = _epfuzz(installed, tmp_path, "fuzz", "deepep_v2_dispatch_fixed", "--engine", "libfuzzer", "--time", "600",
+                "--max-execs", "300", "--seed", "1", "--run-dir", "l")
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-2000:]
     assert "300 execs" in p.stdout and "0 bug(s)" in p.stdout, p.stdout
     log = (tmp_path / "l" / "job0.log").read_text()
