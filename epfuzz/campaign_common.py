@@ -244,9 +244,13 @@ def _index(run_dir: Path, grouped_at: str, paths: list[Path]) -> list[Bug]:
 def log_end(log: object, summary: Summary, **totals: object) -> None:
     """The end of a campaign in the log, whichever engine ran it: each bug once, with the replay line
     the summary prints, then the totals (`totals`: what the engine counts besides executions)."""
+    from epfuzz.log import json_lines
+
+    # for people each bug is one row of the bug table (stdout): logged as well only where a program reads
+    # the log, or it is printed twice (issue 28)
+    emit = log.warning if json_lines() else log.debug  # type: ignore[attr-defined]
     for bug in summary.bugs:
-        log.warning("fuzz.bug", root_cause=bug.cause, count=bug.count,  # type: ignore[attr-defined]
-                    case=str(bug.case), replay=replay_command(bug.case, summary.backend, bug.repeats),
-                    summary=bug.note)
+        emit("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
+             replay=replay_command(bug.case, summary.backend, bug.repeats), summary=bug.note)
     log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
              corpus=summary.corpus, findings=len(summary.findings), **totals)

@@ -7,6 +7,7 @@ error, 3 harness error (a bug in epfuzz itself), 128 + signal when stopped.
 from __future__ import annotations
 
 import argparse
+import logging
 import os
 import signal
 import sys
@@ -293,7 +294,10 @@ def _quiet_stdout() -> None:
 def main(argv: list[str] | None = None) -> int:
     a = parse(sys.argv[1:] if argv is None else list(argv))
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
-    elog.configure(json_lines=a.log_json or a.log_format == "json")
+    if a.quiet:  # the environment carries it to the campaign's workers and libFuzzer jobs
+        os.environ["EPFUZZ_QUIET"] = "1"
+    elog.configure(json_lines=a.log_json or a.log_format == "json",
+                   level=logging.WARNING if elog.quiet() else logging.INFO)
     try:
         trust(a)
         with limits.watch():  # plug-in code runs under per-call time and memory limits (epfuzz.limits)

@@ -5,6 +5,7 @@ campaign, asks for). Colours only on a terminal."""
 from __future__ import annotations
 
 import logging
+import os
 import sys
 
 import structlog
@@ -21,9 +22,24 @@ class _Stderr:
         sys.stderr.flush()
 
 
+_JSON = [False]
+
+
+def quiet() -> bool:
+    """`epfuzz -q`: the summary and the bug table only (inherited by a campaign's processes)."""
+    return os.environ.get("EPFUZZ_QUIET", "") == "1"
+
+
+def json_lines() -> bool:
+    """Whether the log is JSON lines (`--log-format json`): a program reads it, so what the human
+    output shows elsewhere (the bug table, the progress line) is logged too."""
+    return _JSON[0]
+
+
 def configure(json_lines: bool = False, level: int = logging.INFO) -> None:
     """Human lines unless `json_lines`: whether stderr is a terminal decides the colours, never the
     format (off a terminal the format used to switch to JSON, so CI logs and `| tee` read as data)."""
+    _JSON[0] = json_lines
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer(sort_keys=True) if json_lines
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())

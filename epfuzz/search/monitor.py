@@ -28,6 +28,10 @@ class MoveStats:
     found: int = 0
 
 
+#: seconds between two progress lines where stderr is no terminal (one line each, not rewritten)
+OFF_TTY_EVERY = 10
+
+
 @dataclass
 class Monitor:
     execs: int = 0
@@ -38,6 +42,7 @@ class Monitor:
     feedbacks: dict[str, int] = field(default_factory=dict)     # feedback -> features it showed first
     start: float = field(default_factory=time.monotonic)
     last_row: float = 0.0
+    last_line: float = 0.0      # when the last off-terminal progress line was written (0: none yet)
 
     def executed(self, move: str, kept: bool, found: bool) -> None:
         self.execs += 1
@@ -65,10 +70,22 @@ class Monitor:
         return False
 
     def line(self, seconds: float, out: TextIO | None = None) -> None:
+        """The progress line: rewritten in place on a terminal; elsewhere (CI, `| tee`, a file) a plain
+        line every OFF_TTY_EVERY seconds, the first after one; none in a JSON log (progress.csv has it)."""
+        from epfuzz.log import json_lines, quiet
+
+        if quiet():
+            return
         out = out or sys.stderr
+        text = (f"[{time.monotonic() - self.start:5.0f}s / {seconds:.0f}s] execs {self.execs} "
+                f"features {self.features} corpus {self.corpus} findings {self.findings}")
         if out.isatty():
-            out.write(f"\r[{time.monotonic() - self.start:5.0f}s / {seconds:.0f}s] execs {self.execs} "
-                      f"features {self.features} corpus {self.corpus} findings {self.findings}   ")
+            out.write(f"\r{text}   ")
+        elif not json_lines() and time.monotonic() - (self.last_line or self.start) >= (
+                OFF_TTY_EVERY if self.last_line else 1):
+            self.last_line = time.monotonic()
+            out.write(f"progress: {text.strip()}\n")
+            out.flush()
 
     def stats(self) -> dict[str, Any]:
         return {"execs": self.execs, "features": self.features, "corpus": self.corpus, "findings": self.findings,

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TextIO
 
 from epfuzz.backends.base import Outcome
-from epfuzz.findings import one_line_json, replay_command, signature, write_finding
+from epfuzz.findings import replay_command, signature, write_finding
+from epfuzz.log import quiet
 from epfuzz.protocols.base import Protocol
 from epfuzz.scenario import Scenario
 
@@ -37,9 +38,15 @@ class FindingSink:
         summary = outcome.violation.summary() if outcome.violation else ""
         self.findings.append((sig, path, summary))
         alarm = "" if self.proto.expected(scn) != "clean" else (  # "": no promise here
-            f"  FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
+            f"=== FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
         out = self.out or sys.stderr
-        out.write(f"\n=== epfuzz finding: {summary}\n{alarm}  signature: {sig}\n"
-                  f"  replay: {replay_command(path, self.backend)}\n  scenario: {one_line_json(scn)}\n")
+        if quiet():
+            out.write(alarm)  # a false alarm is an epfuzz bug: said even under -q
+            out.flush()
+            return path
+        # one line per raw finding (its signature and scenario are in the case file): a campaign finds
+        # dozens, and the bug table groups them; the marker is what a libFuzzer job's log is read for
+        out.write(f"{chr(10) if out.isatty() else ''}=== epfuzz finding: {summary}; "
+                  f"replay: {replay_command(path, self.backend)}\n{alarm}")
         out.flush()
         return path

@@ -7,6 +7,7 @@ shared run folder (epfuzz.campaign_guided.run_worker) and exits 0, or 2 when the
 from __future__ import annotations
 
 import json
+import logging
 import sys
 
 
@@ -15,7 +16,7 @@ def main(argv: list[str]) -> int:
     from epfuzz.campaign_guided import run_worker
     from epfuzz.errors import EpfuzzError
 
-    elog.configure(json_lines=False)
+    elog.configure(json_lines=False, level=logging.WARNING if elog.quiet() else logging.INFO)
     try:
         return run_worker(json.loads(argv[0]))
     except EpfuzzError as e:

@@ -3,8 +3,10 @@ files readable like the rest, argument slips as usage errors, and `list` telling
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import shutil
 import stat
 import subprocess
 import sys
@@ -93,3 +95,39 @@ def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
     assert main(["report", str(tmp_path)]) == 2
     assert "pip install 'epfuzz[plot]' (or --no-png" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
+
+
+def _fuzz_piped(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
+    """`epfuzz fuzz` with both streams piped (CI, `| cat`), the default engine, a bounded run."""
+    return subprocess.run([sys.executable, "-m", "epfuzz", *extra, "fuzz", "flag_write_signal", "--time", "3",
+                           "--seed", "1", "--run-dir", str(tmp_path / "run")], capture_output=True, text=True,
+                          cwd=tmp_path, timeout=300)
+
+
+@pytest.mark.slow
+def test_off_a_terminal_a_fuzz_run_shows_a_progress_line_each_raw_finding_once_and_each_bug_once(tmp_path):
+    """Issue 28.3: off a terminal no JSON, a progress line, one line per raw finding (it was a 4-line
+    block with the scenario's JSON), and each bug once: its table row (it was also a log line)."""
+    p = _fuzz_piped(tmp_path)
+    assert p.returncode == 1, p.stderr[-2000:]
+    lines = (p.stdout + p.stderr).splitlines()
+    assert not [x for x in lines if x.lstrip().startswith("{")], "JSON in the output for people"
+    assert any(x.startswith("progress: [") and " execs " in x for x in p.stderr.splitlines()), p.stderr[-2000:]
+    raw = [x for x in p.stderr.splitlines() if x.startswith("=== epfuzz finding: ")]
+    cases = sorted((tmp_path / "run").glob("finding-*.json"))
+    assert len(raw) == len(cases) > 0 and all("; replay: " in x for x in raw)
+    assert "scenario:" not in p.stderr and "fuzz.bug" not in p.stderr
+    causes = [b["root_cause"] for b in csv.DictReader((tmp_path / "run" / "bugs.csv").open())]
+    assert causes and all((p.stdout + p.stderr).count(c) == 1 for c in causes), causes
+
+
+@pytest.mark.slow
+def test_quiet_leaves_the_summary_and_the_table_and_json_logs_each_bug(tmp_path):
+    p = _fuzz_piped(tmp_path, "-q")
+    assert p.returncode == 1 and "bug(s) by root cause" in p.stdout, p.stderr[-2000:]
+    assert "=== epfuzz finding" not in p.stderr and "progress:" not in p.stderr and "fuzz.start" not in p.stderr
+    shutil.rmtree(tmp_path / "run")
+    p = _fuzz_piped(tmp_path, "--log-format", "json")
+    bugs = [json.loads(x) for x in p.stderr.splitlines() if x.startswith("{") and '"fuzz.bug"' in x]
+    assert bugs and all(b["replay"] for b in bugs)   # a program reading the log gets every bug there
+    assert "progress:" not in p.stderr
