@@ -1,8 +1,8 @@
 """What every campaign engine shares: the run folder's progress columns, the summary.
 
-`epfuzz fuzz` has three engines (libFuzzer jobs here, in the guest, and the in-process greybox
-loop); each reads its run folder back into one `Summary`, so the bug table and its replay lines
-are printed the same way whichever ran.
+`epfuzz fuzz` has three engines (the guided engine of epfuzz.search, the default on the sim;
+libFuzzer jobs here; libFuzzer jobs in the guest); each reads its run folder back into one
+`Summary`, so the bug table and its replay lines are printed the same way whichever ran.
 """
 
 from __future__ import annotations
