@@ -20,6 +20,7 @@ from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
 from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes
+from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
@@ -46,6 +47,8 @@ class SimRun:
     polls: list[Poll] = field(default_factory=list)
     violation: Violation | None = None
     flushes: list[FlushWait] = field(default_factory=list)  # each Flush's wait, in the order they were reached
+    #: the epoch-start images of the run's built form (`Built.starts`), shared by the runs built over it
+    starts: Starts | None = None
 
     @property
     def rules_fired(self) -> frozenset[str]:
@@ -141,13 +144,15 @@ class Built:
     adversary splits copies, replay only reads), so every `SimRun` built over it may share its lists.
     """
 
-    __slots__ = ("proto", "layout", "wrs", "packets", "flushes", "prologue", "_arrived")
+    __slots__ = ("proto", "layout", "wrs", "packets", "flushes", "prologue", "_arrived", "starts")
 
     def __init__(self, proto: Protocol, layout: Layout, wrs: list[Wr], packets: list[Packet],
                  flushes: list[FlushWait], prologue: dict[int, list[tuple[str, int, int, bool]]]) -> None:
         self.proto, self.layout, self.wrs, self.packets = proto, layout, wrs, packets
         self.flushes, self.prologue = flushes, prologue
         self._arrived: dict[tuple[tuple[int, int], ...], Arrived] = {}
+        #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run
+        self.starts: Starts = {}
 
     def arrived(self, scn: Scenario, net: tuple[tuple[int, int], ...]) -> Arrived:
         """The arrival order the (effective) net overtakes `net` make, built on first use."""
@@ -210,7 +215,8 @@ def build_over(form: Built, scn: Scenario,
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
     window = scn.knobs.reorder_window
     order, tinv = apply_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
-    return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes)
+    return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
+                  starts=form.starts)
 
 
 #: every Scenario field but the schedule, read from the dataclass itself: a field another change adds to
@@ -247,24 +253,38 @@ class FormCache:
         self.forms: OrderedDict[tuple[int, tuple[object, ...]], Built] = OrderedDict()
         self.hits = 0
         self.misses = 0
+        #: the last form returned, with its protocol and configuration: always the most recent entry of
+        #: `forms`, so a hit through it leaves the LRU order as it is
+        self._last: tuple[Protocol, tuple[object, ...], Built] | None = None
 
     def get(self, scn: Scenario, proto: Protocol) -> Built:
-        key = (id(proto), self.key(scn))
+        cfg = self.key(scn)
+        last = self._last
+        # the search's next scenario mostly shares its configuration's very objects with the last one
+        # (`Scenario.replace(schedule=...)`): tuple equality checks identity first, so this costs no hash
+        # of the sections, and where they are equal but not identical it is the dict's own equality test
+        if last is not None and last[0] is proto and last[1] == cfg and last[2].proto is proto:
+            self.hits += 1
+            return last[2]
+        key = (id(proto), cfg)
         forms = self.forms
         f = forms.get(key)
         if f is not None and f.proto is proto:  # the identity check: an id may be reused after a protocol dies
             forms.move_to_end(key)
             self.hits += 1
+            self._last = (proto, cfg, f)
             return f
         self.misses += 1
         f = forms[key] = build_form(scn, proto)
         forms.move_to_end(key)
         while len(forms) > self.maxsize:
             forms.popitem(last=False)
+        self._last = (proto, cfg, f)
         return f
 
     def clear(self) -> None:
         self.forms.clear()
+        self._last = None
         self.hits = self.misses = 0
 
 
@@ -275,7 +295,7 @@ FORMS = FormCache()
 
 def replay(run: SimRun, proto: Protocol) -> SimRun:
     """Land TLPs in visibility order; wake the receiver; stop at the first violation."""
-    step = Receiving(run.scenario, proto, run.layout, run.order, run.polls)
+    step = Receiving(run.scenario, proto, run.layout, run.order, run.polls, run.starts)
     pos = 0
     for t in run.order:
         if t.epoch != step.epoch:

@@ -136,3 +136,22 @@ def test_a_protocol_is_keyed_by_identity() -> None:
     a, b = get_protocol("dispatch_any"), DispatchProtocol("dispatch_any", "", {}, "clean")
     assert cache.get(scn, a) is not cache.get(scn, b)
     assert cache.get(scn, a).proto is a
+
+
+def test_the_last_form_shortcut_checks_the_configuration() -> None:
+    """`FormCache.get` answers a repeat of the last configuration without hashing it: a schedule-only
+    change (the very section objects) and an equal configuration made anew both hit, while a change of
+    one field right after, or another protocol object, does not get the last form."""
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    cache = engine.FormCache()
+    proto = get_protocol("dispatch_any")
+    scn = codec.decode(b"\x05\x06\x07", "dispatch_any")
+    form = cache.get(scn, proto)
+    assert cache.get(scn.replace(schedule=(Overtake("pcie", 1, 2),)), proto) is form
+    assert cache.get(codec.decode(b"\x05\x06\x07", "dispatch_any"), proto) is form
+    assert cache.hits == 2
+    other = scn.with_path("payload.num_tokens", scn.payload.num_tokens + 1)
+    assert cache.get(other, proto) is not form and cache.misses == 2
+    assert cache.get(scn, proto) is form  # from the LRU this time
+    assert cache.get(scn, DispatchProtocol("dispatch_any", "", {}, "clean")) is not form
