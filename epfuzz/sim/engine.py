@@ -19,7 +19,7 @@ from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
-from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes
+from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes, apply_tlp_overtakes
 from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
@@ -214,7 +214,7 @@ def build_over(form: Built, scn: Scenario,
         a = form.arrived(scn, net_moves(scn))
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
     window = scn.knobs.reorder_window
-    order, tinv = apply_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
+    order, tinv = apply_tlp_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
     return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
                   starts=form.starts)
 
