@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling  # noqa: E402
+from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling, schedule_rates  # noqa: E402
 
 from epfuzz import codec  # noqa: E402
 from epfuzz.errors import EpfuzzError  # noqa: E402
@@ -94,6 +94,7 @@ def throughput() -> dict[str, Any]:
     from epfuzz import native
 
     out = rates()
+    out.update(schedule_rates())
     out["emulator_path"] = native.running()
     out["pure"] = path_rates(pure=True) if out["emulator_path"] == "compiled" else None
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,7 +274,16 @@ def render_rates(t: dict[str, Any]) -> list[str]:
             row("emulator, random decoded #661-protocol scenarios", "emulator_661_random_exec_per_s"),
             row("emulator, random decoded scenarios, mean over the zoo's buggy protocols",
                 "emulator_zoo_mean_exec_per_s"),
-            row("emulator, DeepEP #661 seed", "emulator_661_seed_exec_per_s")]
+            row("emulator, DeepEP #661 seed", "emulator_661_seed_exec_per_s"),
+            *([row(f"emulator, schedule-only: the #661 seed's configuration, a new PCIe schedule each "
+                   f"({t['schedule_only_661_tlps']} TLPs)", "schedule_only_661_exec_per_s"),
+               row(f"emulator, schedule-only: deep shape, `deep_ro_signal` at MPS 128, 113 TLPs a slot "
+                   f"({t['schedule_only_deep_tlps']} TLPs)", "schedule_only_deep_exec_per_s"),
+               f"| guided engine (`epfuzz.greybox`), mean over the deep zoo's bad protocols |"
+               f" {t['guided_deep_exec_per_s']['mean']} |" + (f" {pure['guided_deep_exec_per_s']['mean']} |"
+                                                              if pure else "")]
+              if "schedule_only_661_exec_per_s" in t and (not pure or "schedule_only_661_exec_per_s" in pure)
+              else [])]
 
 
 def render_costs(out: dict[str, Any]) -> list[str]:
@@ -281,9 +291,10 @@ def render_costs(out: dict[str, Any]) -> list[str]:
     path = out["throughput"].get("emulator_path", "pure")
     lines = ["Cost per scenario against packets per run and epochs (`deepep_v2_dispatch`, 4 PCIe overtakes; "
              f"{path} path):", "",
-             "| epochs | packets | tokens/epoch | us/scenario | us/packet |", "| --- | --- | --- | --- | --- |"]
-    lines += [f"| {r['epochs']} | {r['packets']} | {r['tokens']} | {r['us_per_scenario']} | {r['us_per_packet']} |"
-              for r in out.get("scaling", [])]
+             "| epochs | packets | TLPs | tokens/epoch | us/scenario | us/packet | us/schedule (same configuration) |",
+             "| --- | --- | --- | --- | --- | --- | --- |"]
+    lines += [f"| {r['epochs']} | {r['packets']} | {r.get('tlps', '-')} | {r['tokens']} | {r['us_per_scenario']} | "
+              f"{r['us_per_packet']} | {r.get('us_per_schedule', '-')} |" for r in out.get("scaling", [])]
     ins = out.get("instrumentation")
     if ins:
         lines += ["", "atheris instrumentation, one module group at a time, random `dispatch_any` scenarios "

@@ -48,17 +48,30 @@ def random_inputs(n: int = 500, seed: int = 1) -> list[bytes]:
     return [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(n)]
 
 
-def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 4.0) -> float:
-    """Scenarios per CPU second: decode + simulate, repeated over `items` for `seconds` of CPU."""
+def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 4.0, cached: bool = True) -> float:
+    """Scenarios per CPU second: decode + simulate, repeated over `items` for `seconds` of CPU.
+
+    The built-form cache (`epfuzz.sim.engine.FORMS`) is emptied before each pass over `items`, so every
+    scenario is built fresh (a fresh scenario's cost); `cached=False` goes around it altogether (a full
+    build, what one repeated scenario costs without the cache)."""
     from epfuzz import codec
     from epfuzz.protocols import get_protocol
-    from epfuzz.sim.engine import simulate
+    from epfuzz.sim import engine
 
     resolved = get_protocol(proto)
+    forms = getattr(engine, "FORMS", None)
+
+    def simulate(scn: Any, p: Any) -> Any:
+        if cached:
+            return engine.simulate(scn, p)
+        return engine.replay(engine.build(scn, p), p)
+
     for d in items[:50]:  # warm the plan, the caches and the compiled decoder
         simulate(codec.decode(d, proto, preset), resolved)
     n, t0 = 0, time.process_time()
     while time.process_time() - t0 < seconds:
+        if forms is not None:
+            forms.clear()
         for d in items:
             simulate(codec.decode(d, proto, preset), resolved)
             n += 1
@@ -82,6 +95,82 @@ def rates(seconds: float = 4.0) -> dict[str, Any]:
     }
 
 
+#: the deep shape of the schedule-only figure (issue 31): a deep-zoo protocol's DeepEP BF16 slot (14,400
+#: bytes) at MPS 128, 113 TLPs a slot, two tokens on one channel
+DEEP_SHAPE: dict[str, Any] = {"protocol": "deep_ro_signal", "preset": "spec", "chunking": {"max_payload": 128},
+                              "payload": {"num_tokens": 2}, "topology": {"num_channels": 1}}
+
+
+def schedules(n: int = 500, seed: int = 31) -> list[tuple[Any, ...]]:
+    """`n` random PCIe schedules of 1-4 overtakes (indices wrap modulo the run's TLPs)."""
+    from epfuzz.scenario import Overtake
+
+    rng = random.Random(seed)
+    return [tuple(Overtake("pcie", rng.randrange(1024), rng.randint(1, 64)) for _ in range(rng.randint(1, 4)))
+            for _ in range(n)]
+
+
+def schedule_rate(scn: Any, seconds: float = 2.0) -> float:
+    """Schedule-only executions per CPU second: one configuration, a new schedule each execution, through
+    `simulate` (its built form comes from the cache after the first; the schedule is applied and replayed)."""
+    from epfuzz.protocols import get_protocol
+    from epfuzz.sim.engine import simulate
+
+    proto = get_protocol(scn.protocol)
+    scns = [scn.replace(schedule=s) for s in schedules()]
+    for x in scns[:50]:
+        simulate(x, proto)
+    n, t0 = 0, time.process_time()
+    while time.process_time() - t0 < seconds:
+        for x in scns:
+            simulate(x, proto)
+            n += 1
+    return n / (time.process_time() - t0)
+
+
+def deep_shape() -> Any:
+    from epfuzz import codec
+
+    return codec.load_dict(DEEP_SHAPE)
+
+
+def tlp_units(scn: Any) -> int:
+    from epfuzz.protocols import get_protocol
+    from epfuzz.sim.engine import build
+
+    return sum(t.n for t in build(scn, get_protocol(scn.protocol)).tlps)
+
+
+def guided_rate(execs: int = 1500) -> dict[str, Any]:
+    """The guided engine's executions per CPU second on each deep-zoo bad protocol (`execs` steps from an
+    empty corpus, seed 1; a step is one execution, a finding does not stop it), and their mean."""
+    from epfuzz.greybox import Greybox
+    from epfuzz.protocols import get_protocol
+    from epfuzz.protocols.deep import DEEP_ZOO
+
+    out: dict[str, Any] = {}
+    for _, _, bad, _ in DEEP_ZOO:
+        loop = Greybox(bad, get_protocol(bad), 1)
+        t0 = time.process_time()
+        for _ in range(execs):
+            loop.step()
+        out[bad] = round(execs / (time.process_time() - t0))
+    out["mean"] = round(sum(v for v in out.values()) / len(DEEP_ZOO))
+    return out
+
+
+def schedule_rates(seconds: float = 2.0) -> dict[str, Any]:
+    from epfuzz import codec
+    from epfuzz.seeds import SEED_661
+
+    seed, deep = codec.load_dict(SEED_661), deep_shape()
+    return {"schedule_only_661_exec_per_s": round(schedule_rate(seed, seconds)),
+            "schedule_only_661_tlps": tlp_units(seed),
+            "schedule_only_deep_exec_per_s": round(schedule_rate(deep, seconds)),
+            "schedule_only_deep_tlps": tlp_units(deep),
+            "guided_deep_exec_per_s": guided_rate()}
+
+
 def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
     """`rates()` in a child process on one emulator path: the compiled one (if built) or the pure sources."""
     import os
@@ -91,7 +180,8 @@ def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
         env["EPFUZZ_PURE"] = "1"
     code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
             "import throughput\nfrom epfuzz import native\n"
-            f"out = throughput.rates({seconds}); out['path'] = native.running(); print(json.dumps(out))\n")
+            f"out = throughput.rates({seconds}); out.update(throughput.schedule_rates({seconds / 2}))\n"
+            "out['path'] = native.running(); print(json.dumps(out))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
     out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
     return out
@@ -134,11 +224,12 @@ def scaling(seconds: float = 2.0) -> list[dict[str, Any]]:
     for epochs in (1, 4):
         for packets in (16, 64, 256):
             scn = _scaling_scenario(packets, epochs)
-            r = rate([codec.encode(scn)], scn.protocol, scn.preset, seconds)
+            r = rate([codec.encode(scn)], scn.protocol, scn.preset, seconds, cached=False)
+            sr = schedule_rate(scn, seconds)
             n = _packets(scn)
-            rows.append({"epochs": epochs, "target_packets": packets, "packets": n,
+            rows.append({"epochs": epochs, "target_packets": packets, "packets": n, "tlps": tlp_units(scn),
                          "tokens": scn.payload.num_tokens, "us_per_scenario": round(1e6 / r, 1),
-                         "us_per_packet": round(1e6 / r / n, 2)})
+                         "us_per_packet": round(1e6 / r / n, 2), "us_per_schedule": round(1e6 / sr, 1)})
     return rows
 
 
@@ -197,7 +288,8 @@ def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
 
 
 def main() -> int:
-    print(json.dumps({"rates": rates(), "scaling": scaling(), "instrumentation": instrumentation()}, indent=2))
+    print(json.dumps({"rates": {**rates(), **schedule_rates()}, "scaling": scaling(),
+                      "instrumentation": instrumentation()}, indent=2))
     return 0
 
 

@@ -83,14 +83,23 @@ def check(consume: Consume, actual: np.ndarray, expected: np.ndarray | None, lay
         v.bad_chunks = [(consume.offset, "stale")]
         v.stale_chunks = 1
         return v
+    # the wrong bytes' count, the wrong chunks and slots with as few numpy calls as give them: a stale
+    # accept is most of what a search over a buggy protocol executes, and each call costs microseconds
     ne = a != e
-    diff = np.nonzero(ne.reshape(-1, CHUNK).any(axis=1))[0]
-    v.bad_bytes = int(ne.sum())
+    halves = ne.view(np.uint64)  # a chunk's 16 flags as two words: 3x cheaper than any(axis=1) over 16
+    rows = (halves[0::2] | halves[1::2]) != 0
+    diff = np.flatnonzero(rows)
+    v.bad_bytes = int(np.count_nonzero(ne))
     v.stale_chunks = len(diff)
     shown = diff[:MAX_REPORTED_CHUNKS]
     words = a.reshape(-1, CHUNK)[shown].view("<u4")  # the wrong chunks, classified together
     v.bad_chunks = list(zip((consume.offset + shown * CHUNK).tolist(), classify_chunks(words, epoch)))
-    slots = np.unique((consume.offset + diff * CHUNK) // layout.token_bytes).tolist()
+    tb = layout.token_bytes
+    if tb > 0 and tb % CHUNK == 0 and consume.offset % tb == 0 and consume.length % tb == 0:
+        # whole slots (what receivers accept): which slots hold a wrong chunk, per slot
+        slots = (np.flatnonzero(rows.reshape(-1, tb // CHUNK).any(axis=1)) + consume.offset // tb).tolist()
+    else:
+        slots = np.unique((consume.offset + diff * CHUNK) // tb).tolist()
     v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
     return v
 

@@ -67,14 +67,17 @@ def classify_chunk(chunk: bytes, epoch: int) -> str:
     return "corrupt"
 
 
+_CLASSES = ("stale", "corrupt", "stale-poison", "poisoned")
+
+
 def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:
     """`classify_chunk` of each row of `words` (k x 4 little-endian u32), all at once."""
     w0 = words[:, 0].astype(np.int64)
     canary = (words[:, 3] == 0xDEADBEEF) & ((w0 & 0xFFFF0000) == CANARY_TAG)
-    out = np.where(w0 < epoch, "stale", "corrupt").astype(object)
-    out[canary] = "stale-poison"
-    out[canary & ((w0 & 0xFFFF) == (epoch & 0xFFFF))] = "poisoned"
-    classes: list[str] = out.tolist()
+    code = (w0 >= epoch).astype(np.int8)  # 0 stale, 1 corrupt, 2 stale-poison, 3 poisoned: no object array
+    code[canary] = 2
+    code[canary & ((w0 & 0xFFFF) == (epoch & 0xFFFF))] = 3
+    classes: list[str] = [_CLASSES[k] for k in code.tolist()]
     return classes
 
 

@@ -79,6 +79,19 @@ class Receiver(abc.ABC):
     #: regions whose change wakes the receiver (a poll after every visible TLP there)
     watch: frozenset[str] = frozenset({ops.SIGNAL})
 
+    def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
+        """What this receiver's poll reads, so the emulator may skip a poll that could accept nothing.
+
+        None (the default, and what a plug-in gets unless it says otherwise): the receiver is polled
+        after every TLP that lands in a region of `watch`. A mapping promises that a poll reads only
+        the watched regions, and within a region listed here only its (offset, length) ranges (a
+        watched region not listed: all of it), and that a poll right after another over the same bytes
+        accepts nothing and changes no state. The emulator then polls only after a TLP that changed
+        some of those bytes (or a receiver-local store): the polls it skips are exactly the ones that
+        would have found nothing new, so verdicts and traces do not change, only their cost.
+        """
+        return None
+
     @abc.abstractmethod
     def start_epoch(self, epoch: int) -> None: ...
 

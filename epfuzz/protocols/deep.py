@@ -19,6 +19,7 @@ assumed: bench/depth.py.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from epfuzz import ops
@@ -52,6 +53,15 @@ class GuardedReceiver(DispatchReceiver):
         self.signalled = [0] * lay.num_channels
         self.fin = [False] * lay.num_channels
         self.snap: bytes | None = None
+
+    def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
+        """The signal words or CQ (whole) and each slot's trailer: what a poll reads. A slot is taken
+        once its signal and trailer are seen, so a poll over unchanged bytes takes nothing new."""
+        if type(self) is not GuardedReceiver:
+            return None
+        lay = self.lay
+        return {ops.DATA: tuple((lay.slot_offset(c, i) + lay.token_bytes - CHUNK, CHUNK)
+                                for c, n in enumerate(lay.tokens_in_channel) for i in range(n))}
 
     def start_epoch(self, epoch: int) -> None:
         super().start_epoch(epoch)

@@ -10,7 +10,7 @@ and receiver with different fields pinned, not copies of each other.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from epfuzz import ops
@@ -170,6 +170,13 @@ class DispatchReceiver(Receiver):
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
+
+    def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
+        """The watched regions whole: a poll reads the tail words (or CQ entries, and the messages
+        they complete) and consumes everything they announce, so a second poll over unchanged words
+        finds nothing. Only this class and the built-in subclasses that say so promise it: a subclass
+        may read more (it opts in by overriding this)."""
+        return {} if type(self) is DispatchReceiver else None
 
     def start_epoch(self, epoch: int) -> None:
         self.epoch = epoch

@@ -8,6 +8,7 @@ names the issues and commits they reproduce.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from epfuzz import ops
@@ -30,6 +31,17 @@ class TagReceiver(Receiver):
         self.lay = lay
         self.checksum = checksum
         self.accepted = [[False] * n for n in lay.tokens_in_channel]
+
+    def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
+        """Each slot's tag (its last 16 bytes); with `checksum` the whole slot, which the check reads.
+        A slot is accepted once, so a poll over unchanged bytes accepts nothing new."""
+        if type(self) is not TagReceiver:
+            return None
+        if self.checksum:
+            return {}
+        lay = self.lay
+        return {ops.DATA: tuple((lay.slot_offset(c, i) + lay.token_bytes - CHUNK, CHUNK)
+                                for c, n in enumerate(lay.tokens_in_channel) for i in range(n))}
 
     def start_epoch(self, epoch: int) -> None:
         self.accepted = [[False] * n for n in self.lay.tokens_in_channel]

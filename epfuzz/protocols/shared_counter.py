@@ -8,6 +8,8 @@ names the issues and commits they reproduce.
 
 from __future__ import annotations
 
+from collections.abc import Mapping, Sequence
+
 from epfuzz import ops
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
 from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
@@ -24,6 +26,10 @@ class SharedCounterReceiver(DispatchReceiver):
     def __init__(self, scn: Scenario, lay: Layout, wait_total: bool = False) -> None:
         super().__init__(scn, lay)
         self.wait_total = wait_total
+
+    def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
+        """The shared word: what every channel's observation reads (see `DispatchReceiver.watch_bytes`)."""
+        return {ops.SIGNAL: ((0, 8),)} if type(self) is SharedCounterReceiver else None
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         value = mem.u64(ops.SIGNAL, 0)

@@ -24,6 +24,8 @@ from epfuzz.sim.packets import Packet, Tlp
 T = TypeVar("T", Packet, Tlp)
 #: (later, earlier) -> the rule clause that permits the pass, or None
 PassRule = Callable[[Any, Any], "str | None"]
+#: a `PassRule` over TLPs, typed so that compiled callers pass them without a check
+TlpRule = Callable[[Tlp, Tlp], "str | None"]
 
 
 class QpStreams:
@@ -157,6 +159,91 @@ def surviving(order: Sequence[T], inversions: Sequence[tuple[T, T, str]]) -> lis
     starts = sorted((x.seq, i) for i, x in enumerate(order))
     keys = [s for s, _ in starts]
     out: list[tuple[T, T, str]] = []
+    seen: set[tuple[int, int]] = set()
+    for a, b, r in inversions:
+        ra = rank[id(a)]
+        j = bisect_left(keys, b.seq)
+        while j < len(keys) and keys[j] < b.seq + b.n:
+            i = starts[j][1]
+            if ra < i and (ra, i) not in seen:
+                seen.add((ra, i))
+                out.append((a, order[i], r))
+            j += 1
+    return out
+
+
+def apply_tlp_overtakes(items: Sequence[Tlp], moves: Sequence[tuple[int, int]], can_pass: TlpRule, window: int,
+                        streams: QpStreams | None = None) -> tuple[list[Tlp], list[tuple[Tlp, Tlp, str]]]:
+    """`apply_overtakes` for TLP runs, line for line, with every element typed `Tlp`.
+
+    mypyc reads a native class's attributes straight from the object only where it knows the class:
+    over untyped elements each `.seq`/`.n` is a generic attribute lookup, most of what a schedule-only
+    execution spent in the adversary (issue 31). The generic body stays for packets and other
+    callers; tests/sim/test_adversary_tlp.py holds the two to the same orders and inversions."""
+    order: list[Tlp] = list(items)
+    inversions: list[tuple[Tlp, Tlp, str]] = []
+    total = sum(x.n for x in order)
+    if total < 2:
+        return order, inversions
+    for index, distance in moves:
+        u = index % total
+        pos, acc = 0, 0
+        while acc + order[pos].n <= u:
+            acc += order[pos].n
+            pos += 1
+        run = order[pos]
+        k = u - acc
+        if run.n > 1:  # isolate the chosen unit
+            parts: list[Tlp] = []
+            if k:
+                head, run = run.split(k)
+                parts.append(head)
+            if run.n > 1:
+                run, rest = run.split(1)
+                parts += [run, rest]
+            else:
+                parts.append(run)
+            order[pos:pos + 1] = parts
+            pos += 1 if k else 0
+        item = order[pos]
+        remaining = distance
+        while remaining > 0 and pos > 0:
+            prev = order[pos - 1]
+            if prev.seq > item.seq:
+                rule = "restore"
+                m = min(prev.n, remaining)
+            else:
+                r = can_pass(item, prev)
+                if r is None:
+                    break
+                rule = r
+                if streams is None:
+                    m = min(prev.n, remaining, prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
+                else:
+                    m = min(prev.n, remaining, streams.reach(item, prev, r))
+                if m <= 0:
+                    break
+            if m < prev.n:
+                head, prev = prev.split(prev.n - m)
+                order[pos - 1:pos] = [head, prev]
+                pos += 1
+            if rule != "restore":
+                inversions.append((item, prev, rule))
+            order[pos - 1], order[pos] = item, prev
+            pos -= 1
+            remaining -= m
+    return order, surviving_tlps(order, inversions)
+
+
+def surviving_tlps(order: Sequence[Tlp],
+                   inversions: Sequence[tuple[Tlp, Tlp, str]]) -> list[tuple[Tlp, Tlp, str]]:
+    """`surviving` over typed TLP runs (see `apply_tlp_overtakes`)."""
+    if not inversions:
+        return []
+    rank = {id(x): i for i, x in enumerate(order)}
+    starts = sorted((x.seq, i) for i, x in enumerate(order))
+    keys = [s for s, _ in starts]
+    out: list[tuple[Tlp, Tlp, str]] = []
     seen: set[tuple[int, int]] = set()
     for a, b, r in inversions:
         ra = rank[id(a)]

@@ -8,6 +8,10 @@ catches is exactly what some receiver timing could catch (see README, limits).
 
 from __future__ import annotations
 
+import dataclasses
+import operator
+import sys
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -15,7 +19,8 @@ from epfuzz.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.scenario import Scenario
-from epfuzz.sim.adversary import QpStreams, apply_overtakes
+from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes, apply_tlp_overtakes
+from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
@@ -25,7 +30,8 @@ from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 
-__all__ = ["NET_WINDOW", "Poll", "SimRun", "build", "replay", "simulate"]
+__all__ = ["FORMS", "NET_WINDOW", "Built", "FormCache", "Poll", "SimRun", "build", "build_form", "build_over",
+           "config_key", "replay", "simulate", "simulate_over"]
 
 
 @dataclass
@@ -41,6 +47,8 @@ class SimRun:
     polls: list[Poll] = field(default_factory=list)
     violation: Violation | None = None
     flushes: list[FlushWait] = field(default_factory=list)  # each Flush's wait, in the order they were reached
+    #: the epoch-start images of the run's built form (`Built.starts`), shared by the runs built over it
+    starts: Starts | None = None
 
     @property
     def rules_fired(self) -> frozenset[str]:
@@ -100,8 +108,79 @@ def build(scn: Scenario, proto: Protocol,
     """Everything up to (not including) memory replay: deterministic in the scenario.
 
     `arrival`, if given, chooses the packet arrival order instead of the schedule's
-    net overtakes (exhaustive exploration of adaptive routing uses it).
+    net overtakes (exhaustive exploration of adaptive routing uses it). Always a full
+    build (no cache): `build_form` then `build_over`.
     """
+    return build_over(build_form(scn, proto), scn, arrival)
+
+
+class Arrived:
+    """One packet arrival order of a built form and what follows from it alone: the TLPs in root-complex
+    arrival order, the adversary's pass rule over them, and (made on first use) the reorder window's
+    QP streams. The net overtakes decide it, so a built form keeps one per net schedule it met."""
+
+    __slots__ = ("packets", "pinv", "tlps", "rule", "_streams")
+
+    def __init__(self, packets: list[Packet], pinv: list[tuple[Packet, Packet, str]], tlps: list[Tlp],
+                 rule: PassRule) -> None:
+        self.packets, self.pinv, self.tlps, self.rule = packets, pinv, tlps, rule
+        self._streams: QpStreams | None = None
+
+    def streams(self, window: int) -> QpStreams:
+        s = self._streams
+        if s is None or s.window != window:
+            s = self._streams = QpStreams(self.tlps, window)
+        return s
+
+
+#: net schedules a built form keeps the arrivals of (the guided search mostly resamples PCIe moves)
+ARRIVALS_PER_FORM = 8
+
+
+class Built:
+    """A scenario's configuration built once, its schedule excluded: layout, work requests, packets in
+    send order, the Flush waits and the receiver's epoch prologues, plus the `Arrived` forms of the net
+    schedules met so far. `build_over` applies a schedule to it; nothing in it changes afterwards (the
+    adversary splits copies, replay only reads), so every `SimRun` built over it may share its lists.
+    """
+
+    __slots__ = ("proto", "layout", "wrs", "packets", "flushes", "prologue", "_arrived", "starts")
+
+    def __init__(self, proto: Protocol, layout: Layout, wrs: list[Wr], packets: list[Packet],
+                 flushes: list[FlushWait], prologue: dict[int, list[tuple[str, int, int, bool]]]) -> None:
+        self.proto, self.layout, self.wrs, self.packets = proto, layout, wrs, packets
+        self.flushes, self.prologue = flushes, prologue
+        self._arrived: dict[tuple[tuple[int, int], ...], Arrived] = {}
+        #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run
+        self.starts: Starts = {}
+
+    def arrived(self, scn: Scenario, net: tuple[tuple[int, int], ...]) -> Arrived:
+        """The arrival order the (effective) net overtakes `net` make, built on first use."""
+        a = self._arrived.get(net)
+        if a is None:
+            if len(self._arrived) >= ARRIVALS_PER_FORM:
+                self._arrived.clear()
+            a = self._arrived[net] = self.arrive(scn, list(net))
+        return a
+
+    def arrive(self, scn: Scenario, net: list[tuple[int, int]],
+               arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> Arrived:
+        pkts = self.packets
+        arrivals: list[Packet] = pkts
+        pinv: list[tuple[Packet, Packet, str]] = []
+        if arrival is not None:
+            arrivals = arrival(pkts)
+        elif net:
+            arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+        if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
+            arrivals = issue_order(arrivals, self.wrs)
+        proto = self.proto
+        tlps = respond(scn, arrivals, self.layout.max_signals, 0, proto.targets, self.prologue)
+        return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals))
+
+
+def build_form(scn: Scenario, proto: Protocol) -> Built:
+    """The configuration's built form (no cache: `FormCache.get` keeps them)."""
     lay = proto.layout(scn)
     psn = [0] * scn.topology.num_qps
     wrs: list[Wr] = []
@@ -115,27 +194,108 @@ def build(scn: Scenario, proto: Protocol,
         pkts += ps
     for i, p in enumerate(pkts):
         p.seq = i
-    net = [(o.index, o.distance) for o in scn.schedule if o.stage == "net"]
-    arrivals: list[Packet] = pkts
-    pinv: list[tuple[Packet, Packet, str]] = []
-    if arrival is not None:
-        arrivals = arrival(pkts)
-    elif net and scn.knobs.adaptive_routing:
-        arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
-    if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
-        arrivals = issue_order(arrivals, wrs)
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
-    tlps = respond(scn, arrivals, lay.max_signals, 0, proto.targets, prologue)
+    return Built(proto, lay, wrs, pkts, flushes, prologue)
+
+
+def net_moves(scn: Scenario) -> tuple[tuple[int, int], ...]:
+    """The schedule's net overtakes that take effect: none without adaptive routing."""
+    if not scn.knobs.adaptive_routing:
+        return ()
+    return tuple((o.index, o.distance) for o in scn.schedule if o.stage == "net")
+
+
+def build_over(form: Built, scn: Scenario,
+               arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
+    """`scn`'s schedule applied to the built form of its configuration: what `build` returns."""
+    if arrival is not None:
+        a = form.arrive(scn, [], arrival)
+    else:
+        a = form.arrived(scn, net_moves(scn))
     moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
     window = scn.knobs.reorder_window
-    order, tinv = apply_overtakes(tlps, moves, pass_rule(scn, arrivals), window,
-                                  QpStreams(tlps, window) if moves else None)
-    return SimRun(scn, lay, wrs, arrivals, tlps, order, tinv, pinv, flushes=flushes)
+    order, tinv = apply_tlp_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
+    return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
+                  starts=form.starts)
+
+
+#: every Scenario field but the schedule, read from the dataclass itself: a field another change adds to
+#: the Scenario joins the key without anyone remembering to add it here
+CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Scenario) if f.name != "schedule")
+_config_of = operator.attrgetter(*CONFIG_FIELDS)
+
+
+def config_key(scn: Scenario) -> tuple[object, ...]:
+    """What a built form depends on, besides the protocol: the whole scenario except its schedule.
+
+    Why this is complete: `build_form` reads the scenario only through the protocol's layout, sender and
+    prologue and the requester, all functions of the scenario (every section is a frozen, hashable
+    dataclass, compared by value); the schedule is the one field left out, and it reaches a run only in
+    `build_over` (PCIe moves) and `Built.arrived` (net moves, the arrivals' own key). The protocol is the
+    other input: the cache keys it by identity and keeps it alive. tests/sim/test_built_form.py checks
+    the key against the full build on random scenarios.
+    """
+    out: tuple[object, ...] = _config_of(scn)
+    return out
+
+
+class FormCache:
+    """Built forms by (protocol, configuration), least recently used first out, at most `maxsize`.
+
+    The guided search and the schedule sampler run many schedules of one configuration; each then costs
+    only the adversary's moves and the replay. Results cannot depend on what is cached (a hit is the very
+    object a miss builds, and nothing mutates it), only the time they take."""
+
+    def __init__(self, maxsize: int = 128,
+                 key: Callable[[Scenario], tuple[object, ...]] | None = None) -> None:
+        self.maxsize = maxsize
+        self.key = key or config_key  # another key only in tests (one that forgets a field must be caught)
+        self.forms: OrderedDict[tuple[int, tuple[object, ...]], Built] = OrderedDict()
+        self.hits = 0
+        self.misses = 0
+        #: the last form returned, with its protocol and configuration: always the most recent entry of
+        #: `forms`, so a hit through it leaves the LRU order as it is
+        self._last: tuple[Protocol, tuple[object, ...], Built] | None = None
+
+    def get(self, scn: Scenario, proto: Protocol) -> Built:
+        cfg = self.key(scn)
+        last = self._last
+        # the search's next scenario mostly shares its configuration's very objects with the last one
+        # (`Scenario.replace(schedule=...)`): tuple equality checks identity first, so this costs no hash
+        # of the sections, and where they are equal but not identical it is the dict's own equality test
+        if last is not None and last[0] is proto and last[1] == cfg and last[2].proto is proto:
+            self.hits += 1
+            return last[2]
+        key = (id(proto), cfg)
+        forms = self.forms
+        f = forms.get(key)
+        if f is not None and f.proto is proto:  # the identity check: an id may be reused after a protocol dies
+            forms.move_to_end(key)
+            self.hits += 1
+            self._last = (proto, cfg, f)
+            return f
+        self.misses += 1
+        f = forms[key] = build_form(scn, proto)
+        forms.move_to_end(key)
+        while len(forms) > self.maxsize:
+            forms.popitem(last=False)
+        self._last = (proto, cfg, f)
+        return f
+
+    def clear(self) -> None:
+        self.forms.clear()
+        self._last = None
+        self.hits = self.misses = 0
+
+
+#: the process's built forms, which `simulate` uses (not while atheris is loaded: a cache hit skips the
+#: build's code, and an instrumented harness's coverage must not depend on what ran before)
+FORMS = FormCache()
 
 
 def replay(run: SimRun, proto: Protocol) -> SimRun:
     """Land TLPs in visibility order; wake the receiver; stop at the first violation."""
-    step = Receiving(run.scenario, proto, run.layout, run.order, run.polls)
+    step = Receiving(run.scenario, proto, run.layout, run.order, run.polls, run.starts)
     pos = 0
     for t in run.order:
         if t.epoch != step.epoch:
@@ -158,5 +318,16 @@ def replay(run: SimRun, proto: Protocol) -> SimRun:
 
 
 def simulate(scn: Scenario, proto: Protocol) -> SimRun:
-    """Build and replay `scn` under `proto` (the caller resolved it once, by the scenario's name)."""
-    return replay(build(scn, proto), proto)
+    """Build and replay `scn` under `proto` (the caller resolved it once, by the scenario's name).
+
+    The configuration's built form comes from `FORMS` (a schedule-only change rebuilds nothing), except
+    while atheris is loaded."""
+    if "atheris" in sys.modules:
+        return replay(build(scn, proto), proto)
+    return replay(build_over(FORMS.get(scn, proto), scn), proto)
+
+
+def simulate_over(form: Built, scn: Scenario) -> SimRun:
+    """Replay `scn` over `form`, the built form of its configuration the caller kept (`FORMS.get` or
+    `build_form`): a search that holds one skips even the cache's lookup."""
+    return replay(build_over(form, scn), form.proto)

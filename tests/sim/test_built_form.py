@@ -1,0 +1,157 @@
+"""Built forms (issue 31): a configuration built once, its schedules replayed over it.
+
+The cache is only sound if its key holds everything the built form depends on; these tests
+replay random schedules over forms built for *other* schedules of the same configuration
+(and over forms the cache returned for earlier scenarios) and compare each with the full
+build: verdict, violation, culprits, rules fired and the whole trace.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+from typing import Any
+
+from epfuzz import codec
+from epfuzz.presets import PRESETS
+from epfuzz.protocols import BUILTIN, get_protocol
+from epfuzz.scenario import Overtake, Scenario, iter_leaf_fields
+from epfuzz.sim import engine
+from tests.conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "bench"))
+from equivalence import trace_hash  # noqa: E402
+
+
+def _record(run: engine.SimRun) -> list[Any]:
+    v = run.violation
+    return [None if v is None else v.summary(), sorted(run.culprit_rules()), sorted(run.rules_fired),
+            trace_hash(run.fingerprint())]
+
+
+def _full(scn: Scenario) -> list[Any]:
+    proto = get_protocol(scn.protocol)
+    return _record(engine.replay(engine.build(scn, proto), proto))
+
+
+def _schedule(rng: random.Random) -> tuple[Overtake, ...]:
+    return tuple(Overtake(rng.choice(("pcie", "net")), rng.randrange(400), rng.randint(1, 64))
+                 for _ in range(rng.randrange(0, 6)))
+
+
+def _scenarios(n: int, seed: int) -> list[Scenario]:
+    rng = random.Random(seed)
+    names, presets = sorted(BUILTIN), list(PRESETS)
+    out = []
+    while len(out) < n:
+        scn = codec.decode(rng.randbytes(rng.randrange(0, 128)), rng.choice(names), rng.choice(presets))
+        if rng.random() < 0.5:  # net moves take effect only with adaptive routing
+            scn = scn.with_path("knobs.adaptive_routing", True)
+        out.append(scn)
+    return out
+
+
+def _mismatches(cache: engine.FormCache, scns: list[Scenario], rng: random.Random) -> list[str]:
+    bad = []
+    for scn in scns:
+        for sched in [_schedule(rng) for _ in range(3)]:
+            other = scn.replace(schedule=sched)
+            got = _record(engine.simulate_over(cache.get(other, get_protocol(scn.protocol)), other))
+            want = _full(other)
+            if got != want:
+                bad.append(f"{other.to_json(None)}: form {got} full {want}")
+    return bad
+
+
+def test_schedules_over_a_cached_form_match_the_full_build() -> None:
+    """300 random configurations, each built once by the cache and replayed under 3 new schedules each
+    (mixes of PCIe and net overtakes): every record agrees with building from scratch."""
+    cache = engine.FormCache(maxsize=64)
+    rng = random.Random(31)
+    scns = _scenarios(300, 31)
+    for scn in scns:  # first build each form under its own schedule, as a search would
+        cache.get(scn, get_protocol(scn.protocol))
+    bad = _mismatches(cache, scns, rng)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:2]}"
+    assert cache.hits > 0 and len(cache.forms) <= 64
+
+
+def test_an_incomplete_key_is_caught() -> None:
+    """The comparison above can fail: with a key that forgets the payload section, configurations that
+    differ only there share a form, and the replays no longer match the full build."""
+    def forgetful(scn: Scenario) -> tuple[object, ...]:
+        return tuple(x for x in engine.config_key(scn) if x is not scn.payload)
+
+    rng = random.Random(7)
+    base = _scenarios(20, 7)
+    scns = [s for b in base for s in (b, b.with_path("payload.hidden_bytes", b.payload.hidden_bytes + 16))]
+    assert _mismatches(engine.FormCache(key=forgetful), scns, rng)
+
+
+def _other(value: Any) -> Any:
+    if isinstance(value, bool):
+        return not value
+    if isinstance(value, int):
+        return value + 1
+    if isinstance(value, tuple):
+        return (*value, 1)
+    return f"{value}x"
+
+
+def test_every_field_but_the_schedule_is_in_the_key() -> None:
+    """Changing any one schema leaf outside the schedule changes the key; the schedule never does."""
+    base = Scenario()
+    key = engine.config_key(base)
+    paths = [path for path, _ in iter_leaf_fields() if not path.startswith("schedule")]
+    assert len(paths) > 40
+    for path in paths:
+        assert engine.config_key(base.with_path(path, _other(base.get_path(path)))) != key, path
+    for name in ("protocol", "preset"):  # names, not schema leaves
+        assert engine.config_key(base.replace(**{name: "other"})) != key, name
+    assert engine.config_key(base.replace(schedule=(Overtake("pcie", 3, 2),))) == key
+
+
+def test_the_cache_is_a_bounded_lru() -> None:
+    cache = engine.FormCache(maxsize=3)
+    proto = get_protocol("dispatch_any")
+    scns = [codec.decode(b"", "dispatch_any").with_path("payload.num_tokens", k) for k in range(1, 6)]
+    forms = [cache.get(s, proto) for s in scns[:3]]
+    assert cache.get(scns[0], proto) is forms[0]  # a hit: the same object, now most recently used
+    cache.get(scns[3], proto)                      # evicts scns[1], the least recently used
+    assert len(cache.forms) == 3
+    assert cache.get(scns[0], proto) is forms[0]
+    assert cache.get(scns[2], proto) is forms[2]
+    misses = cache.misses
+    assert cache.get(scns[1], proto) is not forms[1] and cache.misses == misses + 1
+    cache.get(scns[4], proto)
+    assert len(cache.forms) == 3
+
+
+def test_a_protocol_is_keyed_by_identity() -> None:
+    """Two protocol objects never share a form, even with equal configurations."""
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    cache = engine.FormCache()
+    scn = codec.decode(b"\x01\x02", "dispatch_any")
+    a, b = get_protocol("dispatch_any"), DispatchProtocol("dispatch_any", "", {}, "clean")
+    assert cache.get(scn, a) is not cache.get(scn, b)
+    assert cache.get(scn, a).proto is a
+
+
+def test_the_last_form_shortcut_checks_the_configuration() -> None:
+    """`FormCache.get` answers a repeat of the last configuration without hashing it: a schedule-only
+    change (the very section objects) and an equal configuration made anew both hit, while a change of
+    one field right after, or another protocol object, does not get the last form."""
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    cache = engine.FormCache()
+    proto = get_protocol("dispatch_any")
+    scn = codec.decode(b"\x05\x06\x07", "dispatch_any")
+    form = cache.get(scn, proto)
+    assert cache.get(scn.replace(schedule=(Overtake("pcie", 1, 2),)), proto) is form
+    assert cache.get(codec.decode(b"\x05\x06\x07", "dispatch_any"), proto) is form
+    assert cache.hits == 2
+    other = scn.with_path("payload.num_tokens", scn.payload.num_tokens + 1)
+    assert cache.get(other, proto) is not form and cache.misses == 2
+    assert cache.get(scn, proto) is form  # from the LRU this time
+    assert cache.get(scn, DispatchProtocol("dispatch_any", "", {}, "clean")) is not form
