@@ -279,7 +279,7 @@ def render_rates(t: dict[str, Any]) -> list[str]:
                    f"({t['schedule_only_661_tlps']} TLPs)", "schedule_only_661_exec_per_s"),
                row(f"emulator, schedule-only: deep shape, `deep_ro_signal` at MPS 128, 113 TLPs a slot "
                    f"({t['schedule_only_deep_tlps']} TLPs)", "schedule_only_deep_exec_per_s"),
-               f"| guided engine (`epfuzz.greybox`), mean over the deep zoo's bad protocols |"
+               f"| guided engine (`epfuzz.search.engines.guided`), mean over the deep zoo's bad protocols |"
                f" {t['guided_deep_exec_per_s']['mean']} |" + (f" {pure['guided_deep_exec_per_s']['mean']} |"
                                                               if pure else "")]
               if "schedule_only_661_exec_per_s" in t and (not pure or "schedule_only_661_exec_per_s" in pure)

@@ -144,13 +144,13 @@ def tlp_units(scn: Any) -> int:
 def guided_rate(execs: int = 1500) -> dict[str, Any]:
     """The guided engine's executions per CPU second on each deep-zoo bad protocol (`execs` steps from an
     empty corpus, seed 1; a step is one execution, a finding does not stop it), and their mean."""
-    from epfuzz.greybox import Greybox
     from epfuzz.protocols import get_protocol
     from epfuzz.protocols.deep import DEEP_ZOO
+    from epfuzz.search.engines.guided import Guided
 
     out: dict[str, Any] = {}
     for _, _, bad, _ in DEEP_ZOO:
-        loop = Greybox(bad, get_protocol(bad), 1)
+        loop = Guided(bad, get_protocol(bad), 1)
         t0 = time.process_time()
         for _ in range(execs):
             loop.step()
