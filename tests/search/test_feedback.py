@@ -45,6 +45,16 @@ def test_clean_run_has_progress_transitions_and_nonnegative_slack():
     assert not reorder_pairs(run)
 
 
+
+def test_progress_features_name_one_channel_step_not_every_channels_state():
+    """With C channels the tuple of every channel's progress had 3^C values; a step is now
+    (epoch, before, after, the set of states the others are in): at most 3 * 7 per epoch."""
+    doc = {**SEED_661, "protocol": "deepep_v2_dispatch_fixed", "preset": "spec", "schedule": [],
+           "payload": {"hidden_bytes": 7168, "num_tokens": 3}, "topology": {"num_channels": 6}}
+    st = [k for k in accept_features(_run(doc)) if k[0] == "st"]
+    assert st and all(len(k) == 5 and k[2] != k[3] and set(k[4]) <= {0, 1, 2} for k in st), st
+    assert len(st) <= 3 * 7
+
 def test_slack_bucket_shrinks_as_the_signal_moves_closer_to_the_data():
     """The signal overtaking fewer data TLPs than needed to go stale: a smaller slack bucket (IJON max)."""
     base = {**SEED_661, "protocol": "deepep_v2_dispatch_fixed", "preset": "spec", "schedule": []}
