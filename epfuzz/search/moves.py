@@ -213,23 +213,65 @@ DEFAULT: tuple[Move, ...] = (
 )
 
 
-class MoveSet:
-    """Moves and their weights, drawn by one RNG; `sim=False` leaves out the schedule moves."""
+PERIOD = 256       # draws between re-weighings of the moves (MOpt's "pilot" period)
+SPREAD = 4.0       # a move's weight stays within [base / SPREAD, base * SPREAD]
 
-    def __init__(self, moves: Sequence[Move] = DEFAULT, sim: bool = True) -> None:
+
+class MoveSet:
+    """Moves and their weights, drawn by one RNG; `sim=False` leaves out the schedule moves.
+
+    `adapt=True` (the guided engine) moves the weights toward what pays, as MOpt does for AFL's
+    mutation operators: every `PERIOD` draws a move's weight becomes its base weight times its
+    yield (inputs kept or findings, per draw, over the whole set's yield), held within `SPREAD` of
+    the base so no move dies out; the counts then halve, so the weights follow the run's phase.
+    Where the bug is shallow (or the feedback has nothing to say about it) fresh inputs are kept
+    at a higher rate than mutants and get more draws: guided stays near the sampler and random
+    there; where mutants of kept inputs pay, they take the draws.
+    """
+
+    def __init__(self, moves: Sequence[Move] = DEFAULT, sim: bool = True, adapt: bool = False) -> None:
         self.moves = [m for m in moves if sim or m.kind != "schedule"]
         if not self.moves:
             from epfuzz.errors import InputError
 
             raise InputError("no moves to draw from")
         self.by_name = {m.name: m for m in self.moves}
+        self._index = {m.name: i for i, m in enumerate(self.moves)}
         self._weights = [m.weight for m in self.moves]
+        self._fresh = [m for m in self.moves if m.kind == "fresh"]
+        self.adapt = adapt
+        self.draws = [0.0] * len(self.moves)
+        self.paid = [0.0] * len(self.moves)
+        self._since = 0
+
+    @property
+    def weights(self) -> dict[str, float]:
+        return {m.name: w for m, w in zip(self.moves, self._weights)}
 
     def draw(self, rng: random.Random, have_parent: bool = True) -> Move:
-        m = rng.choices(self.moves, self._weights)[0]
-        if not have_parent and m.kind != "fresh":
-            return next((x for x in self.moves if x.kind == "fresh"), m)
-        return m
+        if not have_parent and self._fresh:
+            return rng.choices(self._fresh, [self._weights[self._index[m.name]] for m in self._fresh])[0]
+        return rng.choices(self.moves, self._weights)[0]
+
+    def reward(self, name: str, paid: bool) -> None:
+        """What the drawn move's input did: `paid` if it was kept or found something."""
+        i = self._index.get(name)
+        if i is None or not self.adapt:
+            return
+        self.draws[i] += 1
+        self.paid[i] += paid
+        self._since += 1
+        if self._since >= PERIOD:
+            self._reweigh()
+
+    def _reweigh(self) -> None:
+        self._since = 0
+        total = (sum(self.paid) + 1) / (sum(self.draws) + 1)
+        for i, m in enumerate(self.moves):
+            rate = (self.paid[i] + total) / (self.draws[i] + 1)    # a move barely drawn stays near the mean
+            self._weights[i] = m.weight * max(1 / SPREAD, min(SPREAD, rate / total))
+            self.draws[i] /= 2
+            self.paid[i] /= 2
 
 
 def load(specs: Iterable[str]) -> list[Move]:

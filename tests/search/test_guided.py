@@ -135,3 +135,14 @@ def test_an_overtake_at_the_codecs_bound_stays_encodable_on_a_long_run():
     finally:
         REGISTRY.items.pop(spec)
 
+
+
+def test_the_first_executions_are_fresh_inputs():
+    """WARMUP: the corpus starts from random and sampled inputs (the seeds AFL would be given), so a
+    shallow bug is met at random search's rate before any mutant is drawn."""
+    from epfuzz.search.engines import guided
+
+    loop = Guided("deep_gdr", get_protocol("deep_gdr"), 4)
+    moves = [loop.step().move for _ in range(guided.WARMUP + 200)]
+    assert set(moves[:guided.WARMUP]) <= {"fresh", "fresh+pct"}
+    assert set(moves[guided.WARMUP:]) - {"fresh", "fresh+pct"}

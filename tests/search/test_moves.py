@@ -54,3 +54,26 @@ def test_the_libfuzzer_mutator_draws_from_the_same_registry():
 def test_without_the_emulator_no_schedule_move_is_drawn():
     s = mv.MoveSet(sim=False)
     assert {m.kind for m in s.moves} == {"fresh", "ir", "bytes"}
+
+
+def test_adaptive_weights_follow_the_moves_that_pay_within_their_spread():
+    """MOpt-style: a move whose inputs are kept gains draws, one that never pays loses them, and
+    neither leaves [base / SPREAD, base * SPREAD]; a set built without `adapt` keeps its weights."""
+    s = mv.MoveSet(adapt=True)
+    for _ in range(4 * mv.PERIOD):
+        for m in s.moves:
+            s.reward(m.name, m.name == "extend")
+    w = s.weights
+    base = {m.name: m.weight for m in mv.DEFAULT}
+    assert w["extend"] > base["extend"] and w["fresh"] < base["fresh"]
+    assert all(base[k] / mv.SPREAD - 1e-9 <= v <= base[k] * mv.SPREAD + 1e-9 for k, v in w.items())
+    fixed = mv.MoveSet()
+    for _ in range(2 * mv.PERIOD):
+        fixed.reward("extend", True)
+    assert fixed.weights == base
+
+
+def test_without_a_parent_the_draw_is_among_the_fresh_moves_by_weight():
+    s, rng = mv.MoveSet(), random.Random(3)
+    got = {s.draw(rng, have_parent=False).name for _ in range(200)}
+    assert got == {"fresh", "fresh+pct"}

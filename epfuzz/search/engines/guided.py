@@ -25,6 +25,8 @@ from epfuzz.search.monitor import Monitor
 from epfuzz.search.scheduler import Scheduler
 from epfuzz.sim.engine import SimRun, simulate
 
+WARMUP = 32     # first executions all fresh (random and sampled inputs): the corpus AFL would be given as seeds
+
 
 @dataclass
 class Step:
@@ -55,7 +57,7 @@ class Guided:
         around = next((f.around for f in self.feedbacks if hasattr(f, "around")), None)
         self.executor = SimExecutor(protocol, proto, preset, execute, around)
         self.ctx = mv.Context(protocol, proto, preset)
-        self.moves = mv.MoveSet(moves)
+        self.moves = mv.MoveSet(moves, adapt=True)
         self.corpus = Corpus()
         self.scheduler = Scheduler(self.corpus, self.rng)
         self.monitor = monitor or Monitor()
@@ -66,7 +68,7 @@ class Guided:
         return self.executor.execs
 
     def next_input(self) -> tuple[bytes, str]:
-        move = self.moves.draw(self.rng, have_parent=len(self.corpus) > 0)
+        move = self.moves.draw(self.rng, have_parent=len(self.corpus) > 0 and self.execs >= WARMUP)
         parent = self.scheduler.pick().data if move.kind != "fresh" and len(self.corpus) else b""
         self.parent = parent  # what the move read: a campaign saves it if the move ran past a limit
         return move.fn(self.ctx, parent, self.rng), move.name
@@ -85,6 +87,7 @@ class Guided:
             self.scheduler.changed(changed)
         self.scheduler.tick()
         m = self.monitor
+        self.moves.reward(move, idx is not None or ex.violation is not None)
         m.executed(move, idx is not None, ex.violation is not None)
         m.features, m.corpus = len(self.corpus.seen), len(self.corpus)
         return Step(ex, move, idx is not None)
