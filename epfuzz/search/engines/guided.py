@@ -3,9 +3,11 @@
 One `step()` is one execution, deterministic per seed: draw a move (epfuzz.search.moves), a parent
 by energy (epfuzz.search.scheduler) when the move needs one, run the mutant once
 (epfuzz.search.executor), read its features (epfuzz.search.feedbacks) and keep it in the corpus
-if they are new. A share of fresh random inputs keeps it close to random search where bugs are
-shallow; schedule moves mostly *extend* a kept schedule, so a kept "the tail of a read range
-passed its middle" needs only the signal's overtake on top.
+if they are new. The first `WARMUP` executions and a share after them are fresh random inputs,
+which keeps it close to random search where bugs are shallow; the move weights follow what pays
+(epfuzz.search.moves.MoveSet, adapt=True: MOpt's idea), so where the features say nothing about a
+bug the fresh moves take more of the draws. Schedule moves mostly *extend* a kept schedule, so a
+kept "the tail of a read range passed its middle" needs only the signal's overtake on top.
 """
 
 from __future__ import annotations
