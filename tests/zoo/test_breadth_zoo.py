@@ -226,3 +226,41 @@ def test_the_tutorials_combine_receiver_works_as_written():
     rx.start_epoch(0)
     assert rx.poll(_Mem({ops.SIGNAL: [1, 0]}), 0) == [] and not rx.done()
     assert [c.channel for c in rx.poll(_Mem({ops.SIGNAL: [1, 1]}), 0)] == [0, 1] and rx.done()
+
+
+def _nvlink(name: str, rng: random.Random, fence: str) -> Any:
+    from dataclasses import replace
+
+    from epfuzz.sampler import sample_schedule
+
+    scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), name, "nvlink")
+    scn = scn.replace(gpu=replace(scn.gpu, fence=fence, path="p2p"))
+    return scn.replace(schedule=sample_schedule(scn, get_protocol(name), rng))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["signal_baseline", "frozen_flag", "init_zeroing"])
+def test_logic_bugs_found_under_nvlink_even_fenced(name):
+    """platform_expect.BREADTH_NVLINK: a system-scope fence orders the data, not the receiver's own
+    barrier store or a frozen flag value."""
+    rng = random.Random(5)
+    proto = get_protocol(name)
+    assert any(simulate(_nvlink(name, rng, "threadfence_system"), proto).violation is not None for _ in range(300))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct"])
+def test_rdma_bugs_not_reachable_under_nvlink_when_fenced(name):
+    rng = random.Random(5)
+    proto = get_protocol(name)
+    for _ in range(300):
+        scn = _nvlink(name, rng, "threadfence_system")
+        assert simulate(scn, proto).violation is None, scn.to_json(None)
+
+
+def test_fixed_forms_promise_clean_under_nvlink_only_when_fenced():
+    rng = random.Random(1)
+    for _, _, fixed in PAIRS:
+        proto = get_protocol(fixed)
+        assert proto.expected(_nvlink(fixed, rng, "threadfence_system")) == "clean"
+        assert proto.expected(_nvlink(fixed, rng, "none")) == ""
