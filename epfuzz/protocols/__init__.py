@@ -45,7 +45,8 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
                                       "deepep_ll_dispatch_fixed", "deepep_ll_combine", "deepep_ll_combine_fixed",
                                       "deepep_direct", "deepep_direct_fixed"),
     "epfuzz.protocols.field2026": ("signal_baseline", "signal_baseline_fixed", "frozen_flag", "frozen_flag_fixed",
-                                   "init_zeroing", "init_zeroing_fixed"),
+                                   "init_zeroing", "init_zeroing_fixed", "flush_before_poll",
+                                   "flush_before_poll_fixed"),
 }
 #: the families with tables of their own instead of `pattern` links (deep.DEEP_ZOO; the modules' PAIRS)
 UNLINKED_FAMILIES: tuple[str, ...] = ("epfuzz.protocols.deep", "epfuzz.protocols.deepep_paths",

@@ -16,6 +16,12 @@ barrier orders, so every transport can show it:
 - `init_zeroing` (PyTorch #196546, #195761, DistCA #75; N9): each rank zeroes its own signal pad with a
   local memset after the collective allocation, with no barrier before peers may signal: a signal that
   lands first is erased and the receiver hangs. Fixed: a barrier after the memset.
+- `flush_before_poll` (NCCL a12d73a8; N10): GPUDirect RDMA, data to GPU memory, the WRITE_WITH_IMM CQE to
+  host memory, and the flush read (`flush_on_accept`: a read on the data's PCIe path, which no posted write
+  that arrived before it may be passed by, B2a) before the data is used; but on an x86 write-combining
+  mapping the flush load can be dispatched before the CQE poll's loads complete, so it is ordered only
+  after what had arrived when the receiver last looked (`Protocol.flush_before_poll`). Fixed: an mfence
+  between the poll and the flush (the flush follows the completion it is for).
 """
 
 from __future__ import annotations
@@ -124,10 +130,27 @@ INIT_ZEROING = InitZeroing(
 INIT_ZEROING_FIXED = InitZeroing(
     "init_zeroing_fixed", "a barrier after the memset, before any peer may signal", _N9[:1], "clean", True)
 
-PROTOCOLS = (BASELINE, BASELINE_FIXED, FROZEN_FLAG, FROZEN_FLAG_FIXED, INIT_ZEROING, INIT_ZEROING_FIXED)
+
+# ---------------------------------------------------------------- the flush read issued before the CQE poll (N10)
+
+_GDR = {"knobs.mr_relaxed": False, "signal.kind": "write_imm", "signal.other_qp": False}
+_GDR_TARGETS = {ops.DATA: 1, ops.SIGNAL: 1, ops.CQ: 0, ops.RECV: 0}
+_N10 = ("NCCL a12d73a8", "NCCL #2048")
+FLUSH_BEFORE_POLL = DispatchProtocol(
+    "flush_before_poll", "GPUDirect RDMA with the flush read before use, but no mfence between the CQE poll and "
+    "the flush load (x86 WC mapping): the flush may be dispatched before the poll's loads complete and then "
+    "orders only what had arrived at the previous look", dict(_GDR), "finding", _N10, targets=_GDR_TARGETS,
+    flush_on_accept=True, flush_before_poll=True)
+FLUSH_BEFORE_POLL_FIXED = DispatchProtocol(
+    "flush_before_poll_fixed", "an mfence before the flush load: the flush follows the completion it is for",
+    dict(_GDR), "clean", _N10[:1], targets=_GDR_TARGETS, flush_on_accept=True)
+
+PROTOCOLS = (BASELINE, BASELINE_FIXED, FROZEN_FLAG, FROZEN_FLAG_FIXED, INIT_ZEROING, INIT_ZEROING_FIXED,
+             FLUSH_BEFORE_POLL, FLUSH_BEFORE_POLL_FIXED)
 #: (title, bad, fixed) per pair (tests/zoo/test_breadth_zoo.py, bench/fixed_budget.py)
 PAIRS: tuple[tuple[str, str, str], ...] = (
     ("signal baseline read racing the first increment (hang)", BASELINE.name, BASELINE_FIXED.name),
     ("graph-frozen flag value satisfied by the last round", FROZEN_FLAG.name, FROZEN_FLAG_FIXED.name),
     ("init zeroing erases an early signal (hang)", INIT_ZEROING.name, INIT_ZEROING_FIXED.name),
+    ("flush read dispatched before the CQE poll completes", FLUSH_BEFORE_POLL.name, FLUSH_BEFORE_POLL_FIXED.name),
 )

@@ -23,11 +23,11 @@ from epfuzz.sim.explore import explore
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = deepep_paths.PAIRS + field2026.PAIRS
 #: bad -> (seed, budget, kind): the sampler's executions to the first finding with that seed, measured
-#: (December 2026: 49, 0, 11, 56, 25, 1, 72 with seed 1), times ~4 and at least 100
+#: (December 2026: 49, 0, 11, 56, 25, 1, 72 with seed 1; flush_before_poll 10), times ~4 and at least 100
 SAMPLER = {"deepep_combine": (1, 400, "stale-accept"), "deepep_ll_dispatch": (1, 100, "stale-accept"),
            "deepep_ll_combine": (1, 100, "stale-accept"), "deepep_direct": (1, 400, "stale-accept"),
            "signal_baseline": (1, 200, "hang"), "frozen_flag": (1, 100, "stale-accept"),
-           "init_zeroing": (1, 400, "hang")}
+           "init_zeroing": (1, 400, "hang"), "flush_before_poll": (1, 100, "stale-accept")}
 FIXED_EXECS = 300
 _W = {"reorder_window": 4}
 #: the smallest shapes that show each bad form; the fixed form is explored on the same shape under
@@ -42,6 +42,7 @@ SMALL: dict[str, dict[str, Any]] = {
     "signal_baseline": {"knobs": _W, "payload": {"num_tokens": 2}, "topology": {"num_channels": 2, "num_qps": 2}},
     "frozen_flag": {"knobs": _W, "payload": {"num_tokens": 2, "epochs": 2}},
     "init_zeroing": {"knobs": _W, "payload": {"num_tokens": 2}},
+    "flush_before_poll": {"knobs": _W, "payload": {"num_tokens": 2}},
 }
 #: bad forms that are wrong in arrival order too: a logic bug, no reordering needed
 IN_ARRIVAL_ORDER = {"frozen_flag"}
@@ -187,6 +188,28 @@ def test_init_zeroing_races_only_the_first_call():
     assert proto.epoch_prologue(scn, lay, 0) and not proto.epoch_prologue(scn, lay, 1)
 
 
+def test_flush_before_poll_needs_the_data_on_another_completer_than_the_cqe():
+    """The bad form sends what the fixed one does; its flush is early, ordered only after what had arrived
+    at the receiver's previous look. With the data and the CQE on one PCIe completer the CQE is itself
+    behind the data (posted writes in order) and the early flush is harmless; on two completers (data to
+    GPU memory, CQE to host memory, as GDR has them) the data that arrived after that look can be late."""
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    bad, fixed = get_protocol("flush_before_poll"), get_protocol("flush_before_poll_fixed")
+    scn = _scn("flush_before_poll", SMALL["flush_before_poll"])
+    lay = bad.layout(scn)
+    assert bad.sender(scn, lay, 0) == fixed.sender(scn, lay, 0)
+    assert bad.flush_on_accept and bad.flush_before_poll and not fixed.flush_before_poll
+    assert bad.targets[ops.DATA] != bad.targets[ops.CQ]
+    one_path = DispatchProtocol("flush_before_poll_one_path", "the bad form, one completer for every region",
+                                dict(bad.fixed), "clean", (), targets={}, flush_on_accept=True, flush_before_poll=True)
+    for tokens in (1, 2, 3):
+        shape = {**SMALL["flush_before_poll"], "payload": {"num_tokens": tokens}}
+        assert explore(_scn("flush_before_poll", shape), one_path, max_states=50_000).violation is None, tokens
+        found = explore(_scn("flush_before_poll", shape), bad, max_states=50_000).violation
+        assert found is not None and found.kind == "stale-accept", tokens
+
+
 class _Mem:
     """A MemoryView over signal words alone (the receivers above read nothing else before accepting)."""
 
@@ -249,7 +272,8 @@ def test_logic_bugs_found_under_nvlink_even_fenced(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct"])
+@pytest.mark.parametrize("name", ["deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct",
+                                  "flush_before_poll"])
 def test_rdma_bugs_not_reachable_under_nvlink_when_fenced(name):
     rng = random.Random(5)
     proto = get_protocol(name)
