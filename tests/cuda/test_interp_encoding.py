@@ -34,7 +34,13 @@ from epfuzz.payload import token_image
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.scenario import Scenario
 
-NAMES = sorted(REGISTRY.items) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
+#: built-ins the interpreter refuses, with the reason it must give (a stamp read inside a slot body; a
+#: notify word in recv written by a plain WRITE, which the consumer's log does not copy)
+REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed": "inside the slot body",
+           "deep2_mid_stamp": "inside the slot body", "deep2_mid_stamp_fixed": "inside the slot body",
+           "deep2_head_trailer": "inside the slot body", "deep2_head_trailer_fixed": "inside the slot body",
+           "deep2_notify": "copies the cq and recv regions only", "deep2_notify_fixed": "copies the cq and recv"}
+NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 
 def scn_for(name: str, channels: int = 2, tokens: int = 6, epochs: int = 1, **extra) -> Scenario:
@@ -140,6 +146,12 @@ def test_a_sender_that_is_not_affine_in_the_epoch_is_refused():
 @pytest.mark.parametrize("name", NAMES)
 def test_every_protocol_encodes_and_its_final_image_is_reached(name):
     run_ref(name, epochs=3)  # asserts the final images inside
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_a_protocol_the_interpreter_cannot_judge_is_refused_with_its_reason(name):
+    with pytest.raises(Unsupported, match=REFUSED[name]):
+        machine(name)
 
 
 LOGIC_BUGS = {"stale_epoch_counter": {}, "geometry_index": {"channels": 3, "tokens": 9}, "shared_counter": {}}
