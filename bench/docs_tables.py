@@ -222,7 +222,8 @@ def safety() -> str:
 
 
 TABLES: dict[str, Callable[[], str]] = {
-    "results": results, "search-deep": search_deep, "search-sets": search_sets, "search-throughput": search_throughput, "search-zoo": search_zoo, "depth": depth,
+    "results": results, "search-deep": search_deep, "search-sets": search_sets,
+    "search-throughput": search_throughput, "search-zoo": search_zoo, "depth": depth,
     "minimization": minimization, "soak": soak, "fixed-budget": fixed_budget, "litmus": litmus,
     "agreement": agreement, "safety": safety,
 }

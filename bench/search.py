@@ -53,6 +53,9 @@ import stats  # noqa: E402
 
 FUZZERS = ("guided", "libfuzzer-cfl", "random", "sampler")
 IN_PROCESS = ("guided", "random", "sampler")
+#: fuzzers of earlier result files (bench/search-deep*.json, search-zoo.json: the Greybox engine's
+#: line-coverage harness): rendered where a file has them, no longer run
+LEGACY = ("libfuzzer+feedback", "libfuzzer")
 STAT = re.compile(r"stat::number_of_executed_units:\s+(\d+)")
 
 
@@ -178,7 +181,7 @@ def render(res: dict[str, Any]) -> str:
              + (" RMST execs | p execs | A12 execs |" if ex else ""),
              "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if ex else "")]
     for bug, row in res["summary"].items():
-        for kind in FUZZERS:
+        for kind in (*FUZZERS, *LEGACY):
             if kind not in row:
                 continue
             r = row[kind]

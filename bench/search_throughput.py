@@ -91,13 +91,15 @@ def render(results: list[dict[str, Any]]) -> str:
     for r in results:
         if r["kind"] == "jobs":
             fig = (f"{r['protocol']}, {r['seconds']} s: 1 job {r['jobs1']['exec_per_s']} exec/s, 2 jobs "
-                   f"{r['jobs2']['exec_per_s']} exec/s ({r['speedup']}x); root causes found: {len(r['jobs1']['bugs'])} / "
-                   f"{len(r['jobs2']['bugs'])}; target >= 1.6x: {'met' if r['speedup'] >= 1.6 else 'missed'}")
+                   f"{r['jobs2']['exec_per_s']} exec/s ({r['speedup']}x); root causes found: "
+                   f"{len(r['jobs1']['bugs'])} / {len(r['jobs2']['bugs'])}; "
+                   f"target >= 1.6x: {'met' if r['speedup'] >= 1.6 else 'missed'}")
         else:
             fig = (f"{r['protocol']}, {r['seconds']} s, corpus {r['corpus']}: first minute "
                    f"{r['first_minute_exec_per_s']} exec/s, last minute {r['last_minute_exec_per_s']} "
                    f"({r['kept']:.0%} kept); RSS {r['rss_mb_second_minute']} -> {r['rss_mb_last']} MB "
-                   f"({r['rss_growth']:+.0%}); targets (over 30 min) >= 80% kept: {'met' if r['kept'] >= 0.8 else 'missed'}, "
+                   f"({r['rss_growth']:+.0%}); targets (over 30 min) >= 80% kept: "
+                   f"{'met' if r['kept'] >= 0.8 else 'missed'}, "
                    f"RSS within 10%: {'met' if abs(r['rss_growth']) <= 0.1 else 'missed'}")
         lines.append(f"| {r['date']} | {r['machine']} | `{r['command']}` | {fig} |")
     return "\n".join(lines) + "\n"

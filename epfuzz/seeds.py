@@ -71,15 +71,20 @@ def regression_cases() -> list[tuple[str, dict[str, Any], str, str]]:
 
 
 def deep_seeds(protocol: str) -> list[Scenario]:
-    """Small scenarios within a deep-zoo protocol's pins (the grid below sets fields those pin)."""
-    return [codec.load_dict({"protocol": protocol, "payload": {"num_tokens": tokens},
-                             "topology": {"num_channels": channels, "num_qps": qps},
-                             "knobs": {"reorder_window": 16}})
-            for tokens, channels, qps in ((1, 1, 1), (3, 2, 2), (7, 1, 1), (4, 3, 2))]
+    """Small scenarios within a deep-zoo protocol's pins (the grid below sets fields those pin; a field
+    the protocol pins itself, deep2_packed's one QP, is left to its pin)."""
+    pinned = set(REGISTRY.items[protocol].fixed)
+    out = []
+    for tokens, channels, qps in ((1, 1, 1), (3, 2, 2), (7, 1, 1), (4, 3, 2)):
+        topology = {"num_channels": channels, "num_qps": qps}
+        out.append(codec.load_dict({"protocol": protocol, "payload": {"num_tokens": tokens},
+                                    "topology": {k: v for k, v in topology.items() if f"topology.{k}" not in pinned},
+                                    "knobs": {"reorder_window": 16}}))
+    return out
 
 
 def seed_scenarios(protocol: str) -> list[Scenario]:
-    if protocol.startswith("deep_"):  # their pins (slot size, MTU, max payload) are set by the grid below
+    if protocol.startswith(("deep_", "deep2_")):  # their pins (slot size, MTU, max payload) are set by the grid below
         return deep_seeds(protocol)
     fixed_keys = set(REGISTRY.items[protocol].fixed)
     out = []

@@ -75,7 +75,13 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
 
 
 def encode_programs(proto: Protocol, scn: Scenario, lay: Layout) -> np.ndarray:
-    """[channels, ops + 1, REC] int64 records (a zero code ends a list), values affine in the epoch."""
+    """[channels, ops + 1, REC] int64 records (a zero code ends a list), values affine in the epoch.
+
+    A protocol may say why the interpreter cannot judge it (`cuda_refusal`, e.g. a receiver that reads
+    a stamp inside a slot's body, which the log keeps as one class): refused here, before any GPU work."""
+    why = getattr(proto, "cuda_refusal", "")
+    if why:
+        raise Unsupported(f"cuda: {proto.name}: {why}")
     runs = {e: [[_record(op, c, lay) for op in prog]
                 for c, prog in enumerate(apply_spins(proto.sender(scn, lay, e), scn))] for e in PROBE_EPOCHS}
     base, nxt = runs[0], runs[1]
@@ -161,6 +167,11 @@ class WatchShape:
 def watch_shape(lay: Layout, programs: np.ndarray) -> WatchShape:
     sizes = lay.sizes
     copy_cq = bool(np.isin(programs[:, :, 0], (OP_IMM, OP_SEND)).any())
+    stores = np.isin(programs[:, :, 0], (OP_VALUE, OP_ADD)) & np.isin(programs[:, :, 1], (REGION[ops.CQ],
+                                                                                           REGION[ops.RECV]))
+    if stores.any() and not copy_cq:  # the consumer would never see them: a false hang
+        raise Unsupported("cuda: the consumer's log copies the cq and recv regions only for a sender that makes "
+                          "CQEs (WRITE_WITH_IMM, SEND); this one writes a value into them with plain ops")
     shape = WatchShape(sizes[ops.SIGNAL], sizes[ops.CQ], copy_cq, lay.num_channels * lay.slots_per_channel)
     if shape.nslots > MAX_SLOTS or shape.words_bytes // 4 > MAX_WATCH_WORDS:
         raise Unsupported(f"cuda: the interpreter's consumer keeps at most {MAX_SLOTS} slots and "

@@ -19,7 +19,8 @@ if TYPE_CHECKING:
     from epfuzz.protocols.dispatch import DispatchProtocol
 
 #: each family module and the names of the protocols its `PROTOCOLS` defines, in registration order
-#: (the order `epfuzz list` and seed generation use): DeepEP's own, patterns 2-10, then the deep zoo.
+#: (the order `epfuzz list` and seed generation use): DeepEP's own, patterns 2-10, the two deep sets,
+#: then issue 30's breadth.
 #: tests/structure/test_lazy_protocols.py checks this table against the modules.
 FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "epfuzz.protocols.deepep": ("deepep_v2_dispatch", "deepep_v2_dispatch_fixed", "write_imm_signal",
@@ -39,9 +40,25 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
                               "deep_notify_qp", "deep_notify_qp_fixed", "deep_other_qp", "deep_other_qp_fixed",
                               "deep_imm_other_qp", "deep_imm_other_qp_fixed", "deep_gdr", "deep_gdr_fixed",
                               "deep_reset_race", "deep_reset_race_fixed"),
+    # the second deep set (issue 27): other defences than the trailer check; its table is deep2.DEEP2_ZOO
+    "epfuzz.protocols.deep2": ("deep2_head_stamp", "deep2_head_stamp_fixed", "deep2_mid_stamp",
+                               "deep2_mid_stamp_fixed", "deep2_head_trailer", "deep2_head_trailer_fixed",
+                               "deep2_notify", "deep2_notify_fixed", "deep2_packed", "deep2_packed_fixed",
+                               "deep2_spin_qp", "deep2_spin_qp_fixed"),
+    # issue 30's breadth: DeepEP's other paths and the 2026 field patterns, pairs listed in their modules' PAIRS
+    "epfuzz.protocols.deepep_paths": ("deepep_combine", "deepep_combine_fixed", "deepep_ll_dispatch",
+                                      "deepep_ll_dispatch_fixed", "deepep_ll_combine", "deepep_ll_combine_fixed",
+                                      "deepep_direct", "deepep_direct_fixed"),
+    "epfuzz.protocols.field2026": ("signal_baseline", "signal_baseline_fixed", "frozen_flag", "frozen_flag_fixed",
+                                   "init_zeroing", "init_zeroing_fixed", "flush_before_poll",
+                                   "flush_before_poll_fixed"),
 }
+#: the families with tables of their own instead of `pattern` links (deep.DEEP_ZOO, deep2.DEEP2_ZOO; the
+#: breadth modules' PAIRS)
+UNLINKED_FAMILIES: tuple[str, ...] = ("epfuzz.protocols.deep", "epfuzz.protocols.deep2",
+                                      "epfuzz.protocols.deepep_paths", "epfuzz.protocols.field2026")
 #: the families whose `pattern` links make the bug-zoo table
-ZOO_FAMILIES: tuple[str, ...] = tuple(m for m in FAMILY_PROTOCOLS if m != "epfuzz.protocols.deep")
+ZOO_FAMILIES: tuple[str, ...] = tuple(m for m in FAMILY_PROTOCOLS if m not in UNLINKED_FAMILIES)
 #: a built-in protocol's name -> the module that defines it
 BUILTIN_MODULES: dict[str, str] = {n: m for m, names in FAMILY_PROTOCOLS.items() for n in names}
 

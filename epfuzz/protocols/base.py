@@ -141,6 +141,10 @@ class Protocol(abc.ABC):
     release_at_accept: bool = False
     #: after a signal, the receiver flushes (a read on the data's PCIe path) before reading the data
     flush_on_accept: bool = False
+    #: with `flush_on_accept`: the flush read may be dispatched before the completion poll's loads are
+    #: done (an x86 write-combining mapping with no mfence between them, NCCL a12d73a8), so it is ordered
+    #: only after what had arrived at the receiver's previous look, not after the completion it follows
+    flush_before_poll: bool = False
     #: PCIe completer of each region (0 = one path for all); different completers are unordered
     targets: dict[str, int] = {}
     #: the bug-zoo pattern this protocol is the buggy (expect "finding") or fixed ("clean") side of

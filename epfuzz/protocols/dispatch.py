@@ -82,7 +82,8 @@ class DispatchProtocol(Protocol):
         self.shared_word = bool(options.pop("shared_word", False))
         self.no_signal = bool(options.pop("no_signal", False))
         self.wrong_stride = bool(options.pop("wrong_stride", False))
-        for attr in ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets"):
+        for attr in ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "flush_before_poll",
+                     "targets"):
             if attr in options:
                 setattr(self, attr, options.pop(attr))
         if options:

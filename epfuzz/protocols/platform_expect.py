@@ -54,12 +54,26 @@ TRUTH: dict[tuple[str, str], tuple[str, str]] = {
                           "land after the signal (NV-weak, NV-relaxed-atomic, NV-gpu-scope)"),
     ("inband_tag_fixed", "nvlink"): ("clean", "the checksum accepts only a whole token, whatever the order "
                                      "(0 findings in every GPU setting)"),
-    ("rdma bug", "nvlink"): ("not reachable when fenced", "deepep_v2_dispatch, flag_write_signal, flush_other_qp and "
-                             "gdr_no_flush are PCIe/IB bugs (RO MR, PCIe atomics, other QP, GDR paths): with a "
-                             "system-scope fence 0 findings in 300; unfenced, the NVLink rules alone give findings"),
+    ("rdma bug", "nvlink"): ("not reachable when fenced", "deepep_v2_dispatch, flag_write_signal, flush_other_qp, "
+                             "gdr_no_flush, deepep_combine, deepep_ll_dispatch, deepep_ll_combine, deepep_direct "
+                             "and flush_before_poll are PCIe/IB bugs (RO MR, PCIe atomics, other QP, GDR "
+                             "paths): with a system-scope fence 0 findings in 300; unfenced, the NVLink rules alone "
+                             "give findings"),
     ("logic bug", "nvlink"): ("finding", "inband_tag, shared_counter, stale_epoch_counter, signal_reset_race, "
-                              "early_credit_release and geometry_index are wrong on any transport: findings with "
-                              "every GPU setting"),
+                              "early_credit_release, geometry_index, signal_baseline, frozen_flag and init_zeroing "
+                              "are wrong on any transport: findings with every GPU setting"),
+}
+
+#: issue 30's pairs, measured as above (300 random inputs with sampled schedules per protocol and GPU setting,
+#: nvlink preset, December 2026): the seven fixed forms 0 findings with threadfence_system and with threadfence
+#: on `same`, 49-77 with no fence or threadfence to a peer (so "clean if fenced"); the four DeepEP-path bad forms
+#: 0 when fenced ("rdma bug"); signal_baseline 41, frozen_flag 137, init_zeroing 24 even with threadfence_system
+#: ("logic bug": the race is the receiver's own barrier store or its flag value, not the data's order);
+#: flush_before_poll and its fixed form (N10, added later; threadfence_system and no fence measured): 0 of 300
+#: with threadfence_system, 86 with no fence, each ("rdma bug"; the fixed form "clean if fenced")
+BREADTH_NVLINK = {
+    "rdma bug": ("deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct", "flush_before_poll"),
+    "logic bug": ("signal_baseline", "frozen_flag", "init_zeroing"),
 }
 
 

@@ -48,6 +48,10 @@ class Receiving:
         self.lag = scn.faults.rx_lag
         # a receiver's read orders nothing a peer GPU stored weakly: under nvlink the flush is no fix
         self.flush = proto.flush_on_accept and not is_nvlink(scn)
+        #: the flush read dispatched before the poll's loads complete (`Protocol.flush_before_poll`): its
+        #: horizon is `look`, what had arrived at the previous look, not what arrived before this one
+        self.early = self.flush and proto.flush_before_poll
+        self.look = 0
         self.polls = polls
         data_target = proto.targets.get(ops.DATA, 0)
         #: data-path TLPs not yet visible, which a flush read waits for
@@ -95,10 +99,10 @@ class Receiving:
     def state(self) -> tuple[Any, ...]:
         """Everything `land` changes except memory (see `key`/`snapshot`)."""
         return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local, self.arrived,
-                None if self.polls is None else len(self.polls))
+                self.look, None if self.polls is None else len(self.polls))
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, n = state
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n = state
         self.rx.restore(rs)
         if self.polls is not None:
             del self.polls[n:]
@@ -106,7 +110,8 @@ class Receiving:
     def key(self) -> tuple[Any, ...]:
         """What the receiver's future depends on, given the set of visible TLPs (for state merging)."""
         m = self.mem.regions
-        return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes())
+        return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes(),
+                self.look if self.early else 0)
 
     def _verify(self, c: Consume, epoch: int, trigger: int, position: int) -> Violation | None:
         """Judge one accept; `trigger` is the seq of the TLP that woke the receiver (-1: the epoch's
@@ -171,9 +176,11 @@ class Receiving:
         consumed = self.rx.poll(self.mem, epoch)
         if consumed and self.polls is not None:
             self.polls.append(Poll(position, trigger, [c.what for c in consumed], consumed, epoch))
+        horizon = self.look if self.early else self.arrived
+        self.look = self.arrived
         for c in consumed:
             if self.flush and c.region == ops.DATA:  # the flush read is issued now: behind all arrived so far
-                self.deferred += ((c, self.arrived),)
+                self.deferred += ((c, horizon),)       # (flush_before_poll: all arrived at the previous look)
                 continue
             v = self._verify(c, epoch, trigger, position)
             if v is not None:

@@ -30,6 +30,22 @@ def test_all_10000_scenarios_match_reference() -> None:
     _check(equivalence.COUNT)
 
 
+def test_every_builtin_protocol_has_rows() -> None:
+    """A protocol registered after the reference was written adds rows (`bench/equivalence.py --add`)."""
+    from epfuzz.protocols import BUILTIN
+
+    assert set(BUILTIN) <= {row[1] for row in equivalence.load()}
+
+
+def test_added_protocols_rows_match_reference() -> None:
+    """Every row appended for a protocol added after the first COUNT (issue 30)."""
+    ref = equivalence.load()
+    names = sorted({row[1] for row in ref[equivalence.COUNT:]})
+    n, bad = equivalence.mismatches(None, start=equivalence.COUNT)
+    assert n == len(ref) - equivalence.COUNT and not bad, bad[:3]
+    assert names
+
+
 def test_reference_detects_a_changed_trace(monkeypatch: pytest.MonkeyPatch) -> None:
     """A model change that alters only the trace (not the verdict) must be caught."""
     from epfuzz.sim import engine
