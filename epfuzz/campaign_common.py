@@ -105,7 +105,8 @@ class Summary:
                + (", stopped early: the disk is full" if self.disk_full else ""),
                f"run folder: {self.run_dir}"]
         if self.error:
-            out.append(f"first harness error: {self.error} (job logs in the run folder have the traceback)")
+            out.append(f"first harness error: {self.error}" + (
+                "" if "(input: " in self.error else " (job logs in the run folder have the traceback)"))
         if self.false_alarms:
             out.append(f"{len(self.false_alarms)} finding(s) where the protocol promises clean (its `expect`): a bug "
                        f"in the model or in the promise, e.g. {self.false_alarms[0]}")

@@ -40,7 +40,7 @@ from epfuzz.campaign_common import (
 )
 from epfuzz.corpus import case_paths, sha1, write_atomic
 from epfuzz.diskspace import NoSpace, is_no_room, remove_empty
-from epfuzz.errors import EpfuzzError
+from epfuzz.errors import EpfuzzError, ProtocolError
 from epfuzz.findings import group_findings, write_bug_index
 from epfuzz.log import get_logger
 from epfuzz.protocols import REGISTRY, get_protocol
@@ -88,6 +88,7 @@ class _Campaign:
         self.disk_full = ""                          # the write that found no room, if one did
         self.sync = sync
         self.known: set[str] = set()                 # corpus/ names this job has run or written
+        self.error = ""                              # the plug-in's exception that ended the run, and where
 
     @property
     def findings(self) -> list[tuple[str, Path, str]]:
@@ -100,15 +101,37 @@ class _Campaign:
             self.handle(self.loop.try_input(data, move))
         except (limits.OverLimit, MemoryError) as e:
             self.over_limit(data, e)
+        except (ProtocolError, Exception) as e:  # noqa: BLE001 - the plug-in's own code, named by crashed()
+            self.crashed(data, e)
 
     def mutate(self) -> tuple[bytes, str] | None:
-        """The next input, or None where making it ran the plug-in past a limit: a schedule move runs
-        the parent's configuration, so the parent is what is saved (it replays as the same hang)."""
+        """The next input, or None where making it ran the plug-in past a limit or into an exception: a
+        schedule move runs a configuration's arrival order, and that configuration is what is saved (it
+        replays so; moves.Context.culprit)."""
         try:
             return self.loop.next_input()
         except (limits.OverLimit, MemoryError) as e:
-            self.over_limit(self.loop.parent, e)
-            return None
+            self.over_limit(self.loop.ctx.culprit(self.loop.parent), e)
+        except (ProtocolError, Exception) as e:  # noqa: BLE001 - the plug-in's own code, named by crashed()
+            self.crashed(self.loop.ctx.culprit(self.loop.parent), e)
+        self.loop.ctx.running = None
+        return None
+
+    def crashed(self, data: bytes, e: Exception) -> None:
+        """The plug-in raised: the input is kept as a `crash-` artifact (libFuzzer's name) and the run
+        ends, as a libFuzzer job ends at its crash; the summary names the error and the input (exit 3).
+        An exception with no plug-in frame is epfuzz's own bug (or a full disk): raised on."""
+        where = REGISTRY.where(e)
+        if not isinstance(e, ProtocolError) and not where:
+            raise e
+        if not isinstance(e, ProtocolError):
+            line = str(e).splitlines()[0] if str(e) else ""
+            e = ProtocolError(f"{type(e).__name__}: {line}{where}")
+        path = self.run_dir / "artifacts" / f"crash-{sha1(data)}"
+        write_atomic(path, data)
+        (_, _, replay), = resource_findings([("crash", str(path))], self.protocol, self.preset)
+        self.error = f"{e} (input: {path}; replay: {replay})"
+        sys.stderr.write(f"=== epfuzz harness error: {self.error}\n")
 
     def over_limit(self, data: bytes, e: limits.OverLimit | MemoryError) -> None:
         kind = e.kind if isinstance(e, limits.OverLimit) else "oom"
@@ -161,8 +184,10 @@ class _Campaign:
         with csv_path.open("a") as csv:
             csv.write(PROGRESS_HEADER)
             for data in _seeds(seed_folder(self.name), self.protocol, self.preset):
+                if self.error:
+                    break
                 self.attempt(data, "seed")
-            while not self.stop_signal and time.monotonic() - start < seconds and (
+            while not self.stop_signal and not self.error and time.monotonic() - start < seconds and (
                     max_execs is None or self.loop.execs < max_execs):
                 made = self.mutate()
                 if made is not None:
@@ -179,7 +204,7 @@ class _Campaign:
 
     def stats(self, elapsed: float) -> dict[str, Any]:
         return {**self.monitor.stats(), "execs": self.loop.execs, "elapsed": elapsed,
-                "resource": self.resource, "disk_full": self.disk_full,
+                "resource": self.resource, "disk_full": self.disk_full, "error": self.error,
                 "findings": [str(p) for _, p, _ in self.findings]}
 
 
@@ -228,8 +253,9 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         for s, h in old.items():
             signal.signal(s, h)
     g = camp.loop
-    summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), 0, camp.findings,
-                      grouping.bugs, camp.stop_signal, resource=resource_findings(camp.resource, protocol, preset),
+    summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), int(bool(camp.error)),
+                      camp.findings, grouping.bugs, camp.stop_signal,
+                      resource=resource_findings(camp.resource, protocol, preset), error=camp.error,
                       false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
     try:
         write_bug_index(grouping, run_dir / "bugs.csv")

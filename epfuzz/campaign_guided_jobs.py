@@ -114,7 +114,11 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
                       len(os.listdir(run_dir / "corpus")), len(errors), findings, grouping.bugs, stopped[0],
                       resource=resource_findings(resource, protocol, preset),
                       false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
-    if errors:
+    crashed = [s["error"] for s in stats if s.get("error")]  # a job that stopped at the plug-in's exception
+    summary.harness_errors += len(crashed)
+    if crashed:
+        summary.error = crashed[0]
+    elif errors:
         summary.error = f"job {errors[0]} exited {procs[errors[0]].returncode} (see {run_dir}/job{errors[0]}.log)"
     try:
         write_atomic(run_dir / "stats.json", json.dumps({**total, "jobs": stats}, indent=1).encode())

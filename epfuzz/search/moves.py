@@ -45,12 +45,19 @@ class Context:
     sim: bool = True                          # schedule moves read the emulator's run of the configuration
     max_len: int = MAX_LEN
     bases: dict[Scenario, Any] = field(default_factory=dict)
+    #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
+    #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
+    running: Scenario | None = None
 
     def decode(self, data: bytes) -> Scenario:
         return codec.decode(data, self.protocol, self.preset)
 
     def decoder(self) -> Callable[[ChoiceReader], object]:
         return codec.decoder_for(self.protocol, self.preset)
+
+    def culprit(self, parent: bytes) -> bytes:
+        """The input to keep when a move ran the plug-in past a limit or into an exception."""
+        return codec.encode(self.running) if self.running is not None else parent
 
     def base(self, config: Scenario) -> Any:
         """The configuration's run in arrival order, replayed (its polls say what the receiver reads)."""
@@ -60,7 +67,9 @@ class Context:
         if run is None:
             if len(self.bases) >= BASES:
                 self.bases.clear()
+            self.running = config
             run = self.bases[config] = simulate(config, self.proto)
+            self.running = None
         return run
 
 

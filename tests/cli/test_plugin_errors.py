@@ -131,6 +131,21 @@ def test_a_campaign_names_its_first_harness_error_and_where_the_plugin_raised_it
     assert "Traceback" in (tmp_path / "r" / "job0.log").read_text()
 
 
+def test_the_default_guided_campaign_stops_at_a_plugin_exception_with_its_input_and_summary(tmp_path):
+    """The guided engine (the default on the sim) met the plug-in's exception and exited 3 with one line:
+    no summary, no stats, the input lost. Now: a crash- artifact that replays as the same error."""
+    plugin(tmp_path, "mine", limit=2)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "60", "--seed", "1", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    assert "Traceback" not in p.stdout + p.stderr and "1 harness error(s)" in p.stdout, p.stdout
+    line = next(x for x in p.stdout.splitlines() if x.startswith("first harness error:"))
+    assert "ZeroDivisionError: too many channels for this receiver" in line and "in poll" in line
+    (art,) = (tmp_path / "r" / "artifacts").glob("crash-*")
+    assert (tmp_path / "r" / "stats.json").exists() and f"r/artifacts/{art.name}" in line
+    q = epfuzz(tmp_path, "run", "--protocol", "mine:Flag", str(art))
+    assert q.returncode == 3 and "ZeroDivisionError: too many channels" in q.stderr, q.stdout + q.stderr
+
+
 def test_the_tutorial_protocol_works_as_written(tmp_path):
     """The tutorial's code block, saved under the name docs/tutorial.md gives it, finds its bug (the
     first wave's snippet called an undefined nbytes() and a receiver it never showed; the name was
