@@ -123,7 +123,7 @@ def one_trial(kind: str, name: str, seed: int, budget: float, execs: int, log: P
         r = json.loads(p.stdout.strip().splitlines()[-1])
     else:
         r = libfuzzer(kind, name, seed, budget, execs)
-    r.update(fuzzer=kind, bug=name, seed=seed)
+    r.update(fuzzer=kind, bug=name, seed=seed, budget=budget, cap=execs)
     with log.open("a") as f:  # one line per trial, written whole: a run cut short keeps its trials
         f.write(json.dumps(r) + "\n")
     print(f"  {kind:18} {name} seed {seed}: {'found' if r['found'] else 'none'} after {r['execs']} execs, "
@@ -241,6 +241,11 @@ def main() -> int:
             log.exists() else []
         if not a.resume:
             log.unlink(missing_ok=True)
+        other = [t for t in done if (t.get("budget", a.budget), t.get("cap", a.execs)) != (a.budget, a.execs)]
+        if other:
+            raise SystemExit(f"bench/search.py --resume: {log} holds trials at another budget "
+                             f"({other[0].get('budget')} s, {other[0].get('cap')} executions): one table has "
+                             "one budget")
         have = {(t["fuzzer"], t["bug"], t["seed"]) for t in done}
         # the slowest first (random, censored on the deep bugs), so that the pool's last minutes are not one long trial
         order = sorted(kinds, key=lambda k: k != "random")
@@ -253,8 +258,10 @@ def main() -> int:
            "config": {"budget": a.budget, "execs": a.execs, "trials": a.trials, "jobs": a.jobs,
                       "fuzzers": kinds, "note": a.note},
            "summary": summarize(trials, a.budget, a.execs), "trials": trials}
-    Path(a.out + ".json").write_text(json.dumps(res, indent=1) + "\n")
-    Path(a.out + ".md").write_text(render(res))
+    for path, text in ((Path(a.out + ".json"), json.dumps(res, indent=1) + "\n"), (Path(a.out + ".md"), render(res))):
+        tmp = path.with_name(path.name + ".tmp")  # written whole, then renamed: a cut run leaves the old file
+        tmp.write_text(text)
+        tmp.replace(path)
     print(render(res))
     return 0
 

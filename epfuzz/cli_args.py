@@ -92,7 +92,7 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     fz.add_argument("--protocol", help="fuzz your own protocol: module:Attr (a Protocol instance or class)")
     fz.add_argument("--time", type=_positive(int), default=60, help="seconds (default 60)")
     fz.add_argument("--max-execs", type=_positive(int), metavar="N",
-                    help="also stop after N executions (guided: the loop's; libfuzzer: each job's, as -runs=N): "
+                    help="also stop after N executions (each job's: guided, and libfuzzer as -runs=N): "
                          "a bound that does not depend on the machine's speed; --time still caps it")
     fz.add_argument("--jobs", type=_positive(int), default=1,
                     help="worker processes sharing one corpus through the run folder (default 1)")

@@ -18,7 +18,15 @@ def main(argv: list[str]) -> int:
 
     elog.configure(json_lines=False, level=logging.WARNING if elog.quiet() else logging.INFO)
     try:
-        return run_worker(json.loads(argv[0]))
+        args = json.loads(argv[0])
+        if not isinstance(args, dict) or not {"run_dir", "job", "name", "protocol", "preset", "seed", "seconds",
+                                               "max_execs", "feedback", "moves"} <= set(args):
+            raise ValueError("not the JSON object of a job's arguments")
+    except (IndexError, ValueError) as e:  # started by hand: not by epfuzz.campaign_guided_jobs
+        sys.stderr.write(f"epfuzz: worker: bad job argument ({e}); usage: python -m epfuzz.search.worker JSON\n")
+        return 2
+    try:
+        return run_worker(args)
     except EpfuzzError as e:
         sys.stderr.write(f"epfuzz: {e}\n")
         return 3

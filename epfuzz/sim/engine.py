@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import operator
-import sys
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -288,8 +287,8 @@ class FormCache:
         self.hits = self.misses = 0
 
 
-#: the process's built forms, which `simulate` uses (not while atheris is loaded: a cache hit skips the
-#: build's code, and an instrumented harness's coverage must not depend on what ran before)
+#: the process's built forms, which `simulate` uses (the harnesses too: nothing is line-instrumented, so
+#: a cache hit changes no coverage; libFuzzer's is the run's semantic features, the same either way)
 FORMS = FormCache()
 
 
@@ -320,10 +319,7 @@ def replay(run: SimRun, proto: Protocol) -> SimRun:
 def simulate(scn: Scenario, proto: Protocol) -> SimRun:
     """Build and replay `scn` under `proto` (the caller resolved it once, by the scenario's name).
 
-    The configuration's built form comes from `FORMS` (a schedule-only change rebuilds nothing), except
-    while atheris is loaded."""
-    if "atheris" in sys.modules:
-        return replay(build(scn, proto), proto)
+    The configuration's built form comes from `FORMS` (a schedule-only change rebuilds nothing)."""
     return replay(build_over(FORMS.get(scn, proto), scn), proto)
 
 

@@ -49,8 +49,7 @@ def tlp_pass_rule() -> PassRule:
 
 #: the PCIe table's verdict per (later, earlier) Attrs pair, keyed by identity (the responder shares Attrs
 #: objects); each entry keeps its pair alive and is checked by `is`, so a reused id cannot alias. Filled
-#: at import for the responder's Attrs, so that runs take no cache-miss path (atheris coverage must not
-#: depend on what ran before)
+#: at import for the responder's Attrs, so that runs take no cache-miss path
 _TABLE: dict[tuple[int, int], tuple[Attrs, Attrs, str | None]] = {
     (id(a), id(b)): (a, b, passing_rule_name(a, b) if _may_pass(a, b) else None)
     for a in RESPONDER_ATTRS for b in RESPONDER_ATTRS}

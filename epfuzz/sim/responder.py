@@ -28,7 +28,7 @@ _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, Pack
 _COPY, _SET = TlpAction.COPY, TlpAction.VALUE
 _NONE = LocalStore.NONE
 #: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
-#: that no run takes a cache-miss path (atheris coverage must not depend on what ran before)
+#: that no run takes a cache-miss path
 _ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
     (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
     for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}

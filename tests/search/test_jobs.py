@@ -20,10 +20,18 @@ def test_two_jobs_share_their_corpus_and_report_once(tmp_path):
     assert p.stdout.count("bug(s) by root cause") == 1 and p.stdout.count("run folder:") == 1, p.stdout
     stats = json.loads((out / "stats.json").read_text())
     assert stats["execs"] == sum(j["execs"] for j in stats["jobs"]) >= 2 * 1500
-    for j in stats["jobs"]:
-        # each job ran inputs the other wrote into corpus/ (a synced input runs as move "sync")
-        assert j["moves"].get("sync", {}).get("used", 0) > 0, j["moves"].keys()
+    # the jobs ran inputs the other wrote into corpus/ (a synced input runs as move "sync"); which job
+    # picked up how many depends on when each started, so only that some sync happened is asserted
+    assert sum(j["moves"].get("sync", {}).get("used", 0) for j in stats["jobs"]) > 0, stats["jobs"]
     own = sum(m["kept"] for j in stats["jobs"] for k, m in j["moves"].items() if k != "sync")
     assert len(list((out / "corpus").iterdir())) <= own
     assert (out / "bugs.csv").exists() and list(out.glob("finding-*.json"))
     assert (out / "progress.csv").read_text().count("\n") >= 2
+
+
+def test_a_worker_started_by_hand_with_a_bad_argument_is_one_line_and_exit_2():
+    for argv in ([], ["notjson"], ['{"run_dir": "x"}']):
+        p = subprocess.run([sys.executable, "-m", "epfuzz.search.worker", *argv], capture_output=True, text=True,
+                           timeout=120, cwd=ROOT)
+        assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
+        assert "epfuzz: worker: bad job argument" in p.stderr.splitlines()[-1]
