@@ -77,3 +77,19 @@ def test_without_a_parent_the_draw_is_among_the_fresh_moves_by_weight():
     s, rng = mv.MoveSet(), random.Random(3)
     got = {s.draw(rng, have_parent=False).name for _ in range(200)}
     assert got == {"fresh", "fresh+pct"}
+
+
+def test_the_libfuzzer_mutator_says_once_when_a_move_raises(capsys):
+    """A move's exception falls back to a byte edit (the fuzzer must go on) but is no longer silent."""
+    from epfuzz.protocols import get_protocol
+    from epfuzz.search import moves as mv
+    from epfuzz.search.engines.libfuzzer import mutator
+
+    def broken(ctx, data, rng):
+        raise TypeError("a bug in this move")
+
+    mutate = mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), [mv.Move("broken", "ir", 1, broken)])
+    outs = [mutate(bytes(range(32)), 64, s) for s in range(3)]
+    assert all(isinstance(o, bytes) and len(o) <= 64 for o in outs)
+    err = capsys.readouterr().err
+    assert err.count("epfuzz: move broken raised TypeError: a bug in this move") == 1, err
