@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 from epfuzz.errors import HarnessError, InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
@@ -112,10 +112,14 @@ class Registry:
         self.policy.named.add(spec)
         return self._import(spec, Path.cwd(), only_there=False)
 
-    def _import(self, spec: str, folder: Path, only_there: bool) -> Protocol:
-        """Import a plug-in with `folder` first on sys.path for the import alone; `only_there`: the
-        module must be found in `folder` (an allowed folder), not elsewhere on the path."""
+    def import_named(self, spec: str, folder: Path, only_there: bool = False, what: str = "") -> Any:
+        """`module:attr`'s object, its module imported with `folder` first on sys.path for the import
+        alone, and its files remembered as plug-in code (an exception they raise is blamed on them);
+        `only_there`: the module must be found in `folder` (an allowed folder). `what` names it in the
+        errors (default: "protocol 'spec'"). The one import path of every plug-in: protocols, and the
+        search's --feedback/--moves (epfuzz.search.plugins)."""
         mod_name, attr = check_spec(spec)
+        what = what or f"protocol {spec!r}"
         entry = str(folder)
         sys.path.insert(0, entry)
         try:
@@ -123,22 +127,27 @@ class Registry:
             if root is not None:  # before its code runs: an exception at import is blamed on it
                 self.plugin_roots.add(root)
             if only_there and (root is None or not inside(str(root), folder)):
-                raise InputError(f"protocol {spec!r}: module {mod_name} is not in the allowed folder {folder}")
+                raise InputError(f"{what}: module {mod_name} is not in the allowed folder {folder}")
             mod = importlib.import_module(mod_name)
             if only_there and not inside(getattr(mod, "__file__", None) or "", folder):
-                raise InputError(f"protocol {spec!r}: module {mod_name} was imported already from "
+                raise InputError(f"{what}: module {mod_name} was imported already from "
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr)
         except (ImportError, AttributeError) as e:
-            raise InputError(f"cannot load protocol {spec!r}: {e}") from None
+            raise InputError(f"cannot load {what}: {e}") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
-            raise ProtocolError(f"cannot import protocol {spec!r}: {describe(e)}{self.where(e)}") from None
+            raise ProtocolError(f"cannot import {what}: {describe(e)}{self.where(e)}") from None
         finally:
             with contextlib.suppress(ValueError):
                 sys.path.remove(entry)
         file = getattr(mod, "__file__", None)
         if file:
             self.plugin_files.add(os.path.realpath(file))
+        return obj
+
+    def _import(self, spec: str, folder: Path, only_there: bool) -> Protocol:
+        """Import and construct a protocol plug-in (import_named), registered under `spec`."""
+        obj = self.import_named(spec, folder, only_there)
         try:
             proto = obj() if isinstance(obj, type) else obj
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's constructor: say so in one line
