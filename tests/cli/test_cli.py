@@ -117,11 +117,13 @@ def test_list_names_every_backend(capsys):
 
 def _fuzz_then_signal(run_dir: Path, sig: int, engine: str = "libfuzzer"
                       ) -> tuple[subprocess.CompletedProcess[str], str, str]:
-    p = subprocess.Popen([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "60",
+    # --time far past the wait for a finding: the signal lands while it fuzzes, whatever the machine's load
+    # (at --time 60 a loaded machine found nothing within the wait and the signal met the run's own end)
+    p = subprocess.Popen([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "900",
                           "--seed", "3", "--run-dir", str(run_dir), "--engine", engine],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=ROOT,
                          env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    deadline = time.monotonic() + 60
+    deadline = time.monotonic() + 300
     while time.monotonic() < deadline and not list(run_dir.glob("finding-*.json")):
         time.sleep(0.5)
     time.sleep(1)
