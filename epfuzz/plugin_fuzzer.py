@@ -27,6 +27,16 @@ def _protocol(argv: list[str]) -> str:
 if __name__ == "__main__":
     spec = _protocol(sys.argv)
     os.environ["EPFUZZ_PROTOCOL"] = spec  # for libFuzzer's child processes
+    named = [a.split("=", 1)[1] for a in sys.argv if a.startswith("--backend=")]
+    if (named[-1] if named else os.environ.get("EPFUZZ_BACKEND", "sim")) != "sim":
+        import atheris
+
+        # off the sim there are no semantic features (they are read off the emulator's trace), so libFuzzer's
+        # coverage there is the lines of what such a run executes: the epoch start and the op check (not the
+        # emulator, which a verbs or cuda input never reaches); without it the corpus stays empty
+        with atheris.instrument_imports(include=["epfuzz.epoch", "epfuzz.protocols.opcheck"]):
+            import epfuzz.epoch  # noqa: F401
+            import epfuzz.protocols.opcheck  # noqa: F401
     from epfuzz.harness import main
     from epfuzz.protocols import load_plugin
 
