@@ -152,6 +152,15 @@ class Protocol(abc.ABC):
     #: scenario fields that tell one bug from another in crash dedup (None: epfuzz's default list)
     signature_knobs: tuple[str, ...] | None = None
 
+    def _take_options(self, options: dict[str, Any], names: tuple[str, ...], kind: str) -> None:
+        """Set the named class-level settings given as keyword options (removing them from `options`);
+        any option left is a TypeError naming `kind`: a misspelt option must not pass silently."""
+        for attr in names:
+            if attr in options:
+                setattr(self, attr, options.pop(attr))
+        if options:
+            raise TypeError(f"unknown {kind} options: {sorted(options)}")
+
     def expected(self, scn: Scenario | None = None) -> Verdict:
         """The verdict this protocol promises for `scn` (None: the promise of the PCIe presets, or ""
         where it depends on the scenario); "" too for a scenario it makes no promise for (a fixed form

@@ -82,12 +82,8 @@ class DispatchProtocol(Protocol):
         self.shared_word = bool(options.pop("shared_word", False))
         self.no_signal = bool(options.pop("no_signal", False))
         self.wrong_stride = bool(options.pop("wrong_stride", False))
-        for attr in ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "flush_before_poll",
-                     "targets"):
-            if attr in options:
-                setattr(self, attr, options.pop(attr))
-        if options:
-            raise TypeError(f"unknown DispatchProtocol options: {sorted(options)}")
+        self._take_options(options, ("reset_signals", "poison", "release_at_accept", "flush_on_accept",
+                                     "flush_before_poll", "targets"), "DispatchProtocol")
 
     def epoch_prologue(self, scn: Scenario, lay: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         """With `prologue_reset`, the receiver zeroes its tail words itself between epochs."""

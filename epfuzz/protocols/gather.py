@@ -179,12 +179,8 @@ class PathProtocol(Protocol):
         self.name, self.doc, self.fixed, self.sources, self.pattern = name, doc, fixed, sources, pattern
         self.expect = expect  # type: ignore[assignment]
         self._sender, self._receiver, self._prologue = sender, receiver, prologue
-        for attr in ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets",
-                     "signature_knobs"):
-            if attr in options:
-                setattr(self, attr, options.pop(attr))
-        if options:
-            raise TypeError(f"unknown PathProtocol options: {sorted(options)}")
+        self._take_options(options, ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets",
+                                     "signature_knobs"), "PathProtocol")
 
     def sender(self, scn: Scenario, layout: Layout, epoch: int) -> list[list[ops.Op]]:
         return self._sender(scn, layout, epoch)
