@@ -18,11 +18,11 @@ $(VENV)/.installed: pyproject.toml
 	touch $@
 
 # the emulator's hot modules compiled with mypyc, beside their sources (issue 14); rebuilt when a source
-# changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.native decides)
-CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/payload.py epfuzz/epoch.py epfuzz/oracle.py \
-            epfuzz/native.py epfuzz/corebuild.py
+# changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.core.native decides)
+CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/ir/payload.py epfuzz/model/epoch.py epfuzz/model/oracle.py \
+            epfuzz/core/native.py epfuzz/core/corebuild.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
-	$(PY) -m epfuzz.corebuild
+	$(PY) -m epfuzz.core.corebuild
 	touch $@
 
 install: $(VENV)/.installed $(VENV)/.core
@@ -69,7 +69,7 @@ replay: install
 	$(EPFUZZ) replay --strict corpus/regressions corpus/*_fuzzer
 
 seeds: install
-	$(PY) -m epfuzz.seeds
+	$(PY) -m epfuzz.continuous.seeds
 
 bench: install
 	$(PY) bench/run.py

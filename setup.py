@@ -1,6 +1,6 @@
 """The wheel carries the seed corpora and pinned cases (issue 28): `corpus/` is copied into the built
 package as `epfuzz/_corpus/`, so a pip-installed `epfuzz fuzz NAME` starts from the same seeds as the
-checkout. Everything else is configured in pyproject.toml; `epfuzz.targets` finds the copy."""
+checkout. Everything else is configured in pyproject.toml; `epfuzz.continuous.targets` finds the copy."""
 
 from __future__ import annotations
 

@@ -28,11 +28,11 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from epfuzz import codec
-from epfuzz.errors import InputError  # noqa: E402
-from epfuzz.presets import PRESETS  # noqa: E402
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError  # noqa: E402
+from epfuzz.ir.presets import PRESETS  # noqa: E402
+from epfuzz.ir.scenario import Overtake, Scenario  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
-from epfuzz.scenario import Overtake, Scenario  # noqa: E402
 
 DEEPEP = ("deepep_v2_dispatch", "deepep_v2_dispatch_fixed", "write_imm_signal")
 PLUGIN = ("examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic")

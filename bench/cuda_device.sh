@@ -52,7 +52,7 @@ harness)
   pick=$($py - "$work/findings" <<'EOF'
 import sys
 from pathlib import Path
-from epfuzz.corpus import load_case
+from epfuzz.cases.corpus import load_case
 cases = [(p, load_case(p).scenario) for p in sorted(Path(sys.argv[1]).glob("*.json"))]
 order = [lambda s: s.gpu.path == "p2p" and s.gpu.fence == "none" and s.signal.kind == "faa",
          lambda s: s.gpu.path == "p2p" and s.gpu.fence == "none", lambda s: s.gpu.path == "p2p", lambda s: True]

@@ -20,11 +20,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from epfuzz import codec  # noqa: E402
 from epfuzz.backends.cuda import CudaBackend  # noqa: E402
-from epfuzz.errors import Unsupported  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import Unsupported  # noqa: E402
+from epfuzz.ir.scenario import Scenario  # noqa: E402
 from epfuzz.protocols import get_protocol  # noqa: E402
-from epfuzz.scenario import Scenario  # noqa: E402
 
 PATHS = ("same", "p2p", "host")
 DISPATCH_ANY = get_protocol("dispatch_any")  # the protocol of every scenario() here

@@ -32,7 +32,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz import codec  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.protocols import get_protocol  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 

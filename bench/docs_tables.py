@@ -214,7 +214,7 @@ def agreement() -> str:
 
 def safety() -> str:
     """Computed, not measured: exhaustive exploration of small litmus scenarios, rerun at every build."""
-    from epfuzz.safety import markdown, table
+    from epfuzz.triage.safety import markdown, table
 
     header, body = table()
     return "*Computed by `epfuzz safety-table` when this site was built (exhaustive, deterministic).*\n\n" + \

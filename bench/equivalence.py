@@ -48,9 +48,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz import codec  # noqa: E402
-from epfuzz.errors import EpfuzzError  # noqa: E402
-from epfuzz.presets import PRESETS  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
+from epfuzz.ir.presets import PRESETS  # noqa: E402
 from epfuzz.protocols import BUILTIN, REGISTRY  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 

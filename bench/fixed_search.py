@@ -19,10 +19,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz import codec  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
-from epfuzz.sampler import SamplerSearch  # noqa: E402
+from epfuzz.search.sampler import SamplerSearch  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 
 

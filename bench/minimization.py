@@ -15,10 +15,10 @@ import tempfile
 import time
 from pathlib import Path
 
-from epfuzz import codec
-from epfuzz.minimize import minimize
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
+from epfuzz.triage.minimize import minimize
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))

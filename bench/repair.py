@@ -26,19 +26,19 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz import codec  # noqa: E402
-from epfuzz.corpus import write_atomic  # noqa: E402
-from epfuzz.errors import InputError  # noqa: E402
-from epfuzz.minimize import minimize  # noqa: E402
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
+from epfuzz.continuous.seeds import seed_scenarios  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import InputError  # noqa: E402
+from epfuzz.ir.scenario import Scenario  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.protocols.base import Protocol  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 from epfuzz.repair import repair  # noqa: E402
-from epfuzz.sampler import SamplerSearch  # noqa: E402
-from epfuzz.scenario import Scenario  # noqa: E402
-from epfuzz.seeds import seed_scenarios  # noqa: E402
+from epfuzz.search.sampler import SamplerSearch  # noqa: E402
 from epfuzz.sim.engine import build, simulate  # noqa: E402
 from epfuzz.sim.explore import explore  # noqa: E402
+from epfuzz.triage.minimize import minimize  # noqa: E402
 
 OUT = ROOT / "bench" / "repair.json"
 DOC = ROOT / "docs" / "repair.md"

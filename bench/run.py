@@ -42,12 +42,12 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling, schedule_rates  # noqa: E402
 
-from epfuzz import codec  # noqa: E402
-from epfuzz.errors import EpfuzzError  # noqa: E402
-from epfuzz.minimize import minimize  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 from epfuzz.sim.explore import explore  # noqa: E402
+from epfuzz.triage.minimize import minimize  # noqa: E402
 
 SEEDS = (1, 2, 3, 4, 5)
 MAX_RUNS = 100_000          # per libFuzzer time-to-bug run
@@ -91,7 +91,7 @@ def throughput() -> dict[str, Any]:
     The in-process rates are of the path this process runs (compiled, once `make install` built it);
     `pure` repeats them on the pure-Python sources in a child process, for comparison.
     """
-    from epfuzz import native
+    from epfuzz.core import native
 
     out = rates()
     out.update(schedule_rates())

@@ -14,7 +14,7 @@ Fuzzers, each from nothing (no seed corpus) with its trial number as the seed:
   custom mutator, no line instrumentation), run with -runs=N and -max_total_time; its seconds
   include start-up, as a user of it waits for it;
 - `random`: random bytes through the same decoder, in-process;
-- `sampler`: a random configuration with a PCT-style schedule (epfuzz.sampler).
+- `sampler`: a random configuration with a PCT-style schedule (epfuzz.search.sampler).
 
 Sets: `deep` (epfuzz.protocols.deep: the slot-trailer defence the features were first written
 against), `deep2` (epfuzz.protocols.deep2: other defences, kept as the set the feedback was not
@@ -62,10 +62,10 @@ STAT = re.compile(r"stat::number_of_executed_units:\s+(\d+)")
 def in_process(kind: str, name: str, seed: int, budget: float, execs: int = 0) -> dict[str, Any]:
     """guided, random or sampler: executions until the first finding, within `execs` executions (0: no
     bound) and `budget` seconds."""
-    from epfuzz import codec
+    from epfuzz.encoding import codec
     from epfuzz.protocols import REGISTRY, get_protocol
-    from epfuzz.sampler import SamplerSearch
     from epfuzz.search.engines.guided import Guided
+    from epfuzz.search.sampler import SamplerSearch
     from epfuzz.sim.engine import simulate
 
     proto = REGISTRY.load_plugin(name) if ":" in name else get_protocol(name)  # a plug-in: module:Attr
@@ -94,7 +94,7 @@ def libfuzzer(kind: str, name: str, seed: int, budget: float, execs: int = 0) ->
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         # a plug-in protocol (module:Attr) has no harness script: the plug-in harness runs it (issue 34.7)
         cmd = ([sys.executable, str(ROOT / "harnesses" / f"{name}_fuzzer.py")] if ":" not in name
-               else [sys.executable, "-m", "epfuzz.plugin_fuzzer", f"--protocol={name}"])
+               else [sys.executable, "-m", "epfuzz.continuous.plugin_fuzzer", f"--protocol={name}"])
         runs = [f"-runs={execs}"] if execs else []
         t0 = time.perf_counter()
         try:

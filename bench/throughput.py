@@ -12,7 +12,7 @@ only the CPU this process got. Parts:
 - `instrumentation`: the same random loop with atheris instrumentation of one
   module group at a time (each in a fresh interpreter, so nothing else is
   instrumented), as the ratio to the uninstrumented rate. With atheris loaded the
-  emulator runs its pure-Python sources (`epfuzz.native`), so these are pure-path
+  emulator runs its pure-Python sources (`epfuzz.core.native`), so these are pure-path
   figures; `path_rates(pure=True)` gives the uninstrumented pure-path rates beside
   the compiled ones.
 
@@ -34,11 +34,11 @@ sys.path.insert(0, str(ROOT))
 
 #: module groups whose instrumentation cost is measured (atheris `include` prefixes)
 GROUPS: dict[str, list[str]] = {
-    "decoder": ["epfuzz.codec", "epfuzz.codec_compile", "epfuzz.fields", "epfuzz.choices",
-                "epfuzz.scenario"],
+    "decoder": ["epfuzz.encoding.codec", "epfuzz.encoding.codec_compile", "epfuzz.ir.fields", "epfuzz.ir.choices",
+                "epfuzz.ir.scenario"],
     "protocols": ["epfuzz.protocols"],
     "emulator": ["epfuzz.sim"],
-    "oracle": ["epfuzz.oracle", "epfuzz.payload", "epfuzz.epoch"],
+    "oracle": ["epfuzz.model.oracle", "epfuzz.ir.payload", "epfuzz.model.epoch"],
     "all epfuzz (the harnesses)": ["epfuzz"],
 }
 
@@ -54,7 +54,7 @@ def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 
     The built-form cache (`epfuzz.sim.engine.FORMS`) is emptied before each pass over `items`, so every
     scenario is built fresh (a fresh scenario's cost); `cached=False` goes around it altogether (a full
     build, what one repeated scenario costs without the cache)."""
-    from epfuzz import codec
+    from epfuzz.encoding import codec
     from epfuzz.protocols import get_protocol
     from epfuzz.sim import engine
 
@@ -79,9 +79,9 @@ def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 
 
 
 def rates(seconds: float = 4.0) -> dict[str, Any]:
-    from epfuzz import codec
+    from epfuzz.continuous.seeds import SEED_661
+    from epfuzz.encoding import codec
     from epfuzz.protocols import ZOO
-    from epfuzz.seeds import SEED_661
 
     items = random_inputs()
     seed = codec.load_dict(SEED_661)
@@ -103,7 +103,7 @@ DEEP_SHAPE: dict[str, Any] = {"protocol": "deep_ro_signal", "preset": "spec", "c
 
 def schedules(n: int = 500, seed: int = 31) -> list[tuple[Any, ...]]:
     """`n` random PCIe schedules of 1-4 overtakes (indices wrap modulo the run's TLPs)."""
-    from epfuzz.scenario import Overtake
+    from epfuzz.ir.scenario import Overtake
 
     rng = random.Random(seed)
     return [tuple(Overtake("pcie", rng.randrange(1024), rng.randint(1, 64)) for _ in range(rng.randint(1, 4)))
@@ -129,7 +129,7 @@ def schedule_rate(scn: Any, seconds: float = 2.0) -> float:
 
 
 def deep_shape() -> Any:
-    from epfuzz import codec
+    from epfuzz.encoding import codec
 
     return codec.load_dict(DEEP_SHAPE)
 
@@ -160,8 +160,8 @@ def guided_rate(execs: int = 1500) -> dict[str, Any]:
 
 
 def schedule_rates(seconds: float = 2.0) -> dict[str, Any]:
-    from epfuzz import codec
-    from epfuzz.seeds import SEED_661
+    from epfuzz.continuous.seeds import SEED_661
+    from epfuzz.encoding import codec
 
     seed, deep = codec.load_dict(SEED_661), deep_shape()
     return {"schedule_only_661_exec_per_s": round(schedule_rate(seed, seconds)),
@@ -189,7 +189,7 @@ def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
 
 def _scaling_scenario(packets: int, epochs: int) -> Any:
     """A `deepep_v2_dispatch` scenario whose run has about `packets` packets over `epochs` epochs."""
-    from epfuzz import codec
+    from epfuzz.encoding import codec
 
     doc: dict[str, Any] = {"protocol": "deepep_v2_dispatch",
                            "payload": {"hidden_bytes": 1008, "epochs": epochs, "num_tokens": 1},
@@ -218,7 +218,7 @@ def _packets(scn: Any) -> int:
 
 def scaling(seconds: float = 2.0) -> list[dict[str, Any]]:
     """CPU microseconds per scenario (and per packet) at 16, 64, 256 packets a run, 1 and 4 epochs."""
-    from epfuzz import codec
+    from epfuzz.encoding import codec
 
     rows = []
     for epochs in (1, 4):
@@ -247,14 +247,14 @@ def modules_outside(prefixes: list[str]) -> list[str]:
 def instrumented_rate(group: str, seconds: float) -> float:
     """The random-scenario rate with only `group`'s modules instrumented (a fresh interpreter).
 
-    atheris' `include` selects whole top-level packages (`epfuzz.codec` means all of
+    atheris' `include` selects whole top-level packages (`epfuzz.encoding.codec` means all of
     `epfuzz`), so a group is instrumented as include=["epfuzz"] minus the other modules.
     """
     exclude = modules_outside(GROUPS[group])
     code = ("import sys, atheris, json\n"
             f"sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
             f"with atheris.instrument_imports(include=['epfuzz'], exclude={exclude!r}):\n"
-            "    import epfuzz.codec, epfuzz.sim.engine, epfuzz.protocols\n"
+            "    import epfuzz.encoding.codec, epfuzz.sim.engine, epfuzz.protocols\n"
             "import throughput\n"
             f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
@@ -276,7 +276,7 @@ def pure_rate(seconds: float) -> float:
 def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
     """Slowdown per instrumented group against the uninstrumented pure-Python path.
 
-    With atheris loaded the emulator runs its sources (`epfuzz.native`), so the baseline is the pure
+    With atheris loaded the emulator runs its sources (`epfuzz.core.native`), so the baseline is the pure
     path too: against the compiled one the ratios would mix instrumentation with compilation.
     """
     base = pure_rate(seconds)

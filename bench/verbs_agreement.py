@@ -24,10 +24,10 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.cuda_agreement import protocols  # noqa: E402
-from epfuzz import codec  # noqa: E402
 from epfuzz.backends import get_backend  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.ir.scenario import Scenario  # noqa: E402
 from epfuzz.protocols import get_protocol  # noqa: E402
-from epfuzz.scenario import Scenario  # noqa: E402
 
 #: the data QP's delay in ns (the backend stretches it x1000 under TCG: 20 ms)
 DELAY_NS = 20000

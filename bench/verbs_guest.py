@@ -50,9 +50,9 @@ def top(prof: cProfile.Profile, n: int = 25) -> str:
 
 
 def plain(n: int, corpus: Path) -> None:
-    from epfuzz import codec
     from epfuzz.backends import get_backend
-    from epfuzz.errors import Unsupported
+    from epfuzz.encoding import codec
+    from epfuzz.infra.errors import Unsupported
     from epfuzz.protocols import get_protocol
 
     proto = get_protocol(PROTOCOL)
@@ -96,7 +96,9 @@ def campaign(n: int, corpus: Path) -> None:
     import numpy  # noqa: F401  (imported before the clock of instrumentation, as the harness's imports are)
     t_imports = time.perf_counter() - t0
     os.environ["EPFUZZ_BACKEND"] = "verbs"  # as the job's --backend=verbs: what the harness imports for verbs
-    from epfuzz.harness import Harness  # nothing is line-instrumented (epfuzz.harness, issue 34.2)
+    from epfuzz.continuous.harness import (
+        Harness,  # nothing is line-instrumented (epfuzz.continuous.harness, issue 34.2)
+    )
     t_instrument = time.perf_counter() - t0 - t_imports
     from epfuzz.backends import verbs_net
     from epfuzz.search.engines.libfuzzer import mutator

@@ -7,6 +7,6 @@ import sys
 if sys.path and sys.path[0] in ("", os.getcwd()):
     del sys.path[0]
 
-from epfuzz.entry import main  # noqa: E402
+from epfuzz.cli.entry import main  # noqa: E402
 
 raise SystemExit(main())

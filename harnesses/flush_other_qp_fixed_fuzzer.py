@@ -10,7 +10,7 @@ Nothing is line-instrumented: libFuzzer's coverage is the search's semantic feat
 
 import sys
 
-from epfuzz.harness import main
+from epfuzz.continuous.harness import main
 
 if __name__ == "__main__":
     main("flush_other_qp_fixed", sys.argv)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Receiver
 
 

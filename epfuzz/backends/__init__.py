@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from epfuzz.backends.base import Backend, Outcome
-from epfuzz.errors import BackendUnavailable, InputError
+from epfuzz.infra.errors import BackendUnavailable, InputError
 
 
 def _make(name: str) -> Backend:

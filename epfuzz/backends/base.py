@@ -15,9 +15,9 @@ import enum
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from epfuzz.oracle import Violation
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 
 if TYPE_CHECKING:
     from epfuzz.protocols.base import Protocol
@@ -33,7 +33,7 @@ class Where(enum.Enum):
     """Where a backend's runs happen, as seen from this process."""
 
     HERE = "here"        # in this process
-    GUEST = "guest"      # only inside the epfuzz soft-RoCE QEMU guest (epfuzz/vm.py)
+    GUEST = "guest"      # only inside the epfuzz soft-RoCE QEMU guest (epfuzz/guest/vm.py)
 
 
 @dataclass
@@ -72,12 +72,12 @@ class Backend(abc.ABC):
     def signature_fields(self, proto: Protocol) -> tuple[str, ...]:
         """The scenario fields (dotted paths) that tell one finding of this backend from another:
         the protocol's own list, else the RDMA knobs that decide whether an ordering bug exists
-        (for a plug-in, less the `signal.*` fields its ops never follow: epfuzz.follows)."""
+        (for a plug-in, less the `signal.*` fields its ops never follow: epfuzz.model.follows)."""
         if proto.signature_knobs:
             return proto.signature_knobs
         if type(proto).__module__.split(".")[0] == "epfuzz":
             return SIGNATURE_FIELDS
-        from epfuzz.follows import followed
+        from epfuzz.model.follows import followed
         from epfuzz.protocols import REGISTRY
 
         spec = next((k for k, v in REGISTRY.loaded.items() if v is proto), None)

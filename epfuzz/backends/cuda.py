@@ -1,4 +1,4 @@
-"""`cuda`: the protocol itself on real GPUs, through an interpreter of `epfuzz.ops`.
+"""`cuda`: the protocol itself on real GPUs, through an interpreter of `epfuzz.ir.ops`.
 
 `run` hands the protocol's sender programs to the op interpreter (cuda_interp.cu; encoding in
 cuda_prog, host side in cuda_interp): GPU0's CTAs run one channel each against GPU1's memory over
@@ -18,10 +18,10 @@ import importlib.util
 from epfuzz.backends import cuda_interp
 from epfuzz.backends.base import Backend, Outcome
 from epfuzz.backends.cuda_mp import launches, litmus_name, params, run_litmus, threads
-from epfuzz.errors import BackendUnavailable
-from epfuzz.oracle import Violation
+from epfuzz.infra.errors import BackendUnavailable
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 
 MIN_ROUNDS = 1000
 

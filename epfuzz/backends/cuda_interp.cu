@@ -1,4 +1,4 @@
-// epfuzz cuda backend: an interpreter of epfuzz.ops, so any protocol runs on GPUs without new kernels.
+// epfuzz cuda backend: an interpreter of epfuzz.ir.ops, so any protocol runs on GPUs without new kernels.
 //
 // Producer CTA c (channel c, on GPU0) runs the channel's op list (records built by cuda_prog.py) against
 // the consumer's memory (GPU1 over NVLink, or the same GPU): Write = 16-byte vector stores of the epoch's

@@ -24,7 +24,6 @@ import numpy as np
 # (path same): load everything when the module is loaded. Set before CUDA starts in this process.
 os.environ.setdefault("CUDA_MODULE_LOADING", "EAGER")
 
-from epfuzz import ops
 from epfuzz.backends import cuda_judge
 from epfuzz.backends.cuda_judge import Verdicts
 from epfuzz.backends.cuda_prog import (
@@ -39,10 +38,11 @@ from epfuzz.backends.cuda_prog import (
     payload_tables,
     watch_shape,
 )
-from epfuzz.errors import BackendUnavailable, Unsupported
-from epfuzz.log import get_logger
+from epfuzz.infra.errors import BackendUnavailable, Unsupported
+from epfuzz.infra.log import get_logger
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
-from epfuzz.scenario import Scenario
 
 THREADS = 256
 TIMEOUT_NS = 500_000_000          # any wait in the kernels

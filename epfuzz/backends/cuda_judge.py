@@ -17,10 +17,10 @@ from typing import Any
 
 import numpy as np
 
-from epfuzz import ops
 from epfuzz.backends.cuda_prog import WatchShape
-from epfuzz.oracle import Violation
-from epfuzz.payload import CHUNK, canary, token_image
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CHUNK, canary, token_image
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Consume, Layout, Protocol
 
 CLASS_NAMES = {1: "poisoned", 2: "stale", 3: "corrupt"}

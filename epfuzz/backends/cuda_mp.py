@@ -26,10 +26,10 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz.backends.base import Outcome
-from epfuzz.errors import BackendUnavailable, Unsupported
-from epfuzz.oracle import Violation
+from epfuzz.infra.errors import BackendUnavailable, Unsupported
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
 MIN_ROUNDS = 2000

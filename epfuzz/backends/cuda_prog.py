@@ -17,11 +17,11 @@ from pathlib import Path
 
 import numpy as np
 
-from epfuzz import ops
-from epfuzz.errors import Unsupported
-from epfuzz.payload import CHUNK, token_image
+from epfuzz.infra.errors import Unsupported
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CHUNK, token_image
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
-from epfuzz.scenario import Scenario
 
 HERE = Path(__file__).resolve().parent
 REGION = {ops.DATA: 0, ops.SIGNAL: 1, ops.CQ: 2, ops.RECV: 3}

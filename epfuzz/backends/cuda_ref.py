@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import numpy as np
 
-from epfuzz import ops
 from epfuzz.backends.cuda_prog import (
     MASK64,
     OP_ADD,
@@ -23,7 +22,8 @@ from epfuzz.backends.cuda_prog import (
     WatchShape,
     crc_at,
 )
-from epfuzz.payload import CANARY_TAG, CHUNK
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CANARY_TAG, CHUNK
 from epfuzz.protocols.base import Layout
 
 

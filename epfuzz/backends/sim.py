@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from epfuzz.backends.base import Backend, Outcome
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import SimRun, simulate
 
 
@@ -13,7 +13,7 @@ class SimBackend(Backend):
     deterministic = True
 
     def availability(self) -> tuple[bool, str]:
-        from epfuzz import native
+        from epfuzz.core import native
 
         return True, f"emulator of the PCIe r5.0 ordering table and IB RC semantics; {native.describe()}"
 

@@ -5,7 +5,7 @@ epfuzz guest), the runner (`verbs_runner.py`) runs a scenario directly on two RD
 devices (MRs, CQs and QP pairs from `verbs_wiring.py`), with per-QP delay and
 throttling made real by tc (`verbs_net.py`).
 Elsewhere (this machine: no RDMA in the kernel) `run` boots the epfuzz QEMU guest
-(epfuzz/vm.py) and runs the scenario there, and a fuzz campaign moves into the
+(epfuzz/guest/vm.py) and runs the scenario there, and a fuzz campaign moves into the
 guest as a whole (`where()` is GUEST). A scenario repeats R times; the verdict is
 found in k of R.
 """
@@ -19,12 +19,12 @@ import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from epfuzz import codec
 from epfuzz.backends.base import Backend, Outcome, Where
 from epfuzz.backends.verbs_net import rdma_devices
-from epfuzz.errors import BackendUnavailable, EpfuzzError, HarnessError, InputError, ProtocolError, Unsupported
-from epfuzz.oracle import Violation
-from epfuzz.scenario import Scenario
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, HarnessError, InputError, ProtocolError, Unsupported
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 
 if TYPE_CHECKING:
     from epfuzz.protocols.base import Protocol
@@ -66,7 +66,7 @@ def _guest_error(line: str) -> EpfuzzError:
 
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
     """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line."""
-    from epfuzz import vm
+    from epfuzz.guest import vm
 
     rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
                        stream=False, files={"scenario.json": scn.to_json(indent=None).encode()})

@@ -17,7 +17,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from epfuzz.errors import HarnessError
+from epfuzz.infra.errors import HarnessError
 
 IP = {"veth0": "198.18.0.1", "veth1": "198.18.0.2"}  # benchmark range; it never leaves the guest
 #: the rate a throttle divisor of 1 stands for on the guest's veth

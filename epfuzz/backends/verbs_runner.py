@@ -21,18 +21,18 @@ import numpy as np
 import pyverbs.enums as e
 from pyverbs.wr import SGE, RecvWR, SendWR
 
-from epfuzz import ops
 from epfuzz.backends.verbs_net import setup_rxe_pair, shape
 from epfuzz.backends.verbs_wiring import RO_FLAG, Devices, Wiring
-from epfuzz.epoch import expected_data
-from epfuzz.errors import HarnessError, Unsupported
-from epfuzz.oracle import Violation, judge
-from epfuzz.payload import canary
+from epfuzz.infra.errors import HarnessError, Unsupported
+from epfuzz.ir import ops
+from epfuzz.ir.payload import canary
+from epfuzz.model.epoch import expected_data
+from epfuzz.model.oracle import Violation, judge
 from epfuzz.protocols.base import Consume, Protocol, Receiver, apply_spins
 from epfuzz.protocols.opcheck import check_programs
 
 if TYPE_CHECKING:
-    from epfuzz.scenario import Scenario
+    from epfuzz.ir.scenario import Scenario
 
 EPOCH_TIMEOUT_S = 20.0
 STALL_S = 4.0  # completions stop for this long: the run is stuck (VerbsRunner._wait)

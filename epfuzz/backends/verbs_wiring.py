@@ -20,11 +20,11 @@ from pyverbs.mr import MR
 from pyverbs.pd import PD
 from pyverbs.qp import QP, QPAttr, QPCap, QPInitAttr
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Layout, Protocol
 
 if TYPE_CHECKING:
-    from epfuzz.scenario import Scenario
+    from epfuzz.ir.scenario import Scenario
 
 ACCESS = (e.IBV_ACCESS_LOCAL_WRITE | e.IBV_ACCESS_REMOTE_WRITE | e.IBV_ACCESS_REMOTE_READ
           | e.IBV_ACCESS_REMOTE_ATOMIC)

@@ -2,12 +2,12 @@
 
 A protocol is *data plus small functions*: a name, the scenario fields it pins
 (`fixed`), whether it is expected to be safe, and three callables — the memory
-layout, each channel's sender program (a list of `epfuzz.ops`), and a receiver
+layout, each channel's sender program (a list of `epfuzz.ir.ops`), and a receiver
 that polls memory and returns what it consumes. Backends never special-case a
 protocol; they interpret ops and hand the receiver a `MemoryView`.
 
 Stability promise: a protocol written against `Protocol`, `Layout`, `Receiver`,
-`Consume` and `epfuzz.ops` keeps working as the emulator grows; new model
+`Consume` and `epfuzz.ir.ops` keeps working as the emulator grows; new model
 features arrive as new scenario fields with defaults or new ops.
 """
 
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from typing import Protocol as TypingProtocol
 
-from epfuzz import ops
-from epfuzz.errors import ProtocolError
-from epfuzz.payload import pad16
-from epfuzz.scenario import Scenario
+from epfuzz.infra.errors import ProtocolError
+from epfuzz.ir import ops
+from epfuzz.ir.payload import pad16
+from epfuzz.ir.scenario import Scenario
 
 Verdict = Literal["finding", "clean", ""]
 #: what `Protocol.expect` may be: one verdict, one per preset name ("*" for the rest), or a callable

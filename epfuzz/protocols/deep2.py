@@ -24,12 +24,12 @@ from __future__ import annotations
 
 from typing import Any
 
-from epfuzz import ops
-from epfuzz.payload import CHUNK
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CHUNK
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView
 from epfuzz.protocols.deep import _RO_RMW, GuardedDispatch, GuardedReceiver
 from epfuzz.protocols.dispatch import FINISH, data_wrs, pack2, unpack2
-from epfuzz.scenario import Scenario
 
 #: where a receiver looks for this call's stamp in a slot, as a chunk index of the slot
 CHECKS = ("head", "middle", "both", "trailer", "none")

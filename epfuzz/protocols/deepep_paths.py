@@ -24,11 +24,11 @@ a bad and a fixed form (research notes deepep-protocol.md; DeepEP dd758caf, NCCL
 
 from __future__ import annotations
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.dispatch import data_wrs, pack2
 from epfuzz.protocols.gather import MASK64, CountReceiver, GatherReceiver, PathProtocol, ReceiverFactory, Sender
-from epfuzz.scenario import Scenario
 
 COMBINE_DONE = pack2(1, 0)
 _SOURCES_CODE = "DeepEP dd758caf csrc/kernels"

@@ -26,11 +26,11 @@ barrier orders, so every transport can show it:
 
 from __future__ import annotations
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, data_wrs
 from epfuzz.protocols.gather import BaselineReceiver, GatherReceiver, PathProtocol, Prologue, ReceiverFactory, Sender
-from epfuzz.scenario import Scenario
 
 # ---------------------------------------------------------------- signal baseline race (N4)
 

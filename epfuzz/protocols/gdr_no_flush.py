@@ -8,7 +8,7 @@ they reproduce.
 
 from __future__ import annotations
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Pattern
 from epfuzz.protocols.dispatch import DispatchProtocol
 

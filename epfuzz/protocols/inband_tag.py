@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from epfuzz import ops
-from epfuzz.payload import CHUNK, token_checksum_ok
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CHUNK, token_checksum_ok
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
 from epfuzz.protocols.dispatch import DispatchProtocol
-from epfuzz.scenario import Scenario
 
 
 class TagReceiver(Receiver):

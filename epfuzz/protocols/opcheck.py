@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from epfuzz import ops
-from epfuzz.errors import ProtocolError
+from epfuzz.infra.errors import ProtocolError
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Layout
 
 

@@ -3,7 +3,7 @@
 A built-in protocol says `expect = "clean"` (a fixed form) or `"finding"` (the bug as shipped).
 Those words were decided on the PCIe/IB model, where every fixed form is a fix of an RDMA
 ordering rule: a strict MR, a PSN-ordered atomic, the signal on the data's QP, a flush read. On
-the `nvlink` preset (model "nvlink": GPU stores into a peer GPU, `epfuzz.ordering.NVLINK_CLAUSES`)
+the `nvlink` preset (model "nvlink": GPU stores into a peer GPU, `epfuzz.model.ordering.NVLINK_CLAUSES`)
 none of those orders anything. There a signal is an ordering point only when the sender makes it
 one (`ordering.gpu_signal_clause`): `__threadfence_system` before it (NV-fence-sys), or
 `__threadfence` with the consumer on the same GPU (NV-fence-gpu-same); `st.release.sys` orders a
@@ -29,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from epfuzz.scenario import Scenario
+    from epfuzz.ir.scenario import Scenario
 
 #: the preset models under which a PCIe-level "clean" is not a promise by itself
 GPU_MODELS = frozenset({"nvlink"})
@@ -88,7 +88,7 @@ def refine(promise: str, scn: Scenario | None, protocol: str) -> str:
     model for a scenario whose signal orders nothing ("": no promise, see the module doc)."""
     if promise != "clean" or scn is None or protocol in ORDER_FREE:
         return promise
-    from epfuzz.presets import PRESETS
+    from epfuzz.ir.presets import PRESETS
 
     preset = PRESETS.get(scn.preset)
     if preset is None or preset.model not in GPU_MODELS:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from epfuzz.errors import HarnessError, InputError, ProtocolError
+from epfuzz.infra.errors import HarnessError, InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
 from epfuzz.protocols.trust import PluginPolicy, check_spec, inside
 

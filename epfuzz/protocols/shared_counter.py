@@ -10,10 +10,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
 from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
-from epfuzz.scenario import Scenario
 
 
 class SharedCounterReceiver(DispatchReceiver):

@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epfuzz.errors import InputError
+from epfuzz.infra.errors import InputError
 
 #: `pkg.module:Attr`: dotted identifiers, one colon, an identifier (`..:P` was a TypeError, exit 3)
 SPEC = re.compile(r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*:[A-Za-z_]\w*")

@@ -18,9 +18,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
-from epfuzz.scenario import Scenario
 
 #: one epoch's programs, a list of ops per channel
 Programs = list[list[ops.Op]]

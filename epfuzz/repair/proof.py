@@ -20,10 +20,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from epfuzz import codec
-from epfuzz.errors import EpfuzzError, InputError
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.scenario import Scenario
 from epfuzz.repair.wrap import Repaired
-from epfuzz.scenario import Scenario
 
 #: (label, dotted field, how it moves from the case's value)
 NEIGHBOURHOOD: tuple[tuple[str, str, Callable[[int], int]], ...] = (

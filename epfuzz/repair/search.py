@@ -14,13 +14,13 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from epfuzz import ops
-from epfuzz.errors import InputError
+from epfuzz.infra.errors import InputError
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
 from epfuzz.repair.catalogue import Edit, catalogue
 from epfuzz.repair.proof import CAMPAIGN_EXECS, MAX_STATES, Proof, check, prove
 from epfuzz.repair.wrap import Repaired, observable
-from epfuzz.scenario import Scenario
 
 
 @dataclass

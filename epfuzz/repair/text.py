@@ -49,8 +49,8 @@ def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int
 
 def command(a: argparse.Namespace) -> int:
     """`epfuzz repair`: 0 when there is nothing to repair or some repair survives its proof, 1 otherwise."""
+    from epfuzz.cases.replay import load_any
     from epfuzz.protocols import get_protocol
-    from epfuzz.replay import load_any
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     only = [e.strip() for e in a.edits.split(",") if e.strip()] if a.edits else None

@@ -11,10 +11,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol, Receiver
 from epfuzz.repair.catalogue import Edit
-from epfuzz.scenario import Scenario
 
 _ATTRS = ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets", "signature_knobs",
           "pattern", "sources")

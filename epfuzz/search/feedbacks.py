@@ -43,7 +43,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.sim.engine import SimRun
 from epfuzz.sim.packets import TlpAction
 
@@ -271,7 +271,7 @@ def load(specs: Iterable[str]) -> list[Any]:
         items = list(obj) if isinstance(obj, (list, tuple)) else [obj]
         for it in items:
             if not (isinstance(getattr(it, "name", None), str) and callable(getattr(it, "fn", None))):
-                from epfuzz.errors import InputError
+                from epfuzz.infra.errors import InputError
 
                 raise InputError(f"--feedback {spec}: {it!r} is no feedback (it needs a `name` and a `fn(run)`)")
             out.append(it)

@@ -1,7 +1,7 @@
 """The monitor: executions, corpus and features over time, and what each move and feedback did.
 
 One for every engine: `progress.csv` gets a row a second (the columns of
-epfuzz.campaign_common.PROGRESS_HEADER, which `epfuzz report` reads), a terminal gets one line
+epfuzz.campaign.common.PROGRESS_HEADER, which `epfuzz report` reads), a terminal gets one line
 rewritten in place, and `stats()` (written as the run's `stats.json`) says per move how often it
 was drawn, kept an input and found a bug, and per feedback how many features it contributed:
 how a user sees that a plug-in move or feedback was used.
@@ -72,7 +72,7 @@ class Monitor:
     def line(self, seconds: float, out: TextIO | None = None) -> None:
         """The progress line: rewritten in place on a terminal; elsewhere (CI, `| tee`, a file) a plain
         line every OFF_TTY_EVERY seconds, the first after one; none in a JSON log (progress.csv has it)."""
-        from epfuzz.log import json_lines, quiet
+        from epfuzz.infra.log import json_lines, quiet
 
         if quiet():
             return

@@ -3,7 +3,7 @@
 Every byte string decodes to a valid scenario, so a move is `fn(ctx, parent, rng) -> bytes`:
 
 - fresh moves ignore the parent: `fresh` is random bytes as the random baseline draws them,
-  `fresh+pct` gives them a sampled schedule (epfuzz.sampler);
+  `fresh+pct` gives them a sampled schedule (epfuzz.search.sampler);
 - schedule moves (sim only: they read the configuration's run): `extend` adds 1-2 change
   points to the parent's schedule (what came close plus one more reordering), `resample`
   replaces it, `shift` nudges one overtake;
@@ -25,10 +25,10 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from epfuzz import codec
-from epfuzz.choices import ChoiceReader
+from epfuzz.encoding import codec
+from epfuzz.ir.choices import ChoiceReader
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 
 MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
@@ -124,7 +124,7 @@ def field_bounds(data: bytes, decode: Callable[[ChoiceReader], object]) -> list[
 
 
 def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> bytes:
-    from epfuzz.sampler import sample_schedule  # the emulator: imported where a schedule move runs
+    from epfuzz.search.sampler import sample_schedule  # the emulator: imported where a schedule move runs
 
     scn = ctx.decode(data)
     keep = scn.schedule if extend else ()
@@ -153,7 +153,7 @@ def resample(ctx: Context, data: bytes, rng: random.Random) -> bytes:
 
 def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
     """Nudge one overtake's distance or index; an index at the codec's bound moves the other way."""
-    from epfuzz.sampler import MAX_INDEX, encodable
+    from epfuzz.search.sampler import MAX_INDEX, encodable
 
     scn = ctx.decode(data)
     if not scn.schedule:
@@ -241,7 +241,7 @@ class MoveSet:
     def __init__(self, moves: Sequence[Move] = DEFAULT, sim: bool = True, adapt: bool = False) -> None:
         self.moves = [m for m in moves if sim or m.kind != "schedule"]
         if not self.moves:
-            from epfuzz.errors import InputError
+            from epfuzz.infra.errors import InputError
 
             raise InputError("no moves to draw from")
         self.by_name = {m.name: m for m in self.moves}
@@ -285,7 +285,7 @@ class MoveSet:
 
 def load(specs: Iterable[str]) -> list[Move]:
     """The moves `--moves module:attr` names (a Move, or a list/tuple of them), imported because named."""
-    from epfuzz.errors import InputError
+    from epfuzz.infra.errors import InputError
     from epfuzz.search.plugins import load_object
 
     out: list[Move] = []

@@ -11,7 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from epfuzz.errors import InputError
+from epfuzz.infra.errors import InputError
 from epfuzz.protocols import REGISTRY
 from epfuzz.protocols.trust import check_spec
 

@@ -2,9 +2,9 @@
 
 Every engine (guided, its jobs, the libFuzzer harnesses) offers its violating executions here.
 A signature seen before is dropped (per process: jobs dedup again when the run is grouped); a new
-one is written as a case file (epfuzz.findings.write_finding, atomically) and announced with its
+one is written as a case file (epfuzz.triage.findings.write_finding, atomically) and announced with its
 one-line replay command. Grouping by root cause is not done here: the campaign hands the case
-files to epfuzz.findings.group_findings at the end, as before.
+files to epfuzz.triage.findings.group_findings at the end, as before.
 """
 
 from __future__ import annotations
@@ -14,10 +14,10 @@ from pathlib import Path
 from typing import TextIO
 
 from epfuzz.backends.base import Outcome
-from epfuzz.findings import replay_command, signature, write_finding
-from epfuzz.log import quiet
+from epfuzz.infra.log import quiet
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
+from epfuzz.triage.findings import replay_command, signature, write_finding
 
 
 class FindingSink:

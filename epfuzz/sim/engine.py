@@ -14,10 +14,10 @@ from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from epfuzz.oracle import Violation
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
-from epfuzz.scenario import Scenario
 from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes, apply_tlp_overtakes
 from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
@@ -90,7 +90,7 @@ class SimRun:
     def fingerprint(self) -> tuple[object, ...]:
         """A compact, comparable trace: same scenario -> same fingerprint, always.
 
-        Not the dedup signature of a finding (`epfuzz.findings.signature`): this one
+        Not the dedup signature of a finding (`epfuzz.triage.findings.signature`): this one
         names the whole run, so two runs compare equal only if they did the same.
         """
         return (

@@ -32,10 +32,10 @@ import itertools
 import sys
 from dataclasses import dataclass, field
 
-from epfuzz.errors import InputError
-from epfuzz.oracle import Violation
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.engine import SimRun, build
 from epfuzz.sim.nvlink import pass_rule

@@ -1,6 +1,6 @@
 """Receiver memory (bytearrays with numpy views) where TLPs land.
 
-`expected_data` is re-exported from `epfuzz.epoch`.
+`expected_data` is re-exported from `epfuzz.model.epoch`.
 """
 
 from __future__ import annotations
@@ -9,8 +9,8 @@ import struct
 
 import numpy as np
 
-from epfuzz import ops
-from epfuzz.epoch import expected_data, start_writes
+from epfuzz.ir import ops
+from epfuzz.model.epoch import expected_data, start_writes
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.packets import Tlp, TlpAction
 

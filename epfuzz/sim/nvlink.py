@@ -2,7 +2,7 @@
 
 The NIC pipeline still builds the TLP stream (in program order per channel; the preset pins the knobs
 that would reorder it before the root complex: no adaptive routing, PCIe AtomicOps, no o9-20), but the
-adversary asks `epfuzz.ordering.nvlink_pass` whether one access may become visible before another,
+adversary asks `epfuzz.model.ordering.nvlink_pass` whether one access may become visible before another,
 instead of the PCIe table: payload stores are weak, a signal is an ordering point only when the
 scenario's `gpu.fence` / `gpu.store` make it one, and different channels (CTAs) are unordered.
 Epoch barriers and the receiver's own stores keep the rules every preset has.
@@ -12,9 +12,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from epfuzz.ordering import GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
-from epfuzz.presets import PRESETS
-from epfuzz.scenario import Scenario
+from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import Packet, PacketKind, Tlp, Wr
 from epfuzz.sim.pass_rules import tlp_pass_rule

@@ -13,8 +13,8 @@ from enum import IntEnum
 from typing import TYPE_CHECKING, ClassVar
 
 if TYPE_CHECKING:
-    from epfuzz import ops
-    from epfuzz.ordering import Attrs
+    from epfuzz.ir import ops
+    from epfuzz.model.ordering import Attrs
 
 
 class PacketKind(IntEnum):
@@ -49,7 +49,7 @@ class LocalStore(IntEnum):
 
 
 class Packet:
-    # annotated (not only slotted) so that mypy and mypyc (`epfuzz.corebuild`) know each field's type
+    # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
                  "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
@@ -145,7 +145,7 @@ class FlushWait:
     """One `Flush` as the requester resolved it: what it waited for, by which completion clause, until when.
 
     `wr` is the last WR posted on the QP before the Flush (-1: none this epoch), `clause` the
-    `epfuzz.ordering.COMPLETION_CLAUSES` entry that fixed its completion ("" when there was none to wait for).
+    `epfuzz.model.ordering.COMPLETION_CLAUSES` entry that fixed its completion ("" when there was none to wait for).
     """
 
     __slots__ = ("epoch", "channel", "op_index", "qp", "at", "done", "wr", "clause")

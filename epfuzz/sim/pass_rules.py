@@ -1,6 +1,6 @@
 """Which element may pass which: the rules the adversary (`epfuzz.sim.adversary`) checks.
 
-`tlp_pass_rule` is the PCIe ordering table (`epfuzz.ordering`) plus what the
+`tlp_pass_rule` is the PCIe ordering table (`epfuzz.model.ordering`) plus what the
 emulator adds around it at the root complex; `packet_pass_rule` is the network's
 rule (in order per QP unless adaptive routing is on). A rule returns the name of
 the clause that permits the pass, or None; that name is what findings report.
@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from epfuzz.ordering import Attrs, passing_rule_name
-from epfuzz.ordering import may_pass as _may_pass
+from epfuzz.model.ordering import Attrs, passing_rule_name
+from epfuzz.model.ordering import may_pass as _may_pass
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import LocalStore, Tlp
 from epfuzz.sim.responder import RESPONDER_ATTRS
@@ -20,7 +20,7 @@ from epfuzz.sim.responder import RESPONDER_ATTRS
 def tlp_pass_rule() -> PassRule:
     """May TLP `later` become visible before the earlier-arrived TLP `earlier`?
 
-    Beyond the PCIe table (`epfuzz.ordering`): epochs are barriers; a receiver's
+    Beyond the PCIe table (`epfuzz.model.ordering`): epochs are barriers; a receiver's
     own store at an epoch start is a barrier unless the protocol lets the next
     epoch race it ("no-barrier"); an RMW write never passes its read; an o9-20
     atomic never passes its QP's earlier TLPs; TLPs of different QPs are unordered

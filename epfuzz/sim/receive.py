@@ -13,10 +13,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from epfuzz import ops
-from epfuzz.oracle import Violation, judge
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.oracle import Violation, judge
 from epfuzz.protocols.base import Consume, Layout, Protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.memory import Memory, Starts, expected_data
 from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import Tlp, TlpAction

@@ -7,7 +7,7 @@ scenario, so the same scenario always yields the same packets.
   Spin adds its length, Flush waits for the local completion of the WRs posted
   before it on its QP: the ACK (or atomic response) of the last one, which is back
   only after its packet left the port queue and crossed the wire
-  (`epfuzz.ordering.COMPLETION_CLAUSES`). Channels run concurrently; the global
+  (`epfuzz.model.ordering.COMPLETION_CLAUSES`). Channels run concurrently; the global
   post order is by time, then channel.
 - Requester NIC: one send queue per QP, processed in order. A WRITE becomes
   ceil(len/MTU) packets paced at the (throttled) QP rate; IBV_SEND_FENCE delays a
@@ -26,8 +26,8 @@ from __future__ import annotations
 import heapq
 from operator import attrgetter
 
-from epfuzz import ops
-from epfuzz.scenario import Scenario
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
@@ -82,7 +82,7 @@ class Port:
 class SendQueues:
     """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
 
-    A WR completes by the `epfuzz.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
+    A WR completes by the `epfuzz.model.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
     when the ACK of its last packet is back (IB-ack), an ATOMIC when its response is (IB-atomic-
     response): the packet's arrival, port queue included, plus the way back. With `track` (the
     epoch has a Flush or a fenced WR) the port is departed as the posting goes (`Port`), so that a

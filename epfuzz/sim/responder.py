@@ -13,9 +13,9 @@ additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
 
 from __future__ import annotations
 
-from epfuzz import ops
-from epfuzz.ordering import Attrs, TlpType
-from epfuzz.scenario import Scenario
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
 
 #: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)

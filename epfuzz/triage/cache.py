@@ -57,7 +57,7 @@ class CauseCache:
     """raw scenario digest -> {"cause", "scenario" (the minimized one, JSON), "note"}."""
 
     def __init__(self, protocol: str, preset: str, backend: str, proto: object, enabled: bool = True) -> None:
-        from epfuzz.corpus import file_stem
+        from epfuzz.cases.corpus import file_stem
 
         self.path = cache_dir() / f"{file_stem(protocol)}-{file_stem(preset)}-{backend}.json"
         self.print = fingerprint(proto)
@@ -88,7 +88,7 @@ class CauseCache:
         """Write the file atomically (kept within MAX_ENTRIES); a write that fails is left out."""
         if not (self.enabled and self.dirty):
             return
-        from epfuzz.corpus import write_atomic
+        from epfuzz.cases.corpus import write_atomic
 
         keep = dict(list(self.entries.items())[-MAX_ENTRIES:])
         try:

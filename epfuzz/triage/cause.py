@@ -21,12 +21,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from epfuzz.backends.base import Outcome
-from epfuzz.errors import EpfuzzError, InputError
-from epfuzz.fields import BoolField, ChoiceField, IntField, IntsField, ItemsField, NameField
-from epfuzz.pins import fixed_fields
-from epfuzz.presets import get_preset
+from epfuzz.encoding.pins import fixed_fields
+from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.fields import BoolField, ChoiceField, IntField, IntsField, ItemsField, NameField
+from epfuzz.ir.presets import get_preset
+from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario, iter_leaf_fields
 
 #: states explore may spend on one value of one field of a minimized case (a few TLPs: far less)
 MAX_STATES = 20_000
@@ -76,7 +76,7 @@ def survives(scn: Scenario, proto: Protocol, kind: str | None, max_states: int =
 def _other_values(spec: Any, value: Any, shape: bool) -> list[Any]:
     """The values of one field to try instead of `value`: every other one for a knob, the simpler
     ones (simplest and nearest first, at most SHAPE_VALUES) for the shape."""
-    from epfuzz.minimize import simpler_values
+    from epfuzz.triage.minimize import simpler_values
 
     if isinstance(spec, BoolField):
         return [not value] if not shape else simpler_values(spec, value)
@@ -124,7 +124,7 @@ class _Asker:
 def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[str, ...],
           shape: bool = True) -> Needs:
     """Field by field, what the finding of `scn` needs (see the module's docstring)."""
-    from epfuzz.follows import posted_ops
+    from epfuzz.model.follows import posted_ops
 
     ask = _Asker(scn, proto, kind)
     specs = dict(iter_leaf_fields())
@@ -189,8 +189,8 @@ def moved_knobs_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
     """The cause on a nondeterministic backend, after `minimize.reduce_knobs`: the signature knobs
     away from their simplest value (what an empty input decodes to). No exploration runs there, so
     a knob at its simplest value that the bug needs is not named: the sim's `root_cause` does that."""
-    from epfuzz import codec
     from epfuzz.backends import get_backend
+    from epfuzz.encoding import codec
 
     simplest = codec.decode(b"", scn.protocol, scn.preset)
     moved = [k for k in get_backend(outcome.backend, require=False).signature_fields(proto)

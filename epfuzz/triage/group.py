@@ -22,11 +22,11 @@ from pathlib import Path
 
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Where
-from epfuzz.corpus import Case, load_case, write_atomic
-from epfuzz.diskspace import NoSpace
-from epfuzz.errors import EpfuzzError, InputError
+from epfuzz.cases.corpus import Case, load_case, write_atomic
+from epfuzz.infra.diskspace import NoSpace
+from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 from epfuzz.triage.cache import CauseCache
 
 #: candidates the minimizer may try for one finding (its default; a #661 finding needs 50-300)
@@ -82,7 +82,7 @@ class _Grouper:
         self.verdicts: dict[tuple[str, str], bool] = {}
         self.causes: dict[str, tuple[str, str]] = {}
         self.caches: dict[tuple[str, str], CauseCache] = {}
-        #: protocols whose code ran past a per-call limit (epfuzz.limits) in a candidate: the reason
+        #: protocols whose code ran past a per-call limit (epfuzz.protocols.limits) in a candidate: the reason
         self.over_limit: dict[str, str] = {}
 
     def _cache(self, scn: Scenario, proto: Protocol) -> CauseCache:
@@ -92,7 +92,7 @@ class _Grouper:
         return self.caches[key]
 
     def _pred(self, proto: Protocol, kind: str) -> Callable[[Scenario], bool]:
-        from epfuzz.minimize import _holds
+        from epfuzz.triage.minimize import _holds
 
         b = get_backend(self.backend)
 
@@ -106,13 +106,13 @@ class _Grouper:
 
     def sim_cause(self, scn: Scenario, proto: Protocol) -> _Result | str:
         """The cause of one raw finding on a deterministic backend, or why it was left."""
-        from epfuzz.minimize import minimize
         from epfuzz.triage.cause import root_cause
+        from epfuzz.triage.minimize import minimize
 
         cache = self._cache(scn, proto)
         hit = cache.get(scn.digest())
         if hit is not None:
-            from epfuzz import codec
+            from epfuzz.encoding import codec
             return _Result(hit["cause"], codec.load_dict(hit["scenario"]), hit["note"], True)
         if self.stop is not None and self.stop():  # what the cache knows is still grouped, at no cost
             return "stopped by a signal"
@@ -146,8 +146,8 @@ class _Grouper:
         """A nondeterministic backend that runs here (verbs in the guest, cuda on a GPU): full
         minimization would cost minutes of device time per finding, so only the signature's knobs
         are reduced (`minimize.reduce_knobs`, 5 runs a value), which is what the cause is made of."""
-        from epfuzz.minimize import reduce_knobs
         from epfuzz.triage.cause import moved_knobs_cause
+        from epfuzz.triage.minimize import reduce_knobs
 
         b = get_backend(self.backend, require=False)
         got = reduce_knobs(case.scenario, proto, b, b.signature_fields(proto))
@@ -159,8 +159,7 @@ class _Grouper:
                        False, repeat_count(outcome.rate), outcome.rate)
 
     def one(self, path: Path) -> _Result | str:
-        from epfuzz import limits
-        from epfuzz.protocols import get_protocol
+        from epfuzz.protocols import get_protocol, limits
 
         case = load_case(path)
         raw = _Result(case.signature, None, case.note, False)
@@ -185,8 +184,8 @@ class _Grouper:
         return raw
 
     def write(self, r: _Result, path: Path) -> Path:
-        from epfuzz import codec
-        from epfuzz.corpus import file_stem
+        from epfuzz.cases.corpus import file_stem
+        from epfuzz.encoding import codec
 
         if r.scenario is None:
             return path

@@ -1,8 +1,8 @@
 """The minimizer's passes: every single step from a scenario towards a simpler one, by field.
 
 "Simpler" is defined once per field type (`simpler_values`); a pass is a generator of
-(position, candidate) over the current scenario (`Ctx`), so the search (`epfuzz.minimize`) can
-resume a pass at the field it last shrank. See `epfuzz.minimize` for the order and why.
+(position, candidate) over the current scenario (`Ctx`), so the search (`epfuzz.triage.minimize`) can
+resume a pass at the field it last shrank. See `epfuzz.triage.minimize` for the order and why.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
-from epfuzz import codec
-from epfuzz.errors import EpfuzzError
-from epfuzz.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
-from epfuzz.pins import fixed_fields
+from epfuzz.encoding import codec
+from epfuzz.encoding.pins import fixed_fields
+from epfuzz.infra.errors import EpfuzzError
+from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
+from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario, iter_leaf_fields
 
 #: (field position within its pass, candidate): a pass resumes at the position it last shrank
 Step = tuple[int, Scenario]

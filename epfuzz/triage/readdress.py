@@ -19,9 +19,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from epfuzz.errors import EpfuzzError
+from epfuzz.infra.errors import EpfuzzError
+from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.engine import SimRun, build
 
 Key = tuple[object, ...]

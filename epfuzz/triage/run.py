@@ -14,11 +14,11 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epfuzz import codec
-from epfuzz.corpus import case_paths, load_case, read_input, write_atomic
-from epfuzz.errors import InputError
-from epfuzz.findings import Grouping, group_findings, write_bug_index, write_finding
+from epfuzz.cases.corpus import case_paths, load_case, read_input, write_atomic
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.findings import Grouping, group_findings, write_bug_index, write_finding
 from epfuzz.triage.group import MAX_STEPS, Progress
 
 
@@ -31,7 +31,7 @@ class Triage:
 
     def render(self) -> list[str]:
         """The bug table with each bug's case and replay line, what was kept, and whether anything changed."""
-        from epfuzz.findings import bug_table
+        from epfuzz.triage.findings import bug_table
 
         out = bug_table(self.grouping, run_dir=self.run_dir) or [f"no findings to group in {self.run_dir}"]
         out += [f"kept: {p}" for p in self.kept]

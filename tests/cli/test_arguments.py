@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.cli import main as cli
-from epfuzz.cli_args import parse as _parse
+from epfuzz.cli.args import parse as _parse
+from epfuzz.cli.commands import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 C2B = ROOT / "corpus/regressions/deepep661-c2b.json"

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import sys
 
-from epfuzz.campaign import _Jobs, _monitor, _summarize
-from epfuzz.log import get_logger
+from epfuzz.campaign.libfuzzer import _Jobs, _monitor, _summarize
+from epfuzz.infra.log import get_logger
 
 # a job that starts write_atomic (the temp file) and dies before the rename, as a _Exit would leave it
 _DIES_MID_WRITE = ("import os, sys; d = sys.argv[1]; open(os.path.join(d, '.finding-x-0123.json.k2j4'), 'w')"
@@ -36,8 +36,8 @@ def test_every_replay_line_a_verbs_campaign_logs_names_verbs(tmp_path, capsys):
     import logging
     import shutil
 
-    from epfuzz.log import configure
-    from epfuzz.targets import corpus_root
+    from epfuzz.continuous.targets import corpus_root
+    from epfuzz.infra.log import configure
 
     run_dir, work = tmp_path / "run", tmp_path / "work"
     run_dir.mkdir()

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.cli import main as cli
+from epfuzz.cli.commands import main as cli
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -29,7 +29,7 @@ def test_replay_all_regressions_and_seeds():
 def test_every_case_file_in_the_corpus_loads():
     """Including corpus/cuda, which only a GPU replays: a field appended to the IR can make a raw
     fuzzer input decode differently, and that must fail here, on every machine."""
-    from epfuzz.corpus import load_case
+    from epfuzz.cases.corpus import load_case
 
     cases = sorted((ROOT / "corpus").rglob("*.json"))
     assert any(p.parent.name == "cuda" for p in cases)

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import log as elog
-from epfuzz.corpus import write_atomic
+from epfuzz.cases.corpus import write_atomic
+from epfuzz.infra import log as elog
 
 ROOT = Path(__file__).resolve().parents[2]
 C2B = ROOT / "corpus/regressions/deepep661-c2b.json"
@@ -73,20 +73,20 @@ def test_corpus_prune_refuses_an_extra_folder_and_merge_needs_a_source(tmp_path)
 
 
 def test_list_names_the_emulator_this_process_runs():
-    from epfuzz import native
+    from epfuzz.core import native
 
     sim = next(x for x in epfuzz("list").stdout.splitlines() if x.strip().startswith("sim:"))
     assert ("runs compiled (mypyc)" if native.running() == "compiled" else "runs pure Python") in sim
     pure = next(x for x in epfuzz("list", env={"EPFUZZ_PURE": "1"}).stdout.splitlines()
                 if x.strip().startswith("sim:"))
-    assert "runs pure Python" in pure and "epfuzz.corebuild" in pure
+    assert "runs pure Python" in pure and "epfuzz.core.corebuild" in pure
 
 
 def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
     """Without matplotlib, explain --plot and report ended "unexpected error (a bug in epfuzz)", exit 3."""
     import importlib.util
 
-    from epfuzz.cli import main
+    from epfuzz.cli.commands import main
 
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 RECEIVER = '''
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Consume, Protocol, Receiver
 
 

@@ -3,8 +3,8 @@ split the markdown table's columns (a new user's trial, 2026-12-01)."""
 
 from __future__ import annotations
 
-from epfuzz.campaign_guided import fuzz_guided
-from epfuzz.report import report
+from epfuzz.campaign.guided import fuzz_guided
+from epfuzz.triage.report import report
 
 
 def test_a_guided_runs_report_has_its_rss_and_one_cell_per_root_cause(tmp_path):

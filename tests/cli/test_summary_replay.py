@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from epfuzz import vm
-from epfuzz.campaign_common import Summary
-from epfuzz.campaign_guest import GUEST_RUN, _guest_summary_starts
-from epfuzz.findings import Bug
+from epfuzz.campaign.common import Summary
+from epfuzz.campaign.guest import GUEST_RUN, _guest_summary_starts
+from epfuzz.guest import vm
+from epfuzz.triage.findings import Bug
 
 
 def _summary(backend: str, run: Path) -> Summary:

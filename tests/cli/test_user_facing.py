@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.cli import main as cli
-from epfuzz.cli_args import build_parser
-from epfuzz.corpus import read_manifest, sha1
+from epfuzz.cases.corpus import read_manifest, sha1
+from epfuzz.cli.args import build_parser
+from epfuzz.cli.commands import main as cli
+from epfuzz.encoding import codec
 
 ROOT = Path(__file__).resolve().parents[2]
 C2B = ROOT / "corpus/regressions/deepep661-c2b.json"
@@ -47,7 +47,7 @@ def test_printed_replay_command_pastes_without_epfuzz_on_path(tmp_path):
 
 
 def test_replay_command_says_epfuzz_when_it_is_on_path(monkeypatch):
-    from epfuzz.findings import replay_command
+    from epfuzz.triage.findings import replay_command
 
     monkeypatch.setenv("PATH", f"{Path(sys.executable).parent}:{BARE_PATH}")
     assert replay_command(C2B).startswith("epfuzz run ")
@@ -109,7 +109,7 @@ def test_deeply_nested_json_is_one_line_and_replay_goes_on(tmp_path):
 
 
 def test_unexpected_error_is_exit_3_in_one_line(monkeypatch, capsys):
-    import epfuzz.cli as c
+    import epfuzz.cli.commands as c
 
     def boom(_a: object) -> int:
         raise RuntimeError("kaput\nsecond line")
@@ -256,7 +256,7 @@ def test_bound_message_names_the_bounding_field(tmp_path, capsys):
 
 
 def test_gpu_verdict_line_speaks_rounds_and_words():
-    from epfuzz.oracle import Violation
+    from epfuzz.model.oracle import Violation
 
     v = Violation("stale-accept", "dispatch_any", -1, -1, "1162 of 40000 rounds (p2p-mp-faa-nofence)",
                   bad_bytes=4 * 37184, extra={"rounds": 40000, "stale_rounds": 1162, "stale_words": 37184})

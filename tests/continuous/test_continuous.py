@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import maintain
 from epfuzz.backends import get_backend
-from epfuzz.cli import main as cli
-from epfuzz.corpus import load_case, sha1
-from epfuzz.minimize import is_one_minimal, reproduces
-from epfuzz.ossfuzz import package
+from epfuzz.cases.corpus import load_case, sha1
+from epfuzz.cli.commands import main as cli
+from epfuzz.continuous import maintain
+from epfuzz.continuous.ossfuzz import package
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.minimize import is_one_minimal, reproduces
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -48,7 +48,7 @@ def test_build_sh_and_workflows_exist():
 @pytest.mark.slow
 def test_local_build_compiles_and_runs_a_fuzzer(tmp_path):
     out = tmp_path / "out"
-    p = subprocess.run([sys.executable, "-m", "epfuzz.ossfuzz", "local-build", str(out),
+    p = subprocess.run([sys.executable, "-m", "epfuzz.continuous.ossfuzz", "local-build", str(out),
                         "deepep_v2_dispatch_fixed_fuzzer"], capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert "deepep_v2_dispatch_fixed_fuzzer: ran" in p.stdout

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import targets
-from epfuzz.errors import InputError
-from epfuzz.ossfuzz import harness_source, harnesses
+from epfuzz.continuous import targets
+from epfuzz.continuous.ossfuzz import harness_source, harnesses
+from epfuzz.infra.errors import InputError
 from epfuzz.protocols import BUILTIN
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -28,18 +28,18 @@ def test_there_is_one_harness_per_built_in_protocol_and_no_other():
 
 
 def test_the_harness_files_are_the_generated_entry_points(tmp_path):
-    """harnesses/ is what `python -m epfuzz.ossfuzz harnesses harnesses` writes (build.sh writes the
+    """harnesses/ is what `python -m epfuzz.continuous.ossfuzz harnesses harnesses` writes (build.sh writes the
     same into $WORK): a protocol added without its file, or a file edited by hand, fails here."""
     on_disk = {p.name: p.read_text() for p in (ROOT / "harnesses").glob("*.py")}
     generated = {p.name: p.read_text() for p in harnesses(tmp_path)}
-    assert set(on_disk) == set(generated), "run: python -m epfuzz.ossfuzz harnesses harnesses"
-    assert on_disk == generated, "run: python -m epfuzz.ossfuzz harnesses harnesses"
+    assert set(on_disk) == set(generated), "run: python -m epfuzz.continuous.ossfuzz harnesses harnesses"
+    assert on_disk == generated, "run: python -m epfuzz.continuous.ossfuzz harnesses harnesses"
     assert 'main("dispatch_any", sys.argv)' in harness_source("dispatch_any_fuzzer")
 
 
 def test_build_sh_compiles_the_entry_points_written_from_the_registry():
     build = (ROOT / ".clusterfuzzlite" / "build.sh").read_text()
-    assert 'python3 -m epfuzz.ossfuzz harnesses "$WORK/harnesses"' in build
+    assert 'python3 -m epfuzz.continuous.ossfuzz harnesses "$WORK/harnesses"' in build
     assert 'for fuzzer in "$WORK"/harnesses/*_fuzzer.py' in build and "for fuzzer in harnesses/" not in build
 
 

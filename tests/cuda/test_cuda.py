@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
 from epfuzz.backends.cuda import CudaBackend, launches, litmus_name, params, threads
-from epfuzz.errors import BackendUnavailable
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import BackendUnavailable
 
 OK, WHY = CudaBackend().litmus_availability()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda litmus kernels unavailable here: {WHY}")
@@ -80,7 +80,7 @@ def test_harness_found_cases_replay_and_their_system_fenced_form_is_clean():
         pytest.skip("needs two GPUs")
     from pathlib import Path
 
-    from epfuzz.corpus import load_case
+    from epfuzz.cases.corpus import load_case
 
     for path in sorted((Path(__file__).resolve().parents[2] / "corpus" / "cuda").glob("*.json")):
         scn = load_case(path).scenario

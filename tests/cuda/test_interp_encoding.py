@@ -11,7 +11,6 @@ import zlib
 import numpy as np
 import pytest
 
-from epfuzz import codec, ops
 from epfuzz.backends.cuda_judge import EntryView, judge
 from epfuzz.backends.cuda_prog import (
     OP_ADD,
@@ -29,10 +28,12 @@ from epfuzz.backends.cuda_prog import (
     watch_shape,
 )
 from epfuzz.backends.cuda_ref import RefMachine, payload_chunk
-from epfuzz.errors import Unsupported
-from epfuzz.payload import token_image
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import Unsupported
+from epfuzz.ir import ops
+from epfuzz.ir.payload import token_image
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.scenario import Scenario
 
 #: built-ins the interpreter refuses, with the reason it must give (a stamp read inside a slot body; a
 #: notify word in recv written by a plain WRITE, which the consumer's log does not copy; issue 30's

@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends import cuda_interp
 from epfuzz.backends.cuda import CudaBackend
 from epfuzz.backends.cuda_prog import kernel_source
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 
 OK, WHY = CudaBackend().availability()
 needs_gpu = pytest.mark.skipif(not OK, reason=f"cuda op interpreter unavailable here: {WHY}")

@@ -11,10 +11,11 @@ from contextlib import nullcontext
 import numpy as np
 import pytest
 
-from epfuzz import codec, ops
 from epfuzz.backends import cuda_interp
 from epfuzz.backends.cuda_prog import PARAM_FIELDS
 from epfuzz.backends.cuda_ref import RefMachine
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
 
 

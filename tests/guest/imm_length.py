@@ -11,9 +11,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from epfuzz import ops
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Protocol, Receiver
-from epfuzz.scenario import Scenario
 
 
 class ImmLengthReceiver(Receiver):

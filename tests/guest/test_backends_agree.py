@@ -11,11 +11,11 @@ import os
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.pins import fixed_fields
+from epfuzz.encoding import codec
+from epfuzz.encoding.pins import fixed_fields
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.scenario import Scenario
 
 pytestmark = pytest.mark.skipif(os.environ.get("EPFUZZ_IN_GUEST") != "1",
                                 reason="runs inside the epfuzz soft-RoCE guest (tests/verbs/ boots it)")

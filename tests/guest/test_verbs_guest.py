@@ -9,11 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends.verbs import VerbsBackend
-from epfuzz.cli import main as cli
-from epfuzz.minimize import minimize
+from epfuzz.cli.commands import main as cli
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.minimize import minimize
 
 pytestmark = pytest.mark.skipif(os.environ.get("EPFUZZ_IN_GUEST") != "1",
                                 reason="runs inside the epfuzz soft-RoCE guest (tests/verbs/ boots it)")

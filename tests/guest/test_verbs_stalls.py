@@ -14,8 +14,8 @@ import os
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.errors import Unsupported
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import Unsupported
 from epfuzz.protocols import get_protocol
 
 pytestmark = pytest.mark.skipif(os.environ.get("EPFUZZ_IN_GUEST") != "1",

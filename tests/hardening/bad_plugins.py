@@ -28,9 +28,9 @@ SOURCE = r'''
 
 from typing import Any
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Protocol, Receiver
-from epfuzz.scenario import Scenario
+from epfuzz.ir.scenario import Scenario
 
 
 class MailboxReceiver(Receiver):

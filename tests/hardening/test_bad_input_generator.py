@@ -191,8 +191,8 @@ def test_generated_bad_inputs_get_documented_answers(tmp_path):
 @pytest.mark.parametrize("seed", [1, 2])
 def test_mutated_case_json_never_reaches_a_traceback_in_process(seed, capsys):
     """The same mutations through the parser alone (no process start): many more cases, cheaply."""
-    from epfuzz.corpus import parse_case
-    from epfuzz.errors import EpfuzzError
+    from epfuzz.cases.corpus import parse_case
+    from epfuzz.infra.errors import EpfuzzError
 
     rng = random.Random(seed)
     kinds: dict[str, int] = {}

@@ -117,7 +117,7 @@ def test_a_killed_prune_takes_its_child_along_and_the_next_one_cleans_up(tmp_pat
 
 def test_a_second_prune_of_a_locked_folder_fails_at_once(tmp_path):
     """The lock a running prune holds (taken here, so the test does not race one prune against another)."""
-    from epfuzz.folder_lock import locked
+    from epfuzz.infra.folder_lock import locked
 
     c = _corpus(tmp_path)
     with locked(c):

@@ -8,12 +8,12 @@ import random
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.campaign_common import Summary, false_alarms
-from epfuzz.findings import write_finding
-from epfuzz.harness import Harness
+from epfuzz.campaign.common import Summary, false_alarms
+from epfuzz.continuous.harness import Harness
+from epfuzz.encoding import codec
 from epfuzz.protocols import REGISTRY, ZOO, load_plugin
+from epfuzz.triage.findings import write_finding
 
 FIXED = [row.fixed for row in ZOO] + ["write_imm_signal"]
 SIM = get_backend("sim")

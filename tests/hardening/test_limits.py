@@ -160,7 +160,7 @@ def _importing(pid: int, lib: bytes) -> bool:
 
 
 def test_sigint_during_start_up_is_no_traceback(tmp_path):
-    """Start-up is the imports epfuzz.entry makes (numpy, structlog, the emulator): a SIGINT sent
+    """Start-up is the imports epfuzz.cli.entry makes (numpy, structlog, the emulator): a SIGINT sent
     once numpy's core is mapped lands inside them (Python's own site import, before any epfuzz
     code, is Python's to handle)."""
     for extra in (0.0, 0.02, 0.05, 0.1):

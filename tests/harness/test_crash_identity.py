@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.errors import Finding
-from epfuzz.harness import Harness
+from epfuzz.continuous.harness import Harness
+from epfuzz.infra.errors import Finding
 from epfuzz.protocols import ZOO
 from epfuzz.triage.group import cause_of
 
@@ -110,7 +110,7 @@ def test_fork_mode_reports_the_crash_with_its_named_frames(tmp_path):
 def test_the_options_file_pins_what_clusterfuzz_must_not_randomize():
     import configparser
 
-    from epfuzz.ossfuzz import MAX_LEN, options
+    from epfuzz.continuous.ossfuzz import MAX_LEN, options
 
     cp = configparser.ConfigParser()
     cp.read_string(options("deepep_v2_dispatch_fuzzer"))

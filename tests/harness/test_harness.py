@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.cli import main as cli
-from epfuzz.corpus import load_case
-from epfuzz.findings import replay_command
+from epfuzz.cases.corpus import load_case
+from epfuzz.cli.commands import main as cli
+from epfuzz.triage.findings import replay_command
 
 ROOT = Path(__file__).resolve().parents[2]
 

@@ -11,15 +11,15 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.cli import main as cli
-from epfuzz.corpus import load_case
-from epfuzz.findings import replay_command
-from epfuzz.minimize import is_one_minimal, minimize, reproduces
+from epfuzz.cases.corpus import load_case
+from epfuzz.cli.commands import main as cli
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
+from epfuzz.triage.findings import replay_command
+from epfuzz.triage.minimize import is_one_minimal, minimize, reproduces
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -37,7 +37,7 @@ def test_minimized_findings_are_one_minimal(data):
 
 
 def test_clean_scenario_is_refused():
-    from epfuzz.errors import EpfuzzError
+    from epfuzz.infra.errors import EpfuzzError
 
     with pytest.raises(EpfuzzError, match="does not reproduce"):
         minimize(Scenario(protocol="deepep_v2_dispatch_fixed"), get_protocol("deepep_v2_dispatch_fixed"))

@@ -11,15 +11,15 @@ import random
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends.sim import SimBackend
-from epfuzz.explain import explain, overtake_lines
-from epfuzz.findings import signature
-from epfuzz.presets import PRESETS
+from epfuzz.encoding import codec
+from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY
 from epfuzz.sim.engine import build, replay
 from epfuzz.sim.nvlink import is_nvlink, pass_rule
 from epfuzz.sim.pass_rules import packet_pass_rule
+from epfuzz.triage.explain import explain, overtake_lines
+from epfuzz.triage.findings import signature
 
 PER_FAMILY = 2000
 #: a family: a bug-zoo pattern (its buggy and fixed protocols), or a protocol outside the zoo

@@ -5,9 +5,10 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from epfuzz import codec, ops
-from epfuzz.explain import explain
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.explain import explain
 from examples.seqflag import SeqFlag
 
 CASE = json.loads(Path("corpus/regressions/deepep661-c2b.json").read_text())["scenario"]

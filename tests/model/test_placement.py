@@ -7,9 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import codec, ops
-from epfuzz.cli import main
-from epfuzz.errors import ProtocolError
+from epfuzz.cli.commands import main
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import ProtocolError
+from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
 from epfuzz.protocols.base import Consume, Protocol, Receiver
 from epfuzz.sim.engine import simulate

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.cli import main
-from epfuzz.errors import ProtocolError
+from epfuzz.cli.commands import main
+from epfuzz.infra.errors import ProtocolError
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 from examples.seqflag import SeqFlag
 
 CASE = json.loads(Path("corpus/regressions/deepep661-c2b.json").read_text())["scenario"]
@@ -38,7 +38,7 @@ BY_PRESET, BY_CALLABLE, BROKEN = ByPreset(), ByCallable(), Broken()
 
 
 def _scn(**knobs) -> Scenario:
-    from epfuzz import codec
+    from epfuzz.encoding import codec
     d = json.loads(json.dumps(CASE))
     d["protocol"] = "examples.seqflag:SeqFlag"
     d["knobs"].update(knobs)

@@ -1,4 +1,4 @@
-"""A plug-in's default signature keeps only the signal fields its ops follow (epfuzz.follows).
+"""A plug-in's default signature keeps only the signal fields its ops follow (epfuzz.model.follows).
 
 A tutorial plug-in that posts its own flag ignores signal.kind/other_qp/fence, yet they were part
 of every finding's signature: 666 raw signatures for 2 bugs in a 10 s campaign."""
@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import ops
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import SIGNATURE_FIELDS
+from epfuzz.ir import ops
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.base import Protocol
 from tests.receivers import OneChannelReceiver

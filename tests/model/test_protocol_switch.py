@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz.cli import main
+from epfuzz.cli.commands import main
 
 CASE = "corpus/regressions/deepep661-c2b.json"  # deepep_v2_dispatch, which pins mr_relaxed=True
 

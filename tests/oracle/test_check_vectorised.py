@@ -8,8 +8,8 @@ import random
 
 import numpy as np
 
-from epfuzz.oracle import MAX_REPORTED_CHUNKS, check
-from epfuzz.payload import CHUNK, canary, classify_chunk, token_image
+from epfuzz.ir.payload import CHUNK, canary, classify_chunk, token_image
+from epfuzz.model.oracle import MAX_REPORTED_CHUNKS, check
 from epfuzz.protocols.base import Consume, Layout
 
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from epfuzz.payload import canary, classify_chunk, token_checksum_ok, token_image
+from epfuzz.ir.payload import canary, classify_chunk, token_checksum_ok, token_image
 
 
 def test_token_image_describes_itself():
@@ -33,7 +33,7 @@ def test_expected_data_built_at_once_equals_per_token_images() -> None:
     """`expected_data` builds every slot at once (issue 14): the same bytes as one `token_image` per slot."""
     import random
 
-    from epfuzz import epoch as ep
+    from epfuzz.model import epoch as ep
     from epfuzz.protocols.base import Layout
 
     rng = random.Random(3)
@@ -52,7 +52,7 @@ def test_classify_chunks_at_once_equals_one_by_one() -> None:
 
     import numpy as np
 
-    from epfuzz.payload import canary, classify_chunk, classify_chunks, token_image
+    from epfuzz.ir.payload import canary, classify_chunk, classify_chunks, token_image
 
     rng = random.Random(5)
     rows = [canary(e, 16).tobytes() for e in range(4)] + [token_image(e, 0, 1, 2, 32)[:16] for e in range(4)]

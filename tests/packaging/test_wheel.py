@@ -89,7 +89,7 @@ def test_list_says_which_emulator_runs_and_how_to_get_the_compiled_one(installed
     p = _epfuzz(installed, tmp_path, "list")
     assert p.returncode == 0, p.stderr
     sim = next(line for line in p.stdout.splitlines() if line.strip().startswith("sim:"))
-    assert "runs pure Python" in sim and "not built in this install" in sim and "epfuzz.corebuild" in sim, sim
+    assert "runs pure Python" in sim and "not built in this install" in sim and "epfuzz.core.corebuild" in sim, sim
     assert "protocols:" in p.stdout and "deepep_v2_dispatch " in p.stdout
 
 

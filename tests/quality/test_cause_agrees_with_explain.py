@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec, ops
 from epfuzz.backends import get_backend
-from epfuzz.explain import explain
-from epfuzz.findings import root_cause
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import REGISTRY
 from epfuzz.protocols.base import Protocol
+from epfuzz.triage.explain import explain
+from epfuzz.triage.findings import root_cause
 from tests.receivers import OneChannelReceiver
 
 
@@ -72,7 +73,7 @@ def test_the_cause_and_explain_name_the_same_knobs_at_their_values():
     import json
     from pathlib import Path
 
-    from epfuzz.corpus import load_case
+    from epfuzz.cases.corpus import load_case
 
     case = load_case(Path(__file__).resolve().parents[2] / "corpus/regressions/deepep661-c2b.json")
     obj = json.loads(case.scenario.to_json())

@@ -11,11 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends.sim import SimBackend
-from epfuzz.minimize import minimize
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import BUILTIN, get_protocol
-from epfuzz.scenario import Scenario
+from epfuzz.triage.minimize import minimize
 
 CASE = json.loads(Path("corpus/regressions/deepep661-c2b.json").read_text())["scenario"]
 SIM = SimBackend()

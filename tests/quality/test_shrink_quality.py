@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.explain import explain
-from epfuzz.minimize import minimize
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import simulate
+from epfuzz.triage.explain import explain
+from epfuzz.triage.minimize import minimize
 
 #: a noisy DeepEP #661 finding, as a fuzzer would hand it over
 BIG_661 = {
@@ -55,7 +55,7 @@ def test_661_explain_names_c2b_and_the_knob_set(minimized):
 
 def test_explain_draws_a_picture(minimized, tmp_path):
     pytest.importorskip("matplotlib")
-    from epfuzz.explain import plot
+    from epfuzz.triage.explain import plot
 
     out = plot(explain(minimized.result, get_protocol(minimized.result.protocol)), tmp_path / "t.png")
     assert out.stat().st_size > 1000

@@ -9,11 +9,11 @@ import random
 
 import pytest
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.minimize import minimize
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import build
+from epfuzz.triage.minimize import minimize
 
 #: protocol -> (epochs, tokens, channels, QPs, TLPs) at most, what the bug needs: one token and one
 #: overtake for the single-QP reorderings; two epochs where a slot or counter is reused; a second

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz.cli import main
+from epfuzz.cases.replay import load_any
+from epfuzz.cli.commands import main
 from epfuzz.protocols import get_protocol
 from epfuzz.repair import repair
-from epfuzz.replay import load_any
 from tests.conftest import ROOT
 
 CASE = ROOT / "corpus" / "regressions" / "deepep661-c2b.json"

@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from epfuzz import codec, ops
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
 from epfuzz.repair import CATALOGUE, Repaired, catalogue
 from epfuzz.repair.search import applicable

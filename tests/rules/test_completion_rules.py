@@ -1,4 +1,4 @@
-"""What a Flush and a fence wait for: one test per `epfuzz.ordering.COMPLETION_CLAUSES` entry (issue 34.3).
+"""What a Flush and a fence wait for: one test per `epfuzz.model.ordering.COMPLETION_CLAUSES` entry (issue 34.3).
 
 The requester used to complete a WR at "ready + two latencies", as if its packets never waited
 in the port queue; with two busy QPs sharing the port a Flush then completed before its data had
@@ -8,10 +8,11 @@ even reached the responder. These tests post op lists straight into the requeste
 
 from __future__ import annotations
 
-from epfuzz import codec, ops
-from epfuzz.ordering import COMPLETION_CLAUSES
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Overtake, Scenario
+from epfuzz.model.ordering import COMPLETION_CLAUSES
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.packets import FlushWait, Packet, Wr
 from epfuzz.sim.requester import BASE_LATENCY_NS, post_and_send

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epfuzz.ordering import Attrs, TlpType
+from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 

@@ -1,4 +1,4 @@
-"""The `nvlink` preset's clauses (epfuzz.ordering.NVLINK_CLAUSES), one test each, at the rule and in the sim.
+"""The `nvlink` preset's clauses (epfuzz.model.ordering.NVLINK_CLAUSES), one test each, at the rule and in the sim.
 
 Each clause cites the PTX memory model (PTX ISA, "Memory Consistency Model") and the project's
 measurement on the H200 pair (docs/backends.md, bench/cuda/litmus.jsonl); the sim tests check that
@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.ordering import NVLINK_CLAUSES, GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
-from epfuzz.presets import PLATFORM_FIELDS, PRESETS
+from epfuzz.encoding import codec
+from epfuzz.ir.presets import PLATFORM_FIELDS, PRESETS
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import NVLINK_CLAUSES, GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 
@@ -115,7 +115,7 @@ def test_issue_order_qp_delays_do_not_reorder_gpu_stores():
 def test_a_receivers_flush_read_orders_nothing_on_nvlink():
     """gdr_no_flush_fixed: the flush read fixes a PCIe path; a load does not order a peer GPU's weak
     stores (measured: 7 stale rounds in 50,000 of its unfenced form on the H200 pair)."""
-    from epfuzz.scenario import Overtake
+    from epfuzz.ir.scenario import Overtake
 
     s = nv("gdr_no_flush_fixed")
     proto = get_protocol(s.protocol)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz.ordering import RULES, Attrs, TlpType, may_pass, passing_rule_name
+from epfuzz.model.ordering import RULES, Attrs, TlpType, may_pass, passing_rule_name
 
 P, R, N, C = TlpType.POSTED, TlpType.READ, TlpType.NP_DATA, TlpType.COMPLETION
 plain = {t: Attrs(t) for t in TlpType}

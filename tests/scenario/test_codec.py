@@ -8,11 +8,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epfuzz import codec
-from epfuzz.errors import InputError, ScenarioError
-from epfuzz.presets import PRESETS
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError, ScenarioError
+from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols import REGISTRY
-from epfuzz.scenario import Scenario, iter_leaf_fields
 
 protocols = st.sampled_from(sorted(REGISTRY.items))
 presets = st.sampled_from(sorted(PRESETS))

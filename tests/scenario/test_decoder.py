@@ -6,12 +6,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from epfuzz import codec
-from epfuzz.choices import ChoiceReader
-from epfuzz.errors import InputError
-from epfuzz.fields import FieldSpec, Kind
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.choices import ChoiceReader
+from epfuzz.ir.fields import FieldSpec, Kind
+from epfuzz.ir.scenario import SpinFault, iter_leaf_fields
 from epfuzz.protocols import REGISTRY
-from epfuzz.scenario import SpinFault, iter_leaf_fields
 
 
 @settings(max_examples=100, deadline=None)
@@ -52,9 +52,9 @@ def test_compiled_decoder_equals_plan_walk() -> None:
     """The straight-line decoder (issue 14) draws exactly what the slot-by-slot plan walk draws."""
     import random
 
-    from epfuzz.choices import ChoiceReader
-    from epfuzz.codec import _plan_for
-    from epfuzz.presets import PRESETS
+    from epfuzz.encoding.codec import _plan_for
+    from epfuzz.ir.choices import ChoiceReader
+    from epfuzz.ir.presets import PRESETS
     from epfuzz.protocols import REGISTRY
 
     rng = random.Random(14)

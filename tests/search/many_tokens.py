@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epfuzz import ops
+from epfuzz.ir import ops
 from epfuzz.protocols.base import Protocol
 from tests.receivers import OneChannelReceiver
 

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from epfuzz import codec
 from epfuzz.backends.sim import SimBackend
+from epfuzz.continuous.seeds import SEED_661
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.search.executor import SimExecutor
-from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
 
 

@@ -8,10 +8,10 @@ import sys
 import textwrap
 from pathlib import Path
 
-from epfuzz import codec
+from epfuzz.continuous.seeds import SEED_661
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.search.feedbacks import accept_features, feature_index, features, reads_of, reorder_pairs, role
-from epfuzz.seeds import SEED_661
 from epfuzz.sim.engine import simulate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ def test_slack_bucket_shrinks_as_the_signal_moves_closer_to_the_data():
 def test_the_roles_come_from_what_the_receiver_read_and_watched():
     """No slot-trailer class: the parts of a range the receiver accepted (head, tail, middle, and of a
     slot inside it), the TLP that woke an accepting poll, and what lands where it watches."""
-    from epfuzz.sampler import SamplerSearch
+    from epfuzz.search.sampler import SamplerSearch
 
     proto = get_protocol("deep_gdr")
     s = SamplerSearch("deep_gdr", proto, 1)

@@ -7,10 +7,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from epfuzz import codec
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
-from epfuzz.sampler import sample_schedule
 from epfuzz.search.engines.guided import Guided
+from epfuzz.search.sampler import sample_schedule
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -101,7 +101,7 @@ def test_guided_engine_refuses_what_it_cannot_do():
 def test_the_default_engine_on_sim_is_guided_and_a_protocol_runs_by_name(tmp_path):
     """`epfuzz fuzz NAME` with no --engine: guided (its stats.json and feature coverage); a built-in
     protocol runs by its protocol or its harness name."""
-    from epfuzz.campaign_guided import _names
+    from epfuzz.campaign.guided import _names
 
     assert _names("deep_gdr", None, "spec") == ("deep_gdr_fuzzer", "deep_gdr")
     assert _names("deep_gdr_fuzzer", None, "spec") == ("deep_gdr_fuzzer", "deep_gdr")
@@ -118,8 +118,8 @@ def test_the_default_engine_on_sim_is_guided_and_a_protocol_runs_by_name(tmp_pat
 def test_an_overtake_at_the_codecs_bound_stays_encodable_on_a_long_run():
     """Issue 34.1: a plug-in with 48 tokens on one channel, seed 3, an input whose overtakes sit at
     index 65535: the old shift pushed one to 65537 and codec.encode raised after 250 executions."""
+    from epfuzz.ir.scenario import Overtake
     from epfuzz.protocols import REGISTRY
-    from epfuzz.scenario import Overtake
     from tests.search.many_tokens import ManyTokens
 
     spec = "tests.search.many_tokens:ManyTokens"

@@ -31,7 +31,7 @@ def test_two_jobs_share_their_corpus_and_report_once(tmp_path):
 
 def test_a_worker_started_by_hand_with_a_bad_argument_is_one_line_and_exit_2():
     for argv in ([], ["notjson"], ['{"run_dir": "x"}']):
-        p = subprocess.run([sys.executable, "-m", "epfuzz.search.worker", *argv], capture_output=True, text=True,
+        p = subprocess.run([sys.executable, "-m", "epfuzz.campaign.worker", *argv], capture_output=True, text=True,
                            timeout=120, cwd=ROOT)
         assert p.returncode == 2 and "Traceback" not in p.stderr, p.stderr
         assert "epfuzz: worker: bad job argument" in p.stderr.splitlines()[-1]

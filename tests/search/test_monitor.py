@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from epfuzz.campaign_common import PROGRESS_HEADER
+from epfuzz.campaign.common import PROGRESS_HEADER
 from epfuzz.protocols import get_protocol
 from epfuzz.search.engines.guided import Guided
 

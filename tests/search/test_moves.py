@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake
 from epfuzz.search import moves as mv
 from epfuzz.search.engines.libfuzzer import mutator
 

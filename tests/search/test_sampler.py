@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
+from epfuzz.continuous.seeds import SEED_661
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
-from epfuzz.sampler import SamplerSearch, mutate_schedule, sample_schedule
-from epfuzz.seeds import SEED_661
+from epfuzz.search.sampler import SamplerSearch, mutate_schedule, sample_schedule
 from epfuzz.sim.engine import simulate
 
 

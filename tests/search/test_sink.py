@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import io
 
-from epfuzz import codec
-from epfuzz.corpus import load_case
+from epfuzz.cases.corpus import load_case
+from epfuzz.continuous.seeds import SEED_661
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.search.executor import SimExecutor
 from epfuzz.search.sink import FindingSink
-from epfuzz.seeds import SEED_661
 
 
 def test_a_signature_is_written_once_with_its_replay_line(tmp_path):

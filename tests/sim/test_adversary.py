@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
-from epfuzz.ordering import may_pass
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Overtake
+from epfuzz.model.ordering import may_pass
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake
 from epfuzz.sim.engine import build
 from epfuzz.sim.explore import _units
 

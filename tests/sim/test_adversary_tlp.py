@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
-from epfuzz.presets import PRESETS
+from epfuzz.encoding import codec
+from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.sim import engine
 from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes

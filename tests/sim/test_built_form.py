@@ -12,10 +12,10 @@ import random
 import sys
 from typing import Any
 
-from epfuzz import codec
-from epfuzz.presets import PRESETS
+from epfuzz.encoding import codec
+from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.scenario import Overtake, Scenario, iter_leaf_fields
 from epfuzz.protocols import BUILTIN, get_protocol
-from epfuzz.scenario import Overtake, Scenario, iter_leaf_fields
 from epfuzz.sim import engine
 from tests.conftest import ROOT
 

@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
+from epfuzz.encoding import codec
 from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.sim.engine import simulate
 

@@ -11,12 +11,13 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec, ops
-from epfuzz.explain import explain
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import REGISTRY
 from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
+from epfuzz.triage.explain import explain
 from tests.receivers import OneChannelReceiver
 
 

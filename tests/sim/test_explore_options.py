@@ -6,10 +6,10 @@ import random
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.errors import InputError
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Scenario
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 

@@ -16,10 +16,10 @@ import time
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.errors import InputError
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols import FAMILIES, get_protocol
-from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.explore import explore
 
@@ -189,7 +189,7 @@ def test_explore_agrees_with_brute_force_on_tiny_scenarios():
 
 
 def test_explore_says_which_knobs_bound_its_search(tmp_path, capsys):
-    from epfuzz.cli import main
+    from epfuzz.cli.commands import main
 
     path = tmp_path / "late-signal.json"
     path.write_text(_cross_qp_write_imm([0, 5000]).to_json())

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
-from epfuzz.explain import explain
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.explore import explore
 from epfuzz.sim.requester import BASE_LATENCY_NS
+from epfuzz.triage.explain import explain
 from tests.sim.test_reorder_window import witness_schedule
 
 FLUSHING = ["flush_other_qp", "flush_other_qp_fixed", "deep_other_qp", "deep_other_qp_fixed", "deep_notify_qp",

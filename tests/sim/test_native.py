@@ -1,6 +1,6 @@
 """The compiled emulator and its pure-Python sources: which one runs, and that both give the reference.
 
-`epfuzz.native` picks the path once per process. The in-process equivalence test
+`epfuzz.core.native` picks the path once per process. The in-process equivalence test
 (`test_equivalence.py`) covers whichever this process loaded; here one child process
 per path checks the same reference and says which path it ran, so `make test` runs
 both whenever the extensions are built (and fails if built ones go unused).
@@ -14,7 +14,7 @@ import sys
 
 import pytest
 
-from epfuzz import native
+from epfuzz.core import native
 from tests.conftest import ROOT
 
 

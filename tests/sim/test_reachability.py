@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.presets import PRESETS
+from epfuzz.encoding import codec
+from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import random
 
-from epfuzz import codec
-from epfuzz.errors import InputError
+from epfuzz.encoding import codec
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols import get_protocol
-from epfuzz.scenario import Overtake, Scenario
 from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.explore import _blocked_by, _units, explore
 from epfuzz.sim.nvlink import pass_rule

@@ -7,13 +7,14 @@ from __future__ import annotations
 import random
 from collections.abc import Mapping, Sequence
 
-from epfuzz import codec, ops
-from epfuzz.ordering import Attrs, TlpType
-from epfuzz.payload import CHUNK
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
+from epfuzz.ir.payload import CHUNK
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.protocols import get_protocol
 from epfuzz.protocols.base import Consume, Layout, MemoryView
 from epfuzz.protocols.dispatch import DispatchProtocol, DispatchReceiver
-from epfuzz.scenario import Scenario
 from epfuzz.sim import engine
 from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
 from epfuzz.sim.receive import Receiving

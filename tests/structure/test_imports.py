@@ -152,8 +152,8 @@ def test_graph_sees_lazy_relative_and_package_imports(tmp_path):
 
 def test_the_ir_is_below_the_protocol_registry():
     graph = import_graph()
-    assert "epfuzz.protocols" not in graph["epfuzz.scenario"]
-    assert "epfuzz.presets" not in graph["epfuzz.scenario"]
+    assert "epfuzz.protocols" not in graph["epfuzz.ir.scenario"]
+    assert "epfuzz.ir.presets" not in graph["epfuzz.ir.scenario"]
 
 
 def test_cycle_finder_finds_a_circle():
@@ -171,6 +171,48 @@ def test_no_import_cycles():
 def test_no_oversized_module_or_function():
     found = oversized()
     assert not found, "too large:\n  " + "\n  ".join(found)
+
+
+
+#: the packages of epfuzz from the bottom up: a module imports its own package and those below it
+#: only, so the drawing of the packages from the imports has no upward arrow and no cycle. Only
+#: epfuzz/__init__.py and __main__.py sit outside a package (they may import anything).
+LAYERS = (
+    'infra', 'core', 'ir', 'protocols', 'encoding', 'model', 'sim', 'guest', 'backends', 'cases',
+    'triage', 'search', 'repair', 'continuous', 'campaign', 'cli',
+)
+TOP = ("epfuzz", "epfuzz.__main__")
+
+
+def package_of(module: str) -> str:
+    return module.split(".")[1]
+
+
+def test_every_module_sits_in_a_package_of_the_layers():
+    mods = [m for m in import_graph() if m not in TOP]
+    stray = sorted(m for m in mods if m.count(".") == 1 and not (PKG / package_of(m)).is_dir())
+    unknown = sorted({package_of(m) for m in mods} - set(LAYERS) - {package_of(m) for m in stray})
+    assert not stray, f"modules outside any package (put each in one, and the package in LAYERS): {stray}"
+    assert not unknown, f"packages missing from LAYERS (place each in the order): {unknown}"
+
+
+def test_packages_import_only_themselves_and_the_layers_below():
+    rank = {p: i for i, p in enumerate(LAYERS)}
+    upward = sorted(f"{m} -> {d}" for m, deps in import_graph().items() if m not in TOP for d in deps
+                    if d not in TOP and rank.get(package_of(d), -1) > rank.get(package_of(m), len(LAYERS)))
+    assert not upward, "imports that point up the layers (LAYERS):\n  " + "\n  ".join(upward)
+
+
+def test_the_package_graph_has_no_cycle():
+    graph: dict[str, set[str]] = {}
+    for m, deps in import_graph().items():
+        if m not in TOP:
+            graph.setdefault(package_of(m), set()).update(package_of(d) for d in deps if d not in TOP)
+    for p in graph:
+        graph[p].discard(p)
+    for p in {q for deps in graph.values() for q in deps} - set(graph):
+        graph[p] = set()
+    assert cycles(graph) == []
 
 
 if __name__ == "__main__":

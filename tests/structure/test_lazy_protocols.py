@@ -1,7 +1,7 @@
 """Importing the protocol API imports no protocol family (issue 28): the registry's built-in entries
 are names with the module that defines each, imported on first use.
 
-`import epfuzz.oracle` loaded 25 epfuzz modules, every family among them, for code that needs
+`import epfuzz.model.oracle` loaded 25 epfuzz modules, every family among them, for code that needs
 `Consume` and `Layout`. Each check runs in a fresh interpreter: this one has imported everything.
 """
 
@@ -37,7 +37,7 @@ def families(mods: list[str]) -> list[str]:
 
 
 def test_importing_the_oracle_or_the_protocol_api_imports_no_family():
-    for code in ("import epfuzz.oracle", "import epfuzz.protocols",
+    for code in ("import epfuzz.model.oracle", "import epfuzz.protocols",
                  "from epfuzz.protocols import Protocol, Receiver, get_protocol, REGISTRY, BUILTIN"):
         mods = loaded_after(code)
         assert families(mods) == [], (code, mods)

@@ -5,10 +5,10 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.findings import signature, write_finding
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.findings import signature, write_finding
 
 
 def raw_findings(folder: Path, protocol: str, count: int, seed: int = 0, preset: str = "spec",

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.findings import bug_table, group_findings
 from epfuzz.triage.cache import CauseCache
+from epfuzz.triage.findings import bug_table, group_findings
 from tests.triage.findings import raw_findings
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parents[2]
 GROUP = """
 import json, sys
 from pathlib import Path
-from epfuzz.findings import group_findings
+from epfuzz.triage.findings import group_findings
 paths = sorted(Path(sys.argv[1]).glob("finding-*.json"))
 g = group_findings(paths, Path(sys.argv[2]), "sim")
 print(json.dumps({"bugs": [[b.cause, b.count, b.minimized, sorted(p.name for p in b.raw)] for b in g.bugs],

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from epfuzz import codec
 from epfuzz.backends import get_backend
-from epfuzz.minimize import minimize
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import build
+from epfuzz.triage.minimize import minimize
 from epfuzz.triage.readdress import VARIANTS, readdress
 
 #: what the second wave's minimizer called minimized: 33 tokens, 107 TLPs, the one overtake at index

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import csv
 
-from epfuzz.cli import main as cli
+from epfuzz.cli.commands import main as cli
 from tests.triage.findings import raw_findings
 
 
@@ -31,7 +31,7 @@ def test_triage_updates_the_run_then_says_nothing_new(tmp_path, capsys):
 
 def test_triage_groups_what_the_summary_left(tmp_path, capsys):
     """The campaign's summary was stopped early: triage finishes it and removes ungrouped.txt."""
-    from epfuzz.findings import group_findings, write_bug_index
+    from epfuzz.triage.findings import group_findings, write_bug_index
 
     run = tmp_path / "run"
     paths = raw_findings(run, "deepep_v2_dispatch", 6, seed=6)

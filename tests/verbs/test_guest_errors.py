@@ -7,9 +7,10 @@ import types
 
 import pytest
 
-from epfuzz import codec, vm
 from epfuzz.backends import verbs
-from epfuzz.errors import EpfuzzError, Unsupported
+from epfuzz.encoding import codec
+from epfuzz.guest import vm
+from epfuzz.infra.errors import EpfuzzError, Unsupported
 
 STALLED = ("backend verbs: the end of the epoch saw no completion for 4 s (4 s in all): 2 sends and 0 receives "
            "outstanding; the run is inconclusive")

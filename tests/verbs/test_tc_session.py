@@ -12,7 +12,7 @@ import shutil
 import pytest
 
 from epfuzz.backends import verbs_net
-from epfuzz.errors import HarnessError
+from epfuzz.infra.errors import HarnessError
 
 needs_tc = pytest.mark.skipif(shutil.which("tc") is None, reason="needs iproute2's tc")
 

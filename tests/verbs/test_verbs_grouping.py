@@ -9,14 +9,15 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz import backends, codec
+from epfuzz import backends
 from epfuzz.backends.base import Outcome
 from epfuzz.backends.verbs import VerbsBackend
-from epfuzz.campaign_common import read_findings
-from epfuzz.findings import group_findings, write_bug_index, write_finding
-from epfuzz.log import get_logger
-from epfuzz.oracle import Violation
+from epfuzz.campaign.common import read_findings
+from epfuzz.encoding import codec
+from epfuzz.infra.log import get_logger
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.findings import group_findings, write_bug_index, write_finding
 
 PROTO = get_protocol("dispatch_any")
 
@@ -72,7 +73,7 @@ def test_one_race_under_many_signal_kinds_fences_and_mr_orderings_is_one_bug(tmp
     causes = {b.cause.split("|")[-1]: b.count for b in bugs}
     assert causes == {"other_qp=True": 5, "kind=write,mr_relaxed=True": 2}, causes
     for b in bugs:  # the reduced case replays as the bug it stands for
-        from epfuzz.corpus import load_case
+        from epfuzz.cases.corpus import load_case
 
         case = load_case(b.case)
         assert case.signature == b.cause
@@ -126,7 +127,7 @@ class FlakyCrossQp(StandIn):
 def test_a_count_knob_goes_to_the_smallest_value_the_finding_survives(tmp_path, monkeypatch):
     """Issue 26.3: seven QP counts were seven bugs (`num_qps=1` kills the race, so the knob was kept
     at each count found); and the replay line must carry the runs a flaky finding needs."""
-    from epfuzz.findings import bug_table
+    from epfuzz.triage.findings import bug_table
 
     dev = FlakyCrossQp()
     monkeypatch.setitem(backends._cache, "verbs", dev)

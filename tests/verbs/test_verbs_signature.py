@@ -6,12 +6,12 @@ there are the same run on the device, and one bug."""
 
 from __future__ import annotations
 
-from epfuzz import codec
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.backends.verbs import DEVICE_KNOBS
-from epfuzz.findings import signature
-from epfuzz.oracle import Violation
+from epfuzz.encoding import codec
+from epfuzz.model.oracle import Violation
 from epfuzz.protocols import get_protocol
+from epfuzz.triage.findings import signature
 
 
 def _finding(**knobs: object) -> str:

@@ -11,7 +11,8 @@ import shutil
 
 import pytest
 
-from epfuzz import codec, vm
+from epfuzz.encoding import codec
+from epfuzz.guest import vm
 
 TOOLS = ("qemu-system-x86_64", "mmdebstrap", "cpio", "apt-get")
 missing = [t for t in TOOLS if shutil.which(t) is None]
@@ -52,7 +53,7 @@ def test_a_failed_boot_is_one_clear_error(monkeypatch, tmp_path):
 def test_vm_run_streams_the_commands_output(capsys):
     """`epfuzz vm run -- CMD` shows CMD's output: the kernel boots quiet, so only the command's
     own marker tells where it starts (without it nothing was printed at all)."""
-    from epfuzz.cli import main as cli
+    from epfuzz.cli.commands import main as cli
 
     assert cli(["vm", "run", "--", "sh", "-c", "echo out-of-the-guest; exit 3"]) == 3
     assert "out-of-the-guest" in capsys.readouterr().out
@@ -110,8 +111,8 @@ def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_pa
     host shows names a guest path, and every replay line says it replays on verbs."""
     import csv
 
-    from epfuzz.campaign import fuzz
-    from epfuzz.campaign_guest import GUEST_RUN
+    from epfuzz.campaign.guest import GUEST_RUN
+    from epfuzz.campaign.libfuzzer import fuzz
 
     run = tmp_path / "run"
     s = fuzz("dispatch_any", 15, backend="verbs", run_dir=run, progress=False)

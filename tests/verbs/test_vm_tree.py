@@ -6,7 +6,7 @@ import io
 import subprocess
 import tarfile
 
-from epfuzz import vm_tree
+from epfuzz.guest import vm_tree
 
 
 def test_the_tar_holds_the_project_and_leaves_out_environments_caches_and_runs(tmp_path):

@@ -13,10 +13,11 @@ from typing import Any
 
 import pytest
 
-from epfuzz import codec, ops
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.protocols import REGISTRY, deepep_paths, field2026, get_protocol
 from epfuzz.protocols.deepep_paths import COMBINE_DONE, ll_count
-from epfuzz.sampler import SamplerSearch
+from epfuzz.search.sampler import SamplerSearch
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 
@@ -254,7 +255,7 @@ def test_the_tutorials_combine_receiver_works_as_written():
 def _nvlink(name: str, rng: random.Random, fence: str) -> Any:
     from dataclasses import replace
 
-    from epfuzz.sampler import sample_schedule
+    from epfuzz.search.sampler import sample_schedule
 
     scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), name, "nvlink")
     scn = scn.replace(gpu=replace(scn.gpu, fence=fence, path="p2p"))

@@ -16,11 +16,12 @@ from typing import Any
 
 import pytest
 
-from epfuzz import codec, ops
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.deep2 import DEEP2_ZOO, Deep2Dispatch, StampReceiver
-from epfuzz.sampler import SamplerSearch, sample_schedule
-from epfuzz.scenario import Scenario
+from epfuzz.search.sampler import SamplerSearch, sample_schedule
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 

@@ -13,12 +13,12 @@ from typing import Any
 
 import pytest
 
-from epfuzz import codec
+from epfuzz.encoding import codec
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.deep import DEEP_ZOO, GuardedReceiver
-from epfuzz.sampler import SamplerSearch, sample_schedule
-from epfuzz.scenario import Scenario
+from epfuzz.search.sampler import SamplerSearch, sample_schedule
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz import codec
-from epfuzz.cli import main as cli
+from epfuzz.cli.commands import main as cli
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz.safety import Row, cell, rows
+from epfuzz.triage.safety import Row, cell, rows
 
 
 @pytest.mark.parametrize("row, preset, verdict", [

@@ -17,8 +17,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
-from epfuzz.scenario import Scenario
 from epfuzz.search import feedbacks as fb
 from epfuzz.search import moves as mv
 from epfuzz.search.corpus import Corpus

@@ -3,7 +3,7 @@
 libFuzzer keeps the corpus and picks the parent; `mutator()` answers atheris' custom-mutator
 call with one move of epfuzz.search.moves (schedule moves only where the emulator runs), and
 `Counters.emit` (epfuzz.search.feedbacks) turns an execution's features into libFuzzer counters.
-No epfuzz module is line-instrumented (epfuzz.harness): these counters are the coverage, so a
+No epfuzz module is line-instrumented (epfuzz.continuous.harness): these counters are the coverage, so a
 harness sees the same thing whether started as a script or with `python -m`.
 """
 

@@ -18,10 +18,10 @@ class RandomSearch:
 
 
 class SamplerSearch:
-    """The schedule sampler alone (epfuzz.sampler): a random configuration, a PCT-style schedule."""
+    """The schedule sampler alone (epfuzz.search.sampler): a random configuration, a PCT-style schedule."""
 
     def __init__(self, protocol: str, proto: Protocol, seed: int, preset: str = "spec") -> None:
-        from epfuzz import sampler
+        from epfuzz.search import sampler
 
         self.draw = sampler.SamplerSearch(protocol, proto, seed, preset)
         self.executor = SimExecutor(protocol, proto, preset)

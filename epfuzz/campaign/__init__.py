@@ -1,0 +1,2 @@
+"""`epfuzz fuzz`: the libFuzzer, guided and guest campaigns and what they share.
+"""

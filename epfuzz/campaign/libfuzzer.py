@@ -1,0 +1,182 @@
+"""`epfuzz fuzz`: run a harness under libFuzzer for a bounded time, show progress, summarise.
+
+Each job is the harness script in its own process in --keep-going mode, writing
+into a fresh run folder (`runs/<harness>-<time>/`): libFuzzer's working corpus
+(seeded from the harness's shipped corpus, `epfuzz.continuous.targets.seed_folder`, which is
+never written), crash artifacts, and one case file per bug signature. If a job dies (a harness error), it is
+restarted for the time left and the error is counted. SIGINT/SIGTERM stop the
+jobs; libFuzzer prints its final stats, and the summary still prints.
+"""
+
+from __future__ import annotations
+
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import TextIO
+
+from epfuzz.backends import get_backend
+from epfuzz.backends.base import Where
+from epfuzz.campaign.common import (
+    PROGRESS_HEADER,
+    RUNS,
+    Summary,
+    false_alarms,
+    fresh_run_dir,
+    log_end,
+    plugin_name,
+    preflight,
+    read_findings,
+    resource_findings,
+    until_grace,
+)
+from epfuzz.campaign.guest import fuzz_in_guest
+from epfuzz.campaign.jobs import _Jobs, _no_room
+from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
+from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
+from epfuzz.infra.diskspace import remove_empty
+from epfuzz.infra.errors import InputError
+from epfuzz.infra.log import get_logger
+from epfuzz.protocols import limits
+from epfuzz.triage.findings import replay_command
+
+
+def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
+    """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal).
+    A full disk ends the campaign (its summary still prints)."""
+    try:
+        with (jobs.run_dir / "progress.csv").open("a") as csv:
+            _rows(jobs, seconds, progress, log, csv)
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(jobs.run_dir / "progress.csv", e)
+        jobs.stopping.set()
+        jobs.signal_jobs(signal.SIGINT)
+        while jobs.reap():
+            jobs.enforce(time.monotonic())
+            time.sleep(0.5)
+
+
+def _rows(jobs: _Jobs, seconds: int, progress: bool, log: object, csv: TextIO) -> None:
+    last_note = last_row = 0.0
+    tty = progress and sys.stderr.isatty()
+    run_dir = jobs.run_dir
+    if csv.tell() == 0:
+        csv.write(PROGRESS_HEADER)
+    while jobs.reap():
+        now = time.monotonic()
+        jobs.enforce(now)
+        el = now - jobs.start
+        execs = jobs.execs
+        n_find = len(list(run_dir.glob("finding-*.json")))
+        if now - last_row >= 1:  # the time series `epfuzz report` plots
+            csv.write(f"{el:.1f},{execs},{execs / el if el else 0:.0f},{jobs.cov},{jobs.corp},{n_find},"
+                      f"{jobs.rss}\n")
+            csv.flush()
+            last_row = now
+        if progress and (tty or now - last_note >= 10):
+            left = max(0, jobs.deadline - now)
+            if tty:
+                sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
+                                 f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
+                                 f"findings {n_find}   ")
+                sys.stderr.flush()
+            else:
+                log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
+                         execs=execs, cov=jobs.cov, findings=n_find)
+            last_note = now
+        time.sleep(0.5)
+
+
+def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) -> Summary:
+    """Read the run folder back: raw findings, bugs by root cause, the summary and its log lines."""
+    run_dir = jobs.run_dir
+    for t in jobs.readers:  # libFuzzer's final stats land in the job logs before the summary is read
+        if t:
+            t.join(timeout=5)
+    if not any(jobs.procs):  # libFuzzer's SIGINT handler _Exit()s a job mid-write: its temp file is garbage
+        for tmp in run_dir.glob(".finding-*"):
+            tmp.unlink(missing_ok=True)
+    # a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE seconds; with the
+    # disk full there is no room for minimized cases: only what the cache knows is grouped
+    stop = (lambda: True) if jobs.disk_full else until_grace(lambda: bool(jobs.got))
+    findings, grouping = read_findings(run_dir, backend, log, stop=stop)
+    if grouping.why.startswith("no room") and not jobs.disk_full:
+        jobs.disk_full = grouping.why
+    bugs = grouping.bugs
+    corpus_files = []
+    for p in case_paths([work]):
+        if sha1(p.read_bytes()) == p.name:
+            corpus_files.append(p)
+        elif jobs.disk_full and LIBFUZZER_SHA1.fullmatch(p.name):  # half-written when the disk filled
+            p.unlink(missing_ok=True)
+    summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
+                      sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
+                      backend, next((s.error for s in jobs.states if s.error), ""),
+                      resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset),
+                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
+    try:
+        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+            f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
+                    f"{summary.corpus},{len(findings)},{jobs.rss}\n")
+    except OSError as e:
+        jobs.disk_full = jobs.disk_full or _no_room(run_dir / "progress.csv", e)
+    if jobs.disk_full:
+        remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
+        summary.disk_full = jobs.disk_full
+    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
+        log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
+                  replay=replay_command(path, backend), summary=text)
+    log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
+    return summary
+
+
+def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
+         extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
+         progress: bool = True, protocol: str | None = None) -> Summary:
+    """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol.
+
+    With the verbs backend on a host without RDMA, the whole campaign runs in the
+    soft-RoCE guest, writing into the same run folder (shared read-write).
+    """
+    if get_backend(backend, require=False).where() is Where.GUEST:
+        return fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
+    if protocol:
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
+        name = plugin_name(protocol)
+        argv = entry_command(protocol)
+    elif harness:
+        name = harness_name(harness)
+        argv = harness_command(name)
+    else:
+        raise InputError("name a harness or give --protocol module:Attr")
+    log = get_logger(harness=name, backend=backend, preset=preset)
+    run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    work = run_dir / "corpus"
+    art = run_dir / "artifacts"
+    for d in (work, art):
+        d.mkdir(parents=True, exist_ok=True)
+    seeds = seed_folder(name)
+    cmd = [*argv, str(work)]
+    if seeds is not None:
+        cmd.append(str(seeds))
+    tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
+            "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]
+    pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
+    pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
+    pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
+    old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
+    log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
+    try:
+        for j in range(jobs):
+            pool.launch(j)
+        _monitor(pool, seconds, progress, log)
+        pool.stop()
+        if progress and sys.stderr.isatty():
+            sys.stderr.write("\n")
+        # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
+        return _summarize(name, pool, work, backend, log)
+    finally:
+        for s, h in old.items():
+            signal.signal(s, h)
+        pool.stop()

@@ -1,0 +1,2 @@
+"""Inputs on disk: case files, corpus inputs and their verdicts (corpus); loading any input (replay).
+"""

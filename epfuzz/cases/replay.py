@@ -1,0 +1,142 @@
+"""What a user points the CLI at, and what `epfuzz replay` expects of each file.
+
+A path is a case file, a bare scenario, a raw fuzz input or `-` (stdin). The file is
+read once, capped, and classified by its content: a raw input may well start with `{`.
+Replay checks every input against an expected verdict (the case's `expect`, the
+corpus folder's manifest, or the protocol's promise to be clean); an input without one
+is reported as unchecked, never as passing.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from epfuzz.cases.corpus import (
+    MAX_CASE_BYTES,
+    MAX_INPUT_BYTES,
+    Case,
+    case_paths,
+    is_case_text,
+    manifest_path,
+    parse_case,
+    read_bounded,
+    read_manifest,
+    sha1,
+)
+from epfuzz.encoding import codec
+from epfuzz.encoding.pins import fixed_fields
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Scenario
+from epfuzz.protocols import REGISTRY, get_protocol
+
+#: file names libFuzzer gives corpus entries and artifacts: what a folder holds that is an input
+LIBFUZZER_NAME = re.compile(r"([0-9a-f]{40}|(crash|timeout|oom|leak|slow-unit)-[0-9a-f]+)")
+#: what a run folder holds besides inputs; never replayed, never an error
+NOT_INPUT_SUFFIXES = {".csv", ".log", ".md", ".png", ".svg", ".txt", ".verdicts"}
+
+
+def protocol_from_path(path: Path) -> str | None:
+    for part in reversed(path.resolve().parts[:-1]):
+        name = part.removesuffix("_fuzzer")
+        if REGISTRY.known(name):
+            return name
+    return None
+
+
+def _name(path: Path) -> str:
+    return "stdin" if str(path) == "-" else path.name
+
+
+def load_any(path: Path, protocol: str | None, preset: str, raw: bool = False) -> Case:
+    """A case, a bare scenario, or raw fuzz bytes (protocol from `--protocol` or the folder name)."""
+    return load_classified(path, protocol, preset, raw)[0]
+
+
+def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = False) -> tuple[Case, bool]:
+    """(the case, whether it was a raw input): `raw` forces raw bytes whatever they look like."""
+    data = read_bounded(path, MAX_INPUT_BYTES if raw else MAX_CASE_BYTES, "input" if raw else "case")
+    if not raw and (path.suffix == ".json" or is_case_text(data)):
+        case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
+        if protocol and case.scenario.protocol != protocol:
+            # the case's expected verdict was the other protocol's: the new one's promise applies
+            case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
+        return case, False
+    if len(data) > MAX_INPUT_BYTES:
+        raise InputError(f"{path}: {len(data)} bytes or more is over the {MAX_INPUT_BYTES}-byte input limit")
+    proto = protocol or protocol_from_path(path)
+    if proto is None:
+        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
+    return Case(_name(path), codec.decode(data, proto, preset), data, ""), True
+
+
+def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:
+    """`scn` under another protocol, with that protocol's (and the preset's) pinned fields applied.
+
+    Keeping the old protocol's pins would run the new protocol on a configuration it
+    never allows (issue 18.6); each changed field is said on stderr. A pin the
+    scenario cannot take is refused (`InputError`).
+    """
+    out = scn.replace(protocol=protocol)
+    changed = []
+    for path, value in fixed_fields(protocol, scn.preset).items():
+        head, _, rest = path.partition(".")
+        old = getattr(getattr(out, head), rest) if rest else getattr(out, head)
+        if old != value:
+            changed.append(f"{path}={value!r} (was {old!r})")
+            out = out.with_path(path, value)
+    try:
+        out = codec.load_dict(out.to_dict())
+    except InputError as e:
+        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}") from None
+    if changed:
+        sys.stderr.write(f"epfuzz: {where}: protocol {protocol} pins " + ", ".join(changed) + "\n")
+    return out
+
+
+def replayable(paths: list[Path], protocol: str | None) -> tuple[list[Path], list[Path]]:
+    """(files to replay, files skipped): a named file is always tried; a folder gives its case
+    files and its inputs (libFuzzer-named, in a harness folder or with --protocol), not its logs,
+    reports or a run's working corpus of another harness."""
+    keep: list[Path] = []
+    skipped: list[Path] = []
+    for p in paths:
+        if not p.is_dir():
+            keep.append(p)
+            continue
+        for f in case_paths([p]):
+            raw_input = (f.suffix not in NOT_INPUT_SUFFIXES and LIBFUZZER_NAME.fullmatch(f.name) is not None
+                         and (protocol or protocol_from_path(f)) is not None)
+            (keep if f.suffix == ".json" or raw_input else skipped).append(f)
+    return keep, skipped
+
+
+@dataclass(frozen=True)
+class Expectation:
+    verdict: str        # "finding" | "clean" | "" (none known)
+    source: str         # where it comes from, or why there is none
+
+
+def expected(case: Case, path: Path, preset: str, raw: bool) -> Expectation:
+    if case.expect:
+        return Expectation(case.expect, "case")
+    if raw:
+        m = read_manifest(path.parent)
+        if m is not None and m[0] == preset and sha1(case.input) in m[1]:
+            return Expectation(m[1][sha1(case.input)], str(manifest_path(path.parent)))
+    promise = get_protocol(case.scenario.protocol).expected(case.scenario)
+    if promise == "clean":
+        return Expectation("clean", f"protocol {case.scenario.protocol} is expected clean")
+    if promise == "finding" and not isinstance(get_protocol(case.scenario.protocol).expect, str):
+        return Expectation("finding", f"protocol {case.scenario.protocol} expects a finding under "
+                                      f"preset {case.scenario.preset}")
+    if not raw:
+        return Expectation("", "a bare scenario has no expected verdict (write a case with 'expect')")
+    m = read_manifest(path.parent)
+    if m is None:
+        return Expectation("", f"no manifest {manifest_path(path.parent)}")
+    if m[0] != preset:
+        return Expectation("", f"{manifest_path(path.parent)} holds verdicts for preset {m[0]}, not {preset}")
+    return Expectation("", f"not in {manifest_path(path.parent)} (run `make seeds`)")

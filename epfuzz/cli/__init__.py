@@ -1,0 +1,2 @@
+"""The `epfuzz` command: its arguments, its commands, the guards around them.
+"""

@@ -1,0 +1,87 @@
+"""`epfuzz replay`: every input against its expected verdict, each one counted whatever another did.
+
+One file's plug-in code may raise, exit, loop or hog memory (issue 29.4): that file is counted
+(a protocol error, or a changed verdict of kind hang/oom) and the next one is replayed, so the
+summary line and the exit code always reflect every verdict.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from epfuzz.backends import get_backend
+from epfuzz.cases.replay import expected, load_classified, replayable
+from epfuzz.infra import log as elog
+from epfuzz.infra.errors import EpfuzzError, ProtocolError
+from epfuzz.protocols import REGISTRY, get_protocol, limits
+from epfuzz.protocols.registry import describe
+
+EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+
+
+def cmd_replay(a: argparse.Namespace) -> int:
+    log = elog.get_logger()
+    paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
+    if not paths:
+        print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
+              file=sys.stderr)
+        return EXIT_INPUT
+    changed = errors = ok = unchecked = broken = plugin_bugs = 0
+    for path in paths:
+        expect = None
+        try:
+            case, raw = load_classified(path, a.protocol, a.preset, a.raw)
+            scn = case.scenario
+            expect = expected(case, path, a.preset, raw)
+            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
+        except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
+            changed += 1
+            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
+                  f"got {e.kind} ({e})")
+            continue
+        except MemoryError as e:  # an allocation too big for the machine at once (not seen growing): oom
+            changed += 1
+            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
+                  f"got oom (MemoryError{REGISTRY.where(e)})")
+            continue
+        except EpfuzzError as e:
+            if isinstance(e, ProtocolError):
+                plugin_bugs += 1
+                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
+            else:
+                print(f"error: {e}", file=sys.stderr)
+                errors += 1
+            continue
+        except (Exception, SystemExit) as e:  # one broken file must not hide the verdicts of the others
+            where = REGISTRY.where(e)
+            if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
+                plugin_bugs += 1
+                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
+                      file=sys.stderr)
+            else:
+                print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+                broken += 1
+            continue
+        assert expect is not None
+        if not expect.verdict:
+            unchecked += 1
+            print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
+        elif out.verdict != expect.verdict:
+            changed += 1
+            print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
+                  + (f" ({out.violation.summary()})" if out.violation else ""))
+        else:
+            ok += 1
+            if a.verbose:
+                print(f"ok {path}: {out.verdict}")
+        log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
+    print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
+          f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
+          f"{broken} harness error(s)"
+          + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
+             "corpora, raw inputs of no known protocol)" if skipped else ""))
+    if changed or (a.strict and unchecked):
+        return EXIT_FINDING
+    return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN

@@ -1,0 +1,158 @@
+"""The atheris entry point shared by every `harnesses/*_fuzzer.py`.
+
+libFuzzer owns argv; we take our own `--backend=`, `--preset=`, `--keep-going`
+and `--findings-dir=` out of it first (or read EPFUZZ_BACKEND, EPFUZZ_PRESET,
+EPFUZZ_KEEP_GOING, EPFUZZ_FINDINGS_DIR). By default a finding is a crash, so
+libFuzzer saves the input under -artifact_prefix like any OSS-Fuzz target; with
+--keep-going (what `epfuzz fuzz` uses) each new bug signature is written as a
+case file and fuzzing continues, so one run can report several bugs.
+"""
+
+from __future__ import annotations
+
+import os
+import shlex
+import signal
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+from epfuzz.backends import get_backend
+from epfuzz.backends.base import Outcome, Where
+from epfuzz.encoding import codec
+from epfuzz.infra.diskspace import NoSpace
+from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
+from epfuzz.ir.scenario import Scenario
+from epfuzz.protocols import get_protocol
+from epfuzz.search.sink import FindingSink
+from epfuzz.triage.findings import signature
+
+
+def _backend_asked(argv: Sequence[str]) -> str:
+    """The backend this process fuzzes on, from its argv or the environment libFuzzer's children get."""
+    named = [a.split("=", 1)[1] for a in argv if a.startswith("--backend=")]
+    return named[-1] if named else os.environ.get("EPFUZZ_BACKEND", "sim")
+
+
+#: nothing of epfuzz is line-instrumented (issue 34.2: what atheris instrumented used to depend on
+#: whether `import epfuzz` ran before `atheris.instrument_imports`, i.e. on the entry point). On the sim
+#: the coverage libFuzzer sees is the semantic features (epfuzz.search.feedbacks, as counters), the
+#: same whichever way the harness starts; and the compiled emulator runs under atheris too (epfuzz.core.native).
+class Harness:
+    def __init__(self, protocol: str, preset: str = "spec", backend: str = "sim",
+                 keep_going: bool = False, findings_dir: Path | None = None) -> None:
+        self.proto = get_protocol(protocol)
+        self.protocol = protocol
+        self.preset = preset
+        self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
+        if self.backend.where() is Where.GUEST:
+            raise BackendUnavailable(f"backend {backend}: it runs only inside the soft-RoCE guest from here; "
+                                     f"`epfuzz fuzz HARNESS --backend {backend}` runs this harness there")
+        self.keep_going = keep_going
+        self.findings_dir = findings_dir or Path(".")
+        self.sink = FindingSink(self.findings_dir, protocol, self.proto, self.backend.name)
+        self.counters: Any = None   # epfuzz.search.feedbacks.Counters (the sim's features as coverage)
+        codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
+
+    def test_one_input(self, data: bytes) -> None:
+        scn = codec.decode(data, self.protocol, self.preset)
+        try:
+            outcome = self.backend.run(scn, self.proto)
+        except Unsupported:  # a scenario this backend cannot express: nothing to learn from it
+            return
+        except SystemExit as e:  # the plug-in's sys.exit(): a crash with its line, not the job's quiet end
+            raise ProtocolError(f"protocol {self.protocol!r} called sys.exit({e.code!r})") from e
+        if self.counters is not None and self.backend.name == "sim":
+            self.counters.emit(self.counters.features(outcome.detail))
+        if outcome.violation is None:
+            return
+        try:
+            path = self.sink.offer(scn, data, outcome)
+        except NoSpace as e:  # the campaign reads this line, stops every job and prints its summary
+            sys.stderr.write(f"epfuzz: {e}\n")
+            sys.stderr.flush()
+            os._exit(2)
+        if path is None and self.keep_going:
+            return
+        if not self.keep_going:
+            self.crash(scn, outcome, signature(scn, outcome, self.proto))
+
+    def crash(self, scn: Scenario, outcome: Outcome, sig: str) -> NoReturn:
+        """Stop on the finding as a crash whose innermost three frames name its root cause
+        (`epfuzz.triage.identity`): ClusterFuzz dedups Python crashes by those names."""
+        from epfuzz.triage.group import cause_of
+        from epfuzz.triage.identity import raise_finding
+
+        assert outcome.violation is not None
+        cause = (cause_of(scn, self.proto) if self.backend.deterministic else None) or sig
+        raise_finding(cause, Finding(outcome.violation, scn))
+
+
+def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
+    ours: dict[str, str] = {}
+    rest: list[str] = []
+    for a in argv:
+        if a.startswith("--") and a[2:].split("=")[0] in ("backend", "preset", "keep-going", "findings-dir"):
+            key, _, val = a[2:].partition("=")
+            ours[key] = val or "1"
+        else:
+            rest.append(a)
+    return ours, rest
+
+
+def main(protocol: str, argv: Sequence[str] | None = None) -> None:
+    import atheris
+
+    argv = list(sys.argv if argv is None else argv)
+    ours, rest = split_args(argv)
+    # children that libFuzzer spawns (-minimize_crash, -fork, -merge) get only its own
+    # flags, so hand ours down through the environment
+    for key, env in (("backend", "EPFUZZ_BACKEND"), ("preset", "EPFUZZ_PRESET"),
+                     ("keep-going", "EPFUZZ_KEEP_GOING"), ("findings-dir", "EPFUZZ_FINDINGS_DIR")):
+        if key in ours:
+            os.environ[env] = ours[key]
+    # finding cases go where libFuzzer puts its artifacts (-artifact_prefix, or the folder of
+    # -exact_artifact_path as -minimize_crash uses), else the working directory
+    prefix = next((a.split("=", 1)[1] for a in rest
+                   if a.startswith(("-artifact_prefix=", "-exact_artifact_path="))), "")
+    default_dir = Path(os.path.dirname(prefix) or ".")
+    try:
+        harness = Harness(
+            protocol,
+            preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET", "spec"),
+            backend=ours.get("backend") or os.environ.get("EPFUZZ_BACKEND", "sim"),
+            keep_going=bool(ours.get("keep-going") or os.environ.get("EPFUZZ_KEEP_GOING")),
+            findings_dir=Path(ours.get("findings-dir") or os.environ.get("EPFUZZ_FINDINGS_DIR")
+                              or default_dir),
+        )
+    except EpfuzzError as e:
+        sys.stderr.write(f"epfuzz: {e}\n")
+        raise SystemExit(2) from None
+    # the children libFuzzer spawns name their own artifact paths (relative ones, for
+    # -minimize_crash): they write their cases where this process does
+    os.environ["EPFUZZ_FINDINGS_DIR"] = str(harness.findings_dir.resolve())
+    # libFuzzer re-executes argv[0] through the shell for -minimize_crash, -fork and
+    # -merge; a .py file is not executable on its own, so name the interpreter too.
+    rest[0] = shlex.join([sys.executable, os.path.abspath(rest[0])])
+    # full-length inputs from the start: a short input decodes to the simplest scenario
+    if not any(a.startswith("-max_len=") for a in rest):
+        rest.append("-max_len=256")
+    if not any(a.startswith("-len_control=") for a in rest):
+        rest.append("-len_control=0")
+    kwargs = {}
+    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):  # the move registry (epfuzz.search.moves) as custom mutator
+        from epfuzz.search.engines.libfuzzer import mutator
+        from epfuzz.search.moves import Context
+
+        kwargs["custom_mutator"] = mutator(Context(harness.protocol, harness.proto, harness.preset,
+                                                   sim=harness.backend.name == "sim"))
+    if harness.backend.name == "sim":  # the semantic features as coverage (counters reserved before Setup)
+        from epfuzz.search.feedbacks import Counters
+
+        harness.counters = Counters()
+    # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
+    # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    atheris.Setup(rest, harness.test_one_input, **kwargs)
+    atheris.Fuzz()

@@ -1,0 +1,181 @@
+"""OSS-Fuzz / ClusterFuzzLite packaging, and a Docker-free stand-in for their build.
+
+`harnesses(DIR)` writes the OSS-Fuzz entry points, `<name>_fuzzer.py` per built-in protocol (the
+harness table is `epfuzz.continuous.targets`; these files only name it). `package(OUT)` writes, per harness,
+`<name>_seed_corpus.zip` (corpus files named by sha1), `<name>.dict` and `<name>.options` next to
+the fuzzers, as OSS-Fuzz expects. `local_build(OUT)` runs the project's build.sh with a shell function
+`compile_python_fuzzer` that does what OSS-Fuzz's does (PyInstaller --onefile of
+the harness plus a launcher script), then runs every produced fuzzer briefly.
+
+    python -m epfuzz.continuous.ossfuzz harnesses DIR
+    python -m epfuzz.continuous.ossfuzz package OUT
+    python -m epfuzz.continuous.ossfuzz local-build OUT [HARNESS ...]
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from epfuzz.cases.corpus import sha1
+from epfuzz.continuous.targets import harness_names, harness_protocol, seed_folder
+
+ROOT = Path(__file__).resolve().parent.parent.parent
+MAX_LEN = 256
+
+#: OSS-Fuzz's compile_python_fuzzer, minus the sanitizer preload that only exists in its images
+COMPILE_PYTHON_FUZZER = r'''
+compile_python_fuzzer() {
+  fuzzer_path=$1; shift
+  fuzzer_basename=$(basename -s .py "$fuzzer_path")
+  fuzzer_package=${fuzzer_basename}.pkg
+  pyinstaller --distpath "$OUT" --workpath "$WORK/pyinstaller" --specpath "$WORK/pyinstaller" \
+    --onefile --noconfirm --log-level WARN --name "$fuzzer_package" \
+    --collect-submodules epfuzz "$@" "$fuzzer_path"
+  cat > "$OUT/$fuzzer_basename" <<EOS
+#!/bin/sh
+# LLVMFuzzerTestOneInput for fuzzer detection.
+this_dir=\$(dirname "\$0")
+exec "\$this_dir/$fuzzer_package" "\$@"
+EOS
+  chmod +x "$OUT/$fuzzer_basename"
+}
+'''
+
+
+#: an OSS-Fuzz entry point: OSS-Fuzz finds targets by file name and compiles each file alone
+HARNESS_TEMPLATE = '''#!/usr/bin/env python3
+"""atheris harness for the `{protocol}` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+
+    python harnesses/{name}.py corpus/{name} -max_total_time=60
+
+Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
+(epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
+`epfuzz fuzz` runs.
+"""
+
+import sys
+
+from epfuzz.continuous.harness import main
+
+if __name__ == "__main__":
+    main("{protocol}", sys.argv)
+'''
+
+
+def harness_source(name: str) -> str:
+    """The entry point of harness `name`: generated, so the registry stays the one list of targets."""
+    return HARNESS_TEMPLATE.format(name=name, protocol=harness_protocol(name))
+
+
+def harnesses(folder: Path) -> list[Path]:
+    """Write every harness's entry point into `folder` (only those that differ); returns them all."""
+    folder.mkdir(parents=True, exist_ok=True)
+    out = []
+    for name in harness_names():
+        path = folder / f"{name}.py"
+        text = harness_source(name)
+        if not path.exists() or path.read_text() != text:
+            path.write_text(text)
+        out.append(path)
+    return out
+
+
+def _seed_files(name: str) -> list[Path]:
+    folder = seed_folder(name)
+    return sorted(f for f in folder.iterdir() if f.is_file()) if folder is not None else []
+
+
+def dictionary(name: str) -> str:
+    """libFuzzer dictionary: the encoded knob prefixes of the seeds (knobs decode first)."""
+    entries = set()
+    for f in _seed_files(name):
+        data = f.read_bytes()
+        if len(data) >= 4:
+            entries.add(data[:8])
+    lines = [f"# {name}: knob vectors of the seed scenarios (first bytes of the encoding)"]
+    for i, e in enumerate(sorted(entries)):
+        lines.append(f'seed_{i}="' + "".join(f"\\x{b:02x}" for b in e) + '"')
+    return "\n".join(lines) + "\n"
+
+
+def options(name: str) -> str:
+    """What ClusterFuzz must not randomize for this target, each with why (its strategies pick a random
+    -max_len 15% of the time; libFuzzer's length control starts inputs short). `fork` is left to
+    ClusterFuzz: a crash in a fork child is reported with the same three named frames
+    (tests/harness/test_crash_identity.py runs the harness under -fork)."""
+    return (f"[libfuzzer]\n"
+            f"# an input decodes to a whole scenario whatever its length; past {MAX_LEN} bytes nothing more is read,\n"
+            f"# and a shorter cap leaves schedule and fault entries unreachable\n"
+            f"max_len = {MAX_LEN}\n"
+            f"# short inputs decode to the simplest scenario: grow nothing, start at full length\n"
+            f"len_control = 0\n"
+            f"dict = {name}.dict\n")
+
+
+def package(out: Path) -> list[Path]:
+    out.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name in harness_names():
+        z = out / f"{name}_seed_corpus.zip"
+        with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
+            for f in _seed_files(name):
+                data = f.read_bytes()
+                zf.writestr(sha1(data), data)
+        (out / f"{name}.dict").write_text(dictionary(name))
+        (out / f"{name}.options").write_text(options(name))
+        written += [z, out / f"{name}.dict", out / f"{name}.options"]
+    return written
+
+
+def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) -> dict[str, str]:
+    """Run build.sh as OSS-Fuzz would, without Docker; then run each fuzzer briefly."""
+    out.mkdir(parents=True, exist_ok=True)
+    work = out.parent / f".{out.name}-work"
+    work.mkdir(exist_ok=True)
+    # the builder image's Python: a fresh virtualenv, so `pip3 install .` never touches the caller's
+    venv = work / "venv"
+    if not (venv / "bin" / "pip3").exists():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    build = (ROOT / ".clusterfuzzlite" / "build.sh").read_text()
+    env = {**os.environ, "OUT": str(out), "SRC": str(ROOT.parent), "WORK": str(work),
+           "EPFUZZ_SRC": str(ROOT), "EPFUZZ_ONLY": " ".join(only or []),
+           "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
+    script = COMPILE_PYTHON_FUZZER + "\n" + build
+    subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, check=True)
+    results = {}
+    for f in sorted(out.iterdir()):
+        if f.suffix or not f.name.endswith("_fuzzer") or not f.stat().st_mode & stat.S_IXUSR:
+            continue
+        p = subprocess.run([str(f), f"-max_total_time={run_seconds}", "-print_final_stats=1"],
+                           capture_output=True, text=True, timeout=300, cwd=work)
+        ok = "stat::number_of_executed_units" in p.stderr
+        results[f.name] = "ran" if ok else f"failed (exit {p.returncode}): {p.stderr[-300:]}"
+    return results
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) >= 2 and argv[0] == "harnesses":
+        for p in harnesses(Path(argv[1])):
+            print(p)
+        return 0
+    if len(argv) >= 2 and argv[0] == "package":
+        for p in package(Path(argv[1])):
+            print(p)
+        return 0
+    if len(argv) >= 2 and argv[0] == "local-build":
+        res = local_build(Path(argv[1]), argv[2:] or None)
+        for k, v in res.items():
+            print(f"{k}: {v}")
+        return 0 if res and all(v == "ran" for v in res.values()) else 1
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
+

@@ -1,0 +1,74 @@
+"""The named fuzz targets ("harnesses"): one per built-in protocol, read off the protocol registry.
+
+A harness is `<protocol>_fuzzer`, the OSS-Fuzz name. What runs it is one entry script inside the
+package (`epfuzz/continuous/plugin_fuzzer.py --protocol=NAME`), and its seeds are the corpus shipped with the
+package, so `epfuzz fuzz NAME`, `corpus merge/prune NAME` and `epfuzz list` work from any folder of
+a pip install: the top-level `harnesses/` files are thin OSS-Fuzz entry points generated from this
+table (`python -m epfuzz.continuous.ossfuzz harnesses DIR`), never looked up.
+
+Seeds come from the checkout's `corpus/` when epfuzz runs from one (where `make seeds` writes), else
+from the copy the wheel carries (`epfuzz/_corpus/`, setup.py puts it there).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from epfuzz.guest.vm_tree import source_root
+from epfuzz.infra.errors import InputError
+
+#: the epfuzz package folder
+PACKAGE = Path(__file__).resolve().parent.parent
+#: the one harness script every named target and every plug-in protocol runs under libFuzzer (beside this)
+ENTRY = PACKAGE / "plugin_fuzzer.py"
+SUFFIX = "_fuzzer"
+#: the corpus copied into the wheel (setup.py's build_py)
+SHIPPED_CORPUS = PACKAGE / "_corpus"
+
+
+def harness_names() -> list[str]:
+    from epfuzz.protocols import BUILTIN
+
+    return sorted(f"{p}{SUFFIX}" for p in BUILTIN)
+
+
+def harness_name(name: str) -> str:
+    """The harness `name` means (`deepep_v2_dispatch`, `..._fuzzer` or `..._fuzzer.py`), or an
+    `InputError` that lists the known ones."""
+    name = name.removesuffix(".py")
+    if not name.endswith(SUFFIX):
+        name += SUFFIX
+    if name not in harness_names():
+        raise InputError(f"unknown harness {name!r}; known: {', '.join(harness_names())}")
+    return name
+
+
+def harness_protocol(name: str) -> str:
+    return harness_name(name).removesuffix(SUFFIX)
+
+
+def entry_command(protocol: str) -> list[str]:
+    """The argv prefix that runs `protocol` (a built-in name or a `module:Attr` plug-in) under
+    libFuzzer through the one entry script (corpus folders and flags follow)."""
+    return [sys.executable, str(ENTRY), f"--protocol={protocol}"]
+
+
+def harness_command(name: str) -> list[str]:
+    """The argv prefix that runs harness `name` under libFuzzer."""
+    return entry_command(harness_protocol(name))
+
+
+def corpus_root() -> Path | None:
+    """The folder of seed corpora and pinned cases: the checkout's corpus/, else the shipped copy."""
+    root = source_root(PACKAGE)
+    if root is not None and (root / "corpus").is_dir():
+        return root / "corpus"
+    return SHIPPED_CORPUS if SHIPPED_CORPUS.is_dir() else None
+
+
+def seed_folder(name: str) -> Path | None:
+    """The seed corpus of harness (or plug-in harness) `name`, if one ships; it is only ever read."""
+    root = corpus_root()
+    folder = root / name if root is not None else None
+    return folder if folder is not None and folder.is_dir() else None

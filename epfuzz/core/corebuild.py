@@ -1,0 +1,93 @@
+"""Compile the emulator's hot modules with mypyc, beside their sources (`make install` runs this).
+
+    .venv/bin/python -m epfuzz.core.corebuild          # build (a failure leaves the pure path, exit 0)
+    .venv/bin/python -m epfuzz.core.corebuild --clean  # remove the extensions and the manifest
+
+mypyc (from the `mypy` package on PyPI, the `core` extra) turns the typed modules of
+`epfuzz.core.native.COMPILED` into C extensions; gcc and the Python headers do the rest.
+The sources stay the reference: `epfuzz.core.native` loads them instead whenever the
+extensions are missing, stale or unwanted, and the equivalence test runs both paths.
+A build that fails prints one line and exits 0, so `make install` never stops on it;
+the emulator is then pure Python, only slower.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from epfuzz.core import native
+
+ROOT = native.PACKAGE_DIR.parent
+
+
+def clean() -> int:
+    """Remove every built extension of the compiled set, mypyc's shared library and the manifest."""
+    removed = 0
+    for name in native.COMPILED:
+        while (p := native.extension(name)) is not None:
+            p.unlink()
+            removed += 1
+    for p in native.PACKAGE_DIR.glob("*__mypyc*"):
+        p.unlink()
+        removed += 1
+    native.MANIFEST.unlink(missing_ok=True)
+    return removed
+
+
+def _compile(tmp: str) -> None:
+    """mypyc + setuptools' build_ext in `tmp` (away from pyproject.toml), then the extensions beside the sources."""
+    from mypyc.build import mypycify
+    from setuptools import setup
+
+    files = [str(native.source(n)) for n in native.COMPILED]
+    exts = mypycify(files + ["--follow-imports=silent", "--ignore-missing-imports"], opt_level="3",
+                    target_dir=os.path.join(tmp, "c"), group_name="epfuzz._core")
+    lib = os.path.join(tmp, "lib")
+    jobs = str(max(1, min(4, os.cpu_count() or 1)))
+    os.chdir(tmp)
+    setup(name="epfuzz-core", ext_modules=exts, script_args=[
+        "-q", "build_ext", "--build-lib", lib, "--build-temp", os.path.join(tmp, "o"), "--parallel", jobs])
+    for so in Path(lib).rglob("*"):
+        if so.is_file():
+            dest = ROOT / so.relative_to(lib)
+            shutil.copyfile(so, dest)
+
+
+def build() -> int:
+    """Compile, then record the sources' hash; on any failure, clean up and say so in one line."""
+    t0 = time.monotonic()
+    clean()
+    cwd = os.getcwd()
+    try:
+        with tempfile.TemporaryDirectory(prefix="epfuzz-core-") as tmp:
+            _compile(tmp)
+        native.MANIFEST.write_text(json.dumps({"sources": native.digest(), "python": sys.version.split()[0]}) + "\n")
+    except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure means: run the pure path
+        clean()
+        print(f"epfuzz: compiled emulator not built ({type(e).__name__}: {str(e)[:200]}); using pure Python")
+        return 0
+    finally:
+        os.chdir(cwd)
+    print(f"epfuzz: compiled emulator built ({len(native.COMPILED)} modules, {time.monotonic() - t0:.0f} s)")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--clean", action="store_true", help="remove the extensions and the manifest")
+    a = ap.parse_args(argv)
+    if a.clean:
+        print(f"epfuzz: removed {clean()} compiled files")
+        return 0
+    return build()
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,129 @@
+"""Which emulator modules this process runs: the mypyc-compiled ones or their pure-Python sources.
+
+`make install` compiles the hot `sim` modules with mypyc (`epfuzz.core.corebuild`); each
+extension sits beside its `.py`, and Python's own import system prefers it. This
+module decides, once per process and for all of them together (compiled code calls
+its compiled neighbours directly, so a mix is never loaded), whether to keep that
+preference or to load the sources instead. Sources win when:
+
+- `EPFUZZ_PURE=1` (the equivalence test runs the pure path this way);
+- (atheris no longer counts: nothing of epfuzz is line-instrumented, issue 34.2, so a harness
+  runs the compiled emulator too; its coverage is the semantic features);
+- the extensions are stale: a source changed after the build (the manifest's hash
+  differs), or no manifest says they were built from these sources. A one-line note
+  says so; `make install` rebuilds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.abc
+import importlib.machinery
+import importlib.util
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from types import ModuleType
+
+PACKAGE_DIR = Path(__file__).resolve().parent.parent
+#: the modules mypyc compiles, in dependency order (`epfuzz.core.corebuild` builds exactly these)
+COMPILED: tuple[str, ...] = (
+    "epfuzz.sim.packets", "epfuzz.sim.adversary", "epfuzz.sim.responder", "epfuzz.sim.pass_rules",
+    "epfuzz.sim.nvlink", "epfuzz.sim.requester", "epfuzz.sim.memory", "epfuzz.sim.receive",
+    "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload", "epfuzz.model.epoch",
+    "epfuzz.model.oracle",
+)
+MANIFEST = PACKAGE_DIR / "_core_manifest.json"
+
+_choice: str | None = None  # "compiled" or "pure", fixed by the first compiled-set import
+
+
+def source(name: str) -> Path:
+    return PACKAGE_DIR.parent.joinpath(*name.split(".")).with_suffix(".py")
+
+
+def extension(name: str) -> Path | None:
+    """The built extension of module `name`, if there is one beside its source."""
+    src = source(name)
+    for suffix in importlib.machinery.EXTENSION_SUFFIXES:
+        p = src.with_suffix(suffix)
+        if p.exists():
+            return p
+    return None
+
+
+def digest(names: Sequence[str] = COMPILED) -> str:
+    """One hash over the sources: what the manifest records at build time."""
+    h = hashlib.sha256()
+    for name in names:
+        h.update(name.encode())
+        h.update(source(name).read_bytes())
+    return h.hexdigest()
+
+
+def stale_reason() -> str | None:
+    """Why the extensions cannot be used (None: they are complete and built from these sources)."""
+    if any(extension(n) is None for n in COMPILED):
+        return "not every compiled module was built"
+    if not all(source(n).exists() for n in COMPILED):
+        return None  # a frozen bundle (OSS-Fuzz's PyInstaller build) ships extensions without sources
+    try:
+        built = json.loads(MANIFEST.read_text())["sources"]
+    except (OSError, ValueError, KeyError):
+        return f"no readable {MANIFEST.name}"
+    return None if built == digest() else "a source changed after the build (make install rebuilds)"
+
+
+def decide() -> str:
+    """'compiled' or 'pure' for this process (decided once; see the module docstring)."""
+    global _choice
+    if _choice is None:
+        if not any(extension(n) for n in COMPILED):
+            _choice = "pure"  # nothing built: the sources load the ordinary way, no note needed
+        elif os.environ.get("EPFUZZ_PURE") == "1":
+            _choice = "pure"
+        else:
+            why = stale_reason()
+            if why is not None:
+                sys.stderr.write(f"epfuzz: compiled emulator not used ({why}); running the pure-Python one\n")
+            _choice = "pure" if why else "compiled"
+    return _choice
+
+
+def running() -> str:
+    """What the emulator in this process actually runs, by the loaded module: 'compiled' or 'pure'."""
+    mod = sys.modules.get("epfuzz.sim.engine") or importlib.import_module("epfuzz.sim.engine")
+    return "pure" if str(mod.__file__).endswith(".py") else "compiled"
+
+
+def describe() -> str:
+    """Which emulator this process runs and, when it is the pure one, why and how to get the compiled
+    one (`epfuzz list` prints it: a plain `pip install` builds no extension)."""
+    if running() == "compiled":
+        return "runs compiled (mypyc)"
+    if not any(extension(n) for n in COMPILED):
+        why = "not built in this install"
+    elif os.environ.get("EPFUZZ_PURE") == "1":
+        why = "EPFUZZ_PURE=1"
+    else:
+        why = stale_reason() or "not loaded"
+    return (f"runs pure Python, slower (compiled core: {why}; to build it: `make install` in a checkout, "
+            "or pip install 'epfuzz[core]' then python -m epfuzz.core.corebuild)")
+
+
+class PureFinder(importlib.abc.MetaPathFinder):
+    """Loads a compiled-set module from its `.py` when `decide()` says pure; otherwise stays out of the way."""
+
+    def find_spec(self, fullname: str, path: Sequence[str] | None = None,
+                  target: ModuleType | None = None) -> importlib.machinery.ModuleSpec | None:
+        if fullname not in COMPILED or decide() != "pure" or not source(fullname).exists():
+            return None  # no source (a frozen bundle): the ordinary import finds what there is
+        return importlib.util.spec_from_file_location(fullname, source(fullname))
+
+
+def install() -> None:
+    """Put the finder first on `sys.meta_path` (idempotent): called by `epfuzz/__init__.py`."""
+    if not any(isinstance(f, PureFinder) for f in sys.meta_path):
+        sys.meta_path.insert(0, PureFinder())

@@ -1,0 +1,139 @@
+"""A (protocol, preset) decode plan compiled to one straight-line Python function.
+
+The fuzzer decodes every input, and walking the plan costs three calls per field
+(slot -> spec.draw -> draw_int -> ChoiceReader.draw) plus one per section. The
+compiled function does the same draws in the same order, inlined on a local
+stream position: constant bounds baked in, bounds that depend on earlier fields
+(`hi_from`, `hi_fn`) and log-scale ints computed in place, sections inlined,
+pinned values as constants. Lists (`IntsField`, `ItemsField`) still call their
+spec's `draw` (items through their own compiled plan). The bytes -> scenario
+mapping is exactly the plan walk's (`_Plan.walk_decode`; tests/scenario compare
+the two, bench/equivalence.py the emulator on top).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, Protocol
+
+from epfuzz.ir.choices import ChoiceReader, _width
+from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, SectionField, Values
+
+
+class SlotLike(Protocol):
+    name: str
+    path: str
+    spec: FieldSpec
+    fixed: Any
+    nested: Any
+
+
+class PlanLike(Protocol):
+    cls: type
+    slots: list[Any]
+
+
+Decoder = Callable[[ChoiceReader, Values], Any]
+
+
+class _Source:
+    """The function body being written, and the constants it refers to by name."""
+
+    def __init__(self) -> None:
+        self.lines: list[str] = []
+        self.env: dict[str, Any] = {}
+        self.count = 0
+
+    def const(self, value: Any) -> str:
+        name = f"k{len(self.env)}"
+        self.env[name] = value
+        return name
+
+    def var(self) -> str:
+        self.count += 1
+        return f"v{self.count}"
+
+
+def _draw(lo: int, hi: int) -> str:
+    """`ChoiceReader.draw(lo, hi)` with constant bounds, inlined on the local `pos` (the bytes it takes: "+ n")."""
+    span = hi - lo + 1
+    if span <= 1:
+        return str(lo)
+    if span <= 256:
+        return f"{lo} + (data[pos] % {span} if pos < end else 0)  # +1"
+    n = _width(span)
+    return f"{lo} + int.from_bytes(data[pos:pos + {n}].ljust({n}, b'\\0'), 'big') % {span}  # +{n}"
+
+
+def _dyn_draw(v: str, lo: str, hi: str) -> list[str]:
+    """`ChoiceReader.draw(lo, hi)` with bounds known only at decode time (names of locals or constants)."""
+    return [f"_s = {hi} - {lo} + 1",
+            f"if _s <= 1: {v} = {lo}",
+            f"elif _s <= 256: {v} = {lo} + (data[pos] % _s if pos < end else 0); pos += 1",
+            f"else: r.pos = pos; {v} = draw({lo}, {hi}); pos = r.pos"]
+
+
+def _int_lines(src: _Source, v: str, spec: IntField) -> list[str]:
+    """An `IntField` draw (`fields.draw_int` over `IntField.hi_for`) as statements."""
+    if spec.hi_fn is not None:
+        hi = [f"_hi = max({spec.lo}, min({spec.hi}, {src.const(spec.hi_fn)}(values)))"]
+    elif spec.hi_from is not None:
+        hi = [f"_hi = min({spec.hi}, int(values[{spec.hi_from!r}]) - 1)"]
+    else:
+        hi = [f"_hi = {spec.hi}"]
+    if not spec.log:
+        return [*hi, *_dyn_draw(v, str(spec.lo), "_hi")]
+    # log scale: a bit length, then the value within it (fields._mantissa_range)
+    return [*hi, *_dyn_draw("_b", str(spec.lo.bit_length()), "_hi.bit_length()"),
+            "if _b == 0: _mlo = _mhi = _base = 0",
+            f"else: _base = 1 << (_b - 1); _mlo = max({spec.lo}, _base) - _base; "
+            "_mhi = min(_hi, 2 * _base - 1) - _base",
+            *_dyn_draw("_m", "_mlo", "_mhi"),
+            f"{v} = _base + _m"]
+
+
+def _slot_lines(src: _Source, v: str, s: SlotLike, free: object) -> list[str]:
+    """Statements that leave slot `s`'s value in `v`."""
+    spec = s.spec
+    if s.fixed is not free:
+        return [f"{v} = {src.const(s.fixed)}"]
+    if isinstance(spec, SectionField):
+        return [f"{v} = {_emit(src, s.nested, free)}"]
+    if isinstance(spec, BoolField):
+        expr = _draw(0, 1)
+        return [f"{v} = ({expr.split('  #')[0]}) != 0; pos += 1"]
+    if isinstance(spec, ChoiceField):
+        expr, _, took = _draw(0, len(spec.options) - 1).partition("  # +")
+        return [f"{v} = {src.const(spec.options)}[{expr}]" + (f"; pos += {took}" if took else "")]
+    if isinstance(spec, IntField):
+        if spec.log or spec.hi_fn is not None or spec.hi_from is not None:
+            return _int_lines(src, v, spec)
+        expr, _, took = _draw(spec.lo, spec.hi).partition("  # +")
+        return [f"{v} = {expr}" + (f"; pos += {took}" if took else "")]
+    return [f"r.pos = pos; {v} = {src.const(spec)}.draw(r, values, {src.const(s.nested)}); pos = r.pos"]
+
+
+def _emit(src: _Source, plan: PlanLike, free: object) -> str:
+    """Append the lines that decode one instance of `plan.cls`; the variable holding it."""
+    args = []
+    for s in plan.slots:
+        v = src.var()
+        src.lines += [f"    {line}" for line in _slot_lines(src, v, s, free)]
+        src.lines.append(f"    values[{s.path!r}] = {v}")
+        args.append(f"{s.name}={v}")
+    obj = src.var()
+    src.lines.append(f"    {obj} = {src.const(plan.cls)}({', '.join(args)})")
+    return obj
+
+
+def compile_plan(plan: PlanLike, free: object) -> Decoder:
+    """The decoder of `plan` (`free` marks a slot that is not pinned)."""
+    src = _Source()
+    src.lines.append("    draw, data, pos = r.draw, r.data, r.pos")
+    src.lines.append("    end = len(data)")
+    result = _emit(src, plan, free)
+    code = "def decode(r, values):\n" + "\n".join(src.lines) + f"\n    r.pos = pos\n    return {result}\n"
+    namespace = dict(src.env)
+    exec(compile(code, f"<decoder {plan.cls.__name__}>", "exec"), namespace)  # noqa: S102 - our own source
+    fn: Decoder = namespace["decode"]
+    return fn

@@ -1,0 +1,298 @@
+"""Explain a finding in RDMA and PCIe terms: the timeline, the rule cell behind each
+overtake, the stale bytes, and which knobs make it disappear.
+
+The knob analysis flips one knob at a time and asks the exhaustive explorer
+whether *any* allowed order still accepts an unfinished buffer (falling back to
+the same schedule when the scenario is too large to enumerate), so "safe" means
+safe for every schedule of this scenario, not just the one that was found.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from epfuzz.infra.errors import InputError
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import TlpType
+from epfuzz.protocols.base import Protocol
+from epfuzz.sim.engine import SimRun, simulate
+from epfuzz.sim.packets import FlushWait, PacketKind, Tlp, TlpAction
+
+#: what explain calls a knob (the dotted path is shown beside it)
+LABELS = {
+    "knobs.mr_relaxed": "MR registered relaxed",
+    "knobs.nic_relaxed_ordering": "NIC sets RO",
+    "knobs.atomic_mode": "PCI atomic mode",
+    "knobs.hca_o920": "HCA enforces o9-20",
+    "signal.fence": "fence on the signal",
+    "signal.other_qp": "signal on another QP",
+    "signal.kind": "signal kind",
+    "knobs.adaptive_routing": "adaptive routing",
+    "knobs.ido": "IDO",
+}
+
+PK_NAMES = {PacketKind.WRITE: "RDMA WRITE", PacketKind.VALUE: "RDMA WRITE (flag)",
+            PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND"}
+
+
+def tlp_name(t: Tlp) -> str:
+    a = t.attrs
+    if a.type == TlpType.NP_DATA:
+        base = "AtomicOp"
+    elif t.action == TlpAction.READ:
+        base = "MemRd"
+    elif t.action == TlpAction.CQE:
+        base = "MemWr(CQE)"
+    elif t.action == TlpAction.ADD:
+        base = "MemWr(RMW)"
+    else:
+        base = "MemWr"
+    flags = [f for f, on in (("RO", a.ro), ("IDO", a.ido)) if on]
+    return f"{base}({','.join(flags)})" if flags else base
+
+
+def describe(t: Tlp, run: SimRun) -> str:
+    what = f"{t.region} bytes {t.off}-{t.off + t.length - 1}"
+    if t.region == "data":
+        lay = run.layout
+        first, last = t.off // lay.token_bytes, (t.off + t.length - 1) // lay.token_bytes
+        toks = sorted({lay.token_of(s // lay.slots_per_channel, s % lay.slots_per_channel)
+                       for s in range(first, last + 1)})
+        what = f"token {toks[0]}" if len(toks) == 1 else f"tokens {toks}"
+        what += f", bytes {t.off}-{t.off + t.length - 1}"
+    return what
+
+
+@dataclass
+class Explanation:
+    run: SimRun
+    overtakes: list[str]
+    knobs_needed: list[str]
+    knobs_irrelevant: list[str]
+    method: str
+    lines: list[str] = field(default_factory=list)
+
+    @property
+    def rule_cells(self) -> set[str]:
+        return {r for _, _, r in self.run.tlp_inversions}
+
+    def text(self) -> str:
+        return "\n".join(self.lines)
+
+
+def explain(scn: Scenario, proto: Protocol) -> Explanation:
+    run = simulate(scn, proto)
+    if run.violation is None:
+        raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
+    v = run.violation
+    L: list[str] = [f"finding: {v.summary()}", "", "timeline"]
+    posts = [((w.epoch, w.post), f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {type(w.op).__name__} "
+              f"on QP {w.qp}" + (" [fence]" if getattr(w.op, "fence", False) else "")) for w in run.wrs]
+    posts += [((f.epoch, f.at), flush_line(f)) for f in run.flushes]
+    L += [line for _, line in sorted(posts, key=lambda x: x[0])]
+    for p in run.packets:
+        L.append(f"  t={p.arrive:>6} ns  packet {p.seq}: QP {p.qp} PSN {p.psn} {PK_NAMES[p.kind]} "
+                 f"{p.region} bytes {p.off}-{p.off + max(p.length, 1) - 1} arrives (sent {p.depart} ns)")
+    L.append("  PCIe visibility order (position: TLP)")
+    pos = 0
+    # an accept at an epoch's start (trigger -1) follows no TLP: the receiver's first look
+    polls = (f"    receiver looks as epoch {v.epoch} starts, before any of its TLPs, and accepts {v.what}"
+             if v.trigger == -1 else f"    receiver polls here and accepts {v.what}")
+    if v.kind == "stale-accept" and v.position == 0:
+        L.append(polls)
+    overtakers = {id(a) for a, _, _ in run.tlp_inversions}
+    for t in run.order:
+        mark = "  <== overtook" if id(t) in overtakers else ""
+        n = f"{t.n} TLPs" if t.n > 1 else "TLP"
+        L.append(f"    {pos:>4}: {n} {t.seq}{'-' + str(t.seq + t.n - 1) if t.n > 1 else ''} "
+                 f"{tlp_name(t)} QP {t.qp}, {describe(t, run)}{mark}")
+        pos += t.n
+        if v.kind == "stale-accept" and pos == v.position:
+            L.append(polls)
+            break
+    overtakes = overtake_lines(run)
+    L.append("")
+    L.append("overtakes")
+    L += [f"  {o}" for o in overtakes] or [f"  none: {_no_overtake_reason(run)}"]
+    if v.kind == "stale-accept":
+        L.append("")
+        shown = min(8, len(v.bad_chunks))
+        count = v.stale_chunks or len(v.bad_chunks)
+        L.append(f"stale bytes: {v.bad_bytes} in {count} chunk(s) of {v.what}"
+                 + (f" (the first {shown} shown):" if count > shown else ":"))
+        for off, cls in v.bad_chunks[:shown]:
+            L.append(f"  {v.region}+{off}: {cls}")
+    needed, irrelevant, unused, method = _needs_lines(scn, proto, run, L)
+    return Explanation(run, overtakes, needed, irrelevant, method, L)
+
+
+def flush_line(f: FlushWait) -> str:
+    """A Flush in the timeline, with the completion clause (`epfuzz.model.ordering.COMPLETION_CLAUSES`) it waited by."""
+    head = f"  t={f.at:>6} ns  channel {f.channel} Flush QP {f.qp}"
+    if f.wr < 0:
+        return head + ": nothing posted on it, no wait"
+    return head + f": waits for WR {f.wr} ({f.clause}: local completion), resumes t={f.done} ns"
+
+
+def _flushed(run: SimRun) -> dict[int, FlushWait]:
+    """WR id -> the first Flush that waited for it (every WR of the QP up to the awaited one, IB-sq-order)."""
+    out: dict[int, FlushWait] = {}
+    for f in run.flushes:
+        for w in run.wrs:
+            if w.epoch == f.epoch and w.qp == f.qp and w.id <= f.wr:
+                out.setdefault(w.id, f)
+    return out
+
+
+def overtake_lines(run: SimRun) -> list[str]:
+    """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports.
+    A pass of a flushed WR's TLP across QPs says so: the Flush was local completion only."""
+    flushed = _flushed(run)
+
+    def note(a: Tlp, b: Tlp, r: str) -> str:
+        f = flushed.get(b.wr)
+        if r != "xQP" or f is None:
+            return ""
+        return (f" (WR {b.wr} was flushed by channel {f.channel} at t={f.done} ns: IB-local-only, the responder "
+                "had its bytes, not memory)")
+
+    out = [f"{r}: {tlp_name(a)} of {describe(a, run)} passed {tlp_name(b)} of {describe(b, run)}{note(a, b, r)}"
+           for a, b, r in run.tlp_inversions]
+    out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
+            for a, b, r in run.packet_inversions]
+    return out
+
+
+def _no_overtake_reason(run: SimRun) -> str:
+    """Without overtakes the order is the one posted: across QPs that is timing, on one QP the program."""
+    qps = {w.qp for w in run.wrs}
+    if len(qps) > 1:
+        return "arrival order alone exposes it (timing across QPs)"
+    return "the order the protocol posts in exposes it, on one QP, with no reordering"
+
+
+def _fence_posted(run: SimRun) -> bool:
+    return any(getattr(w.op, "fence", False) for w in run.wrs)
+
+
+def _label(path: str, value: object) -> str:
+    return f"{LABELS[path]} ({path}={value})" if path in LABELS else f"{path}={value}"
+
+
+def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
+                 L: list[str]) -> tuple[list[str], list[str], list[str], str]:
+    """What the finding needs, field by field (`epfuzz.triage.cause.needs`, the analysis the bug
+    table's root cause reads too): (knobs needed, knobs that do not matter, signal fields the
+    protocol does not follow, check method), written to `L`.
+
+    A `signal.*` field is the protocol's to follow: a plug-in may fence its own signal whatever
+    `signal.fence` says, so a value that leaves the posted ops unchanged is reported as not
+    followed, never as "does not matter" (issue 18.7)."""
+    from epfuzz.backends import get_backend
+    from epfuzz.backends.base import SIGNATURE_FIELDS
+    from epfuzz.triage.cause import needs
+
+    kind = run.violation.kind if run.violation else None
+    # the default knobs too: a plug-in's signature leaves out the signal fields it does not follow,
+    # which explain names as such (the root cause, from the signature alone, agrees on the rest)
+    fields = tuple(dict.fromkeys(SIGNATURE_FIELDS + get_backend("sim").signature_fields(proto)))
+    got = needs(scn, proto, kind, fields)
+    needed = [_label(n.path, n.value) + (f", pinned by the {n.pinned}" if n.pinned else "") for n in got.knobs]
+    irrelevant = [_label(p, scn.get_path(p)) for p in got.irrelevant]
+    unused = [f"{p}={scn.get_path(p)}: the same ops either way"
+              + (" (it posts fenced WRs itself)" if p == "signal.fence" and _fence_posted(run) else "")
+              for p in got.unfollowed]
+    L.append("")
+    L.append(f"knobs without which the finding disappears ({got.method} check):")
+    L += [f"  {k}" for k in needed] or ["  none: no other value of a knob makes it safe"]
+    shape = [f"  {n.path}={_value(n.value)}: not with {', '.join(map(_value, n.without))}" for n in got.shape]
+    if shape:
+        L.append("the shape it needs (with any simpler value tried, no allowed order shows it):")
+        L += shape
+    if irrelevant:
+        L.append("knobs that do not matter here:")
+        L += [f"  {k}" for k in irrelevant]
+    if unused:
+        L.append("scenario fields this protocol's ops do not follow:")
+        L += [f"  {k}" for k in unused]
+    return needed, irrelevant, unused, got.method
+
+
+def _value(v: object) -> str:
+    """A field value as JSON writes it (a list of spins, not a tuple of dataclasses)."""
+    import json
+
+    from epfuzz.ir.scenario import _to_plain
+
+    return json.dumps(_to_plain(v), separators=(",", ":"))
+
+
+def _fits(text: str, units: float, pt_per_unit: float, size: float) -> bool:
+    """Whether a label fits its bar: labels wider than their bar run into the next ("RDMARDMA")."""
+    return len(text) * 0.75 * size <= units * pt_per_unit
+
+
+def plot(exp: Explanation, path: Path) -> Path:
+    """Lanes for each QP (packets by arrival), PCIe (TLPs by visibility), memory and the receiver."""
+    import textwrap
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import MaxNLocator
+
+    run = exp.run
+    v = run.violation
+    qps = sorted({p.qp for p in run.packets})
+    lanes = [f"QP {q}" for q in qps] + ["PCIe", "memory", "receiver"]
+    span = max(len(run.packets), sum(t.n for t in run.order), 1)
+    width = min(40.0, max(11.0, 0.45 * span))         # wide enough for a label per bar where possible
+    fig, ax = plt.subplots(figsize=(width, 1.6 + 0.6 * len(lanes)))
+    pt = width * 72 * 0.8 / span                          # points per rank, about (the axes take ~80%)
+    overtakers = {id(a) for a, _, _ in run.tlp_inversions}
+    # packets: x = arrival rank
+    for rank, p in enumerate(run.packets):
+        y = lanes.index(f"QP {p.qp}")
+        ax.barh(y, 0.9, left=rank, color="tab:orange" if p.kind == PacketKind.ATOMIC else "tab:blue")
+        label = PK_NAMES[p.kind].split()[0][:5]
+        if _fits(label, 0.9, pt, 7):
+            ax.text(rank + 0.45, y, label, ha="center", va="center", fontsize=7)
+    overtaken = {id(b) for _, b, _ in run.tlp_inversions}
+    accept = v.position if v is not None and v.kind == "stale-accept" else None
+    pos = 0
+    for t in run.order:
+        late = accept is not None and pos >= accept
+        color = ("tab:red" if id(t) in overtakers else "gold" if id(t) in overtaken
+                 else "tab:orange" if t.region != "data" else "tab:green")
+        ax.barh(lanes.index("PCIe"), t.n * 0.95, left=pos, color=color, alpha=0.35 if late else 1.0,
+                hatch="//" if id(t) in overtaken else None)
+        if _fits(tlp_name(t), t.n * 0.95, pt, 6):
+            ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
+        if t.region == "data":
+            ax.barh(lanes.index("memory"), t.n * 0.95, left=pos, color="lightgray" if late else "tab:green")
+            label = describe(t, run).split(",")[0]
+            if _fits(label, t.n * 0.95, pt, 6):
+                ax.text(pos + t.n / 2, lanes.index("memory"), label, ha="center", va="center", fontsize=6)
+        pos += t.n
+    ax.set_xlim(0, span)
+    if accept is not None and v is not None:
+        ax.axvline(accept, color="black", linestyle="--")
+        right = accept > span / 2                          # write towards the wider side, inside the axes
+        ax.text(accept + (-0.3 if right else 0.3), lanes.index("receiver"),
+                f"accepts {v.what}: {v.bad_bytes} bytes not landed", ha="right" if right else "left",
+                va="center", fontsize=8, clip_on=True)
+    ax.set_yticks(range(len(lanes)), lanes)
+    ax.set_ylim(len(lanes) - 0.5, -0.5)                   # top to bottom; the receiver lane clear of the axis
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))  # ranks and positions are whole numbers
+    ax.set_xlabel("QP lanes: packet arrival rank; PCIe and memory: visibility position in TLPs\n"
+                  "blue: data packet, orange: atomic packet or signal TLP, green: data TLP, red: overtaker, "
+                  "hatched: overtaken, pale: landed after the receiver accepted")
+    title = f"{run.scenario.protocol}: " + "; ".join(exp.overtakes[:2])
+    ax.set_title("\n".join(textwrap.wrap(title, int(width * 72 / (0.6 * 9)))[:3]), fontsize=9)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path)
+    plt.close(fig)
+    return path

@@ -1,0 +1,121 @@
+"""`epfuzz report RUN_DIR`: exec/s and coverage over time, bugs by root cause (markdown + PNG)."""
+
+from __future__ import annotations
+
+import csv
+import sys
+from collections import Counter
+from pathlib import Path
+
+from epfuzz.cases.corpus import load_case, write_atomic
+from epfuzz.infra.errors import InputError
+
+COLUMNS = ("seconds", "execs", "exec_per_s", "cov", "corpus", "findings", "rss_mb")
+
+
+def load_series(run_dir: Path) -> list[dict[str, float]]:
+    """progress.csv's rows; a row cut short (a run killed mid-write, a full disk) is skipped and counted
+    on stderr, a file that is no progress.csv at all is one line, exit 2 (a truncated one was exit 3)."""
+    path = run_dir / "progress.csv"
+    if not path.exists():
+        raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)")
+    try:
+        with path.open(newline="", errors="replace") as f:
+            reader = csv.DictReader(f)
+            if reader.fieldnames is None or not set(COLUMNS) <= set(reader.fieldnames):
+                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})")
+            rows, bad = [], 0
+            for row in reader:
+                try:
+                    rows.append({k: float(row[k]) for k in COLUMNS})
+                except (TypeError, ValueError):
+                    bad += 1
+    except (OSError, csv.Error) as e:
+        raise InputError(f"{path}: cannot read: {e}") from None
+    if bad:
+        sys.stderr.write(f"epfuzz: {path}: skipped {bad} row(s) cut short or garbled\n")
+    return rows
+
+
+def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
+    """(root cause, raw findings, example case): the fuzz summary's table (bugs.csv), or for an older
+    run folder the raw signatures of its finding cases."""
+    index = run_dir / "bugs.csv"
+    if index.exists():
+        out, bad = [], 0
+        try:
+            with index.open(newline="", errors="replace") as f:
+                for r in csv.DictReader(f):
+                    try:
+                        out.append((str(r["root_cause"]), int(r["count"]), Path(str(r["case"])).name))
+                    except (KeyError, TypeError, ValueError):
+                        bad += 1
+        except (OSError, csv.Error) as e:
+            raise InputError(f"{index}: cannot read: {e}") from None
+        if bad:
+            sys.stderr.write(f"epfuzz: {index}: skipped {bad} row(s) cut short or garbled\n")
+        return out
+    sigs: Counter[str] = Counter()
+    examples: dict[str, str] = {}
+    for p in sorted(run_dir.glob("finding-*.json")):
+        try:
+            c = load_case(p)
+        except InputError:
+            continue
+        sigs[c.signature] += 1
+        examples.setdefault(c.signature, p.name)
+    return [(s, n, examples[s]) for s, n in sigs.most_common()]
+
+
+def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
+    rows = load_series(run_dir)
+    bugs = _bugs(run_dir)
+    last = rows[-1] if rows else {}
+    md = [f"# epfuzz run {run_dir.name}", "",
+          f"- duration: {last.get('seconds', 0):.0f} s, executions: {last.get('execs', 0):.0f} "
+          f"({last.get('exec_per_s', 0):.0f} exec/s), coverage: {last.get('cov', 0):.0f}, "
+          f"corpus: {last.get('corpus', 0):.0f}",
+          f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", "",
+          "| seconds | execs | exec/s | coverage | corpus | findings | RSS MB |",
+          "| --- | --- | --- | --- | --- | --- | --- |"]
+    step = max(1, len(rows) // 12)
+    for r in rows[::step] + ([rows[-1]] if rows and (len(rows) - 1) % step else []):  # always the final row
+        md.append(f"| {r['seconds']:.0f} | {r['execs']:.0f} | {r['exec_per_s']:.0f} | {r['cov']:.0f} | "
+                  f"{r['corpus']:.0f} | {r['findings']:.0f} | {r['rss_mb']:.0f} |")
+    md += ["", "## Findings by root cause", ""]
+    if bugs:
+        md += ["| root cause | raw findings | example case |", "| --- | --- | --- |"]
+        # a root cause is '|'-separated: escaped, or it splits the table's columns
+        md += [f"| `{s.replace('|', chr(92) + '|')}` | {n} | {ex} |" for s, n, ex in bugs]
+    else:
+        md.append("none")
+    left = run_dir / "ungrouped.txt"
+    if left.exists():  # what the summary's grouping left: `epfuzz triage RUN` groups it
+        why, *names = left.read_text().splitlines()
+        md += ["", f"{len(names)} raw finding(s) not grouped yet ({why}): `epfuzz triage {run_dir}` groups them"]
+    text = "\n".join(md) + "\n"
+    write_atomic(run_dir / "report.md", text.encode())
+    out_png = None
+    if png and rows:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+
+        t = [r["seconds"] for r in rows]
+        fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
+        axes[0].plot(t, [r["exec_per_s"] for r in rows])
+        axes[0].set_ylabel("exec/s")
+        axes[1].plot(t, [r["cov"] for r in rows], label="coverage")
+        axes[1].plot(t, [r["corpus"] for r in rows], label="corpus")
+        axes[1].legend()
+        axes[2].plot(t, [r["rss_mb"] for r in rows], label="RSS MB")
+        axes[2].plot(t, [r["findings"] for r in rows], label="findings")
+        axes[2].legend()
+        axes[2].set_xlabel("seconds")
+        fig.suptitle(run_dir.name)
+        fig.tight_layout()
+        out_png = run_dir / "report.png"
+        fig.savefig(out_png)
+        plt.close(fig)
+    return text, out_png
