@@ -21,7 +21,7 @@ from epfuzz.infra.errors import InputError
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent.parent
 #: the one harness script every named target and every plug-in protocol runs under libFuzzer (beside this)
-ENTRY = PACKAGE / "plugin_fuzzer.py"
+ENTRY = Path(__file__).resolve().parent / "plugin_fuzzer.py"  # its sibling in continuous/
 SUFFIX = "_fuzzer"
 #: the corpus copied into the wheel (setup.py's build_py)
 SHIPPED_CORPUS = PACKAGE / "_corpus"
