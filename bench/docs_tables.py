@@ -195,10 +195,13 @@ def soak() -> str:
 
 def fixed_budget() -> str:
     text = (BENCH / "fixed_budget.md").read_text()
-    date = re.search(r"\d{4}-\d{2}-\d{2}", text.splitlines()[0])
+    # rows are measured in parts, on several days and hosts: each row names its own, the stamp their span
+    dates = sorted(set(re.findall(r"\| (\d{4}-\d{2}-\d{2}) \|", text)))
+    machines = sorted(set(re.findall(r"\| \d{4}-\d{2}-\d{2} \| ([^|]+?) \|$", text, re.M)))
+    span = dates[0] if len(dates) == 1 else f"{dates[0]} to {dates[-1]}" if dates else None
     table = "\n".join(x for x in text.splitlines() if x.startswith("|"))
-    return (_stamp("fixed_budget.md", {"date": date.group(0) if date else None}, "python bench/fixed_budget.py")
-            + text.splitlines()[0] + "\n\n" + table + "\n")
+    return (_stamp("fixed_budget.md", {"date": span, "machine": "; ".join(machines) or None},
+                   "python bench/fixed_budget.py") + text.splitlines()[0] + "\n\n" + table + "\n")
 
 
 def litmus() -> str:

@@ -1,15 +1,20 @@
 #!/usr/bin/env python3
 """Every fixed protocol through its harness for N executions (default 100,000), two at a time: no finding.
 
-    python bench/fixed_budget.py [--runs N] [--jobs J] [NAME ...]    # writes bench/fixed_budget.md
+    python bench/fixed_budget.py [--runs N] [--jobs J] [--out F.md] [NAME ...]  # writes bench/fixed_budget.md
 
 Naming protocols runs only those and keeps the other rows already in the table, so
-a long measurement can be finished in parts.
+a long measurement can be finished in parts; each row says the date and the machine it was
+measured on, since the parts of one table are measured on different days and hosts (the
+seconds column depends on the host, the verdict does not). `--out` writes another table (a
+short local check at `--runs 10000` must not replace the 100,000-execution one).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
+import platform
 import re
 import subprocess
 import sys
@@ -29,7 +34,11 @@ FIXED = ([z[3] for z in ZOO] + ["write_imm_signal"] + [z[3] for z in DEEP_ZOO] +
          + [p[2] for p in deepep_paths.PAIRS + field2026.PAIRS])
 
 
-def one(name: str, runs: int) -> tuple[str, int, float, bool]:
+Row = tuple[str, int, float, bool, str, str]   # name, executions, seconds, finding, date, machine
+MACHINE = f"{platform.machine()} python {platform.python_version()}, {os.cpu_count()} cores"
+
+
+def one(name: str, runs: int) -> Row:
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp) / "w"
         work.mkdir()
@@ -39,19 +48,21 @@ def one(name: str, runs: int) -> tuple[str, int, float, bool]:
                             f"-artifact_prefix={tmp}/", "-print_final_stats=1"], capture_output=True, text=True)
         m = re.search(r"stat::number_of_executed_units:\s+(\d+)", p.stderr)
         crashed = any(Path(tmp).glob("crash-*"))
-        return name, int(m.group(1)) if m else 0, time.monotonic() - t0, crashed
+        return (name, int(m.group(1)) if m else 0, time.monotonic() - t0, crashed, time.strftime("%Y-%m-%d"),
+                MACHINE)
 
 
 def main() -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=100_000)
     ap.add_argument("--jobs", type=int, default=2)
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "fixed_budget.md")
     ap.add_argument("names", nargs="*", metavar="NAME", help="fixed protocols (default: all)")
     a = ap.parse_args()
     if unknown := sorted(set(a.names) - set(FIXED)):
         ap.error(f"not a fixed protocol: {', '.join(unknown)} (choose from {', '.join(FIXED)})")
     runs, names = a.runs, a.names or FIXED
-    out = ROOT / "bench" / "fixed_budget.md"
+    out = a.out
     rows = [r for r in read(out, runs) if r[0] not in names] if a.names else []
 
     def record(n: str) -> None:
@@ -61,27 +72,29 @@ def main() -> int:
 
     with ThreadPoolExecutor(a.jobs) as pool:
         list(pool.map(record, names))
-    return 1 if any(c for *_, c in rows) else 0
+    return 1 if any(r[3] for r in rows) else 0
 
 
-def read(out: Path, runs: int) -> list[tuple[str, int, float, bool]]:
+def read(out: Path, runs: int) -> list[Row]:
     """The rows of an earlier table made with the same number of executions."""
     text = out.read_text() if out.exists() else ""
     if f"{runs} executions each" not in text:
         return []
-    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \| (\w+) \|$", text, re.M)
-    return [(n, int(e), float(s), c == "YES") for n, e, s, c in rows]
+    rows = re.findall(r"^\| `(\w+)` \| (\d+) \| (\d+) \| (\w+) \| ([\d-]+) \| ([^|]+?) \|$", text, re.M)
+    return [(n, int(e), float(s), c == "YES", d, m) for n, e, s, c, d, m in rows]
 
 
-def write(rows: list[tuple[str, int, float, bool]], runs: int, out: Path) -> None:
-    """Rewritten after every protocol, so a cut-off run still leaves its rows."""
-    md = [f"Fixed protocols, {runs} executions each through the harness (seed corpus, -seed=11), "
-          f"{time.strftime('%Y-%m-%d')}:", "", "| fixed protocol | executions | seconds | finding |",
-          "| --- | --- | --- | --- |"]
+def write(rows: list[Row], runs: int, out: Path) -> None:
+    """Rewritten (atomically) after every protocol, so a cut-off run still leaves its rows."""
+    md = [f"Fixed protocols, {runs} executions each through the harness (seed corpus, -seed=11); each row's "
+          "date and machine:", "", "| fixed protocol | executions | seconds | finding | date | machine |",
+          "| --- | --- | --- | --- | --- | --- |"]
     order = {n: i for i, n in enumerate(FIXED)}
-    md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} |"
-           for n, e, s, c in sorted(rows, key=lambda r: order.get(r[0], len(order)))]
-    out.write_text("\n".join(md) + "\n")
+    md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} | {d} | {m} |"
+           for n, e, s, c, d, m in sorted(rows, key=lambda r: order.get(r[0], len(order)))]
+    tmp = out.with_name(out.name + ".tmp")
+    tmp.write_text("\n".join(md) + "\n")
+    os.replace(tmp, out)
 
 
 if __name__ == "__main__":
