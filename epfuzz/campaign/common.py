@@ -253,5 +253,7 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
     for bug in summary.bugs:
         emit("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
              replay=replay_command(bug.case, summary.backend, bug.repeats), summary=bug.note)
-    log.info("fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s),  # type: ignore[attr-defined]
-             corpus=summary.corpus, findings=len(summary.findings), **totals)
+    # the summary's own lines follow on stdout: for people this event would say them twice
+    (log.info if json_lines() else log.debug)(  # type: ignore[attr-defined]
+        "fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), corpus=summary.corpus,
+        findings=len(summary.findings), **totals)

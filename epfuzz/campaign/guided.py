@@ -46,7 +46,7 @@ from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.search import feedbacks as fb
 from epfuzz.search import moves as mv
 from epfuzz.search.engines.guided import Guided, Step
-from epfuzz.search.monitor import Monitor
+from epfuzz.search.monitor import Console, Monitor
 from epfuzz.search.sink import FindingSink
 from epfuzz.triage.findings import group_findings, write_bug_index
 
@@ -80,7 +80,8 @@ class _Campaign:
         self.monitor = Monitor()
         self.loop = Guided(protocol, self.proto, seed, preset, feedbacks=feedbacks, moves=moves,
                            monitor=self.monitor)
-        self.sink = FindingSink(run_dir, protocol, self.proto)
+        self.console = Console()
+        self.sink = FindingSink(run_dir, protocol, self.proto, console=self.console)
         self.stop_signal = 0
         self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
         self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
@@ -197,9 +198,8 @@ class _Campaign:
                     csv.write(self.row(time.monotonic() - start))
                     csv.flush()
                     if progress:
-                        self.monitor.line(seconds)
-        if progress and sys.stderr.isatty():
-            sys.stderr.write("\n")
+                        self.monitor.line(seconds, self.console)
+        self.console.end()
 
     def stats(self, elapsed: float) -> dict[str, Any]:
         return {**self.monitor.stats(), "execs": self.loop.execs, "elapsed": elapsed,

@@ -28,6 +28,7 @@ from epfuzz.cases.corpus import write_atomic
 from epfuzz.infra import proc
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.infra.log import get_logger
+from epfuzz.search.monitor import Console
 
 
 def _last_row(path: Path) -> list[str]:
@@ -38,10 +39,36 @@ def _last_row(path: Path) -> list[str]:
     return lines[-1].split(",") if len(lines) > 1 else []
 
 
-def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, stopped: list[int]) -> str:
-    """Follow the jobs until all have exited, forwarding a stop and summing their progress rows into the
-    run's progress.csv; returns why the disk is full, or ""."""
+class _Logs:
+    """The jobs' logs read as they grow: their raw findings and false alarms go to this run's console."""
+
+    def __init__(self, run_dir: Path, jobs: int, console: Console) -> None:
+        self.paths = [run_dir / f"job{j}.log" for j in range(jobs)]
+        self.at = [0] * jobs
+        self.console = console
+
+    def follow(self) -> None:
+        for j, path in enumerate(self.paths):
+            try:
+                with path.open("rb") as f:
+                    f.seek(self.at[j])
+                    chunk = f.read()
+            except OSError:
+                continue
+            whole = chunk[:chunk.rfind(b"\n") + 1]   # a line still being written waits for its end
+            self.at[j] += len(whole)
+            for line in whole.decode(errors="replace").splitlines():
+                self.console.relay(line)
+
+
+def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, stopped: list[int], seconds: float,
+           progress: bool) -> str:
+    """Follow the jobs until all have exited, forwarding a stop, summing their progress rows into the
+    run's progress.csv and showing them as one run (the progress line, each raw finding); returns why the
+    disk is full, or ""."""
     forwarded = False
+    console = Console()
+    logs = _Logs(run_dir, len(procs), console)
     try:
         with (run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
@@ -50,15 +77,20 @@ def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, st
                     _stop_all(procs)
                     forwarded = True
                 time.sleep(0.2)
+                logs.follow()
                 rows = [_last_row(run_dir / "jobs" / f"job-{j}.csv") for j in range(len(procs))]
                 rows = [r for r in rows if len(r) >= 7]
                 if rows:
                     el = time.monotonic() - start
-                    n = sum(int(r[1]) for r in rows)
-                    csv.write(f"{el:.1f},{n},{n / el if el else 0:.0f},{max(int(r[3]) for r in rows)},"
-                              f"{len(os.listdir(run_dir / 'corpus'))},{len(list(run_dir.glob('finding-*.json')))},"
+                    n, features = sum(int(r[1]) for r in rows), max(int(r[3]) for r in rows)
+                    corpus = len(os.listdir(run_dir / "corpus"))
+                    found = len(list(run_dir.glob("finding-*.json")))
+                    csv.write(f"{el:.1f},{n},{n / el if el else 0:.0f},{features},{corpus},{found},"
                               f"{sum(int(r[6]) for r in rows)}\n")
                     csv.flush()
+                    if progress:
+                        console.progress(el, seconds, n, features, corpus, found)
+            logs.follow()
     except OSError as e:
         if not is_no_room(e):
             raise
@@ -66,6 +98,8 @@ def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, st
         for p in procs:
             p.wait()
         return str(NoSpace(run_dir / "progress.csv", e))
+    finally:
+        console.end()
     return ""
 
 
@@ -92,7 +126,7 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
     procs = [subprocess.Popen([sys.executable, "-m", "epfuzz.campaign.worker", json.dumps({**args, "job": j})],
                               cwd=os.getcwd(), stdout=(run_dir / f"job{j}.log").open("w"), stderr=subprocess.STDOUT,
                               start_new_session=True, preexec_fn=proc.die_with_parent) for j in range(jobs)]
-    disk_full = _watch(procs, run_dir, start, stopped)
+    disk_full = _watch(procs, run_dir, start, stopped, seconds, progress)
     elapsed = time.monotonic() - start
     stats = []
     for j in range(jobs):

@@ -23,6 +23,7 @@ from typing import TextIO
 
 from epfuzz.infra import proc
 from epfuzz.infra.diskspace import NoSpace, is_no_room
+from epfuzz.search.monitor import Console
 
 #: after the deadline (plus the jobs' -timeout), seconds until a job still running gets SIGINT, then SIGKILL
 STOP_GRACE_S, KILL_GRACE_S = 3.0, 3.0
@@ -40,7 +41,6 @@ class JobState:
     restarts: int = 0
     harness_errors: int = 0
     error: str = ""               # the first uncaught exception of the job, with the user's line if any
-    lines: list[str] = field(default_factory=list)
     resource: list[tuple[str, str]] = field(default_factory=list)  # (hang|oom, artifact) libFuzzer wrote
     pending: str = ""             # the kind of resource finding whose artifact line comes next
     done: bool = False            # libFuzzer printed its "Done N runs" line: the job ended as libFuzzer ends
@@ -75,7 +75,7 @@ def _no_room(path: Path, e: OSError) -> str:
     return str(NoSpace(path, e))
 
 
-def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
+def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path, console: Console) -> None:
     assert proc.stdout is not None  # libFuzzer's stderr and atheris' stdout, merged
     exc: list[str] | None = None   # the lines of an uncaught exception being read
     try:
@@ -120,8 +120,8 @@ def _reader(proc: subprocess.Popen[str], st: JobState, log_file: Path) -> None:
                 st.execs = int(line.split(":")[-1])
             elif "harness error" in line or "HarnessError" in line:
                 st.harness_errors += 1
-            elif "=== epfuzz finding" in line:
-                st.lines.append(line.strip())
+            else:
+                console.relay(line)   # a raw finding or false alarm of the job, shown as the campaign's own
     finally:
         if lf is not None:
             _close(lf)
@@ -159,6 +159,7 @@ class _Jobs:
         self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
         self.protocol, self.preset = "", "spec"  # what a raw artifact replays under
         self.disk_full = ""             # why the campaign stopped writing, when a disk filled
+        self.console = Console()        # the progress line and each job's raw findings, as one run's
 
     def launch(self, j: int) -> None:
         left = max(1, int(self.deadline - time.monotonic()))
@@ -169,7 +170,8 @@ class _Jobs:
         self.resources_at[j] = len(self.states[j].resource)
         self.states[j].done = False
         self.procs[j] = p
-        t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log"), daemon=True)
+        t = threading.Thread(target=_reader, args=(p, self.states[j], self.run_dir / f"job{j}.log", self.console),
+                             daemon=True)
         t.start()
         self.readers[j] = t
 

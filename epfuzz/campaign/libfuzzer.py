@@ -11,7 +11,6 @@ jobs; libFuzzer prints its final stats, and the summary still prints.
 from __future__ import annotations
 
 import signal
-import sys
 import time
 from pathlib import Path
 from typing import TextIO
@@ -42,12 +41,12 @@ from epfuzz.protocols import limits
 from epfuzz.triage.findings import replay_command
 
 
-def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
+def _monitor(jobs: _Jobs, seconds: int, progress: bool) -> None:
     """Until every job has ended: a progress.csv row a second, a progress note (a line on a terminal).
     A full disk ends the campaign (its summary still prints)."""
     try:
         with (jobs.run_dir / "progress.csv").open("a") as csv:
-            _rows(jobs, seconds, progress, log, csv)
+            _rows(jobs, seconds, progress, csv)
     except OSError as e:
         jobs.disk_full = jobs.disk_full or _no_room(jobs.run_dir / "progress.csv", e)
         jobs.stopping.set()
@@ -57,9 +56,8 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool, log: object) -> None:
             time.sleep(0.5)
 
 
-def _rows(jobs: _Jobs, seconds: int, progress: bool, log: object, csv: TextIO) -> None:
-    last_note = last_row = 0.0
-    tty = progress and sys.stderr.isatty()
+def _rows(jobs: _Jobs, seconds: int, progress: bool, csv: TextIO) -> None:
+    last_row = 0.0
     run_dir = jobs.run_dir
     if csv.tell() == 0:
         csv.write(PROGRESS_HEADER)
@@ -74,17 +72,8 @@ def _rows(jobs: _Jobs, seconds: int, progress: bool, log: object, csv: TextIO) -
                       f"{jobs.rss}\n")
             csv.flush()
             last_row = now
-        if progress and (tty or now - last_note >= 10):
-            left = max(0, jobs.deadline - now)
-            if tty:
-                sys.stderr.write(f"\r[{el:5.0f}s / {seconds}s, {left:4.0f}s left] execs {execs} "
-                                 f"({execs / el if el else 0:.0f}/s) cov {jobs.cov} corpus {jobs.corp} "
-                                 f"findings {n_find}   ")
-                sys.stderr.flush()
-            else:
-                log.info("fuzz.progress", elapsed=round(el), left=round(left),  # type: ignore[attr-defined]
-                         execs=execs, cov=jobs.cov, findings=n_find)
-            last_note = now
+        if progress:
+            jobs.console.progress(el, seconds, execs, jobs.cov, jobs.corp, n_find)
         time.sleep(0.5)
 
 
@@ -170,10 +159,9 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     try:
         for j in range(jobs):
             pool.launch(j)
-        _monitor(pool, seconds, progress, log)
+        _monitor(pool, seconds, progress)
         pool.stop()
-        if progress and sys.stderr.isatty():
-            sys.stderr.write("\n")
+        pool.console.end()
         # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
         return _summarize(name, pool, work, backend, log)
     finally:

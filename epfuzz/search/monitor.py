@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import resource
 import sys
+import threading
 import time
 from dataclasses import dataclass, field
 from typing import Any, TextIO
@@ -30,6 +31,127 @@ class MoveStats:
 
 #: seconds between two progress lines where stderr is no terminal (one line each, not rewritten)
 OFF_TTY_EVERY = 10
+
+FINDING_MARK = "=== epfuzz finding: "
+ALARM_MARK = "=== FALSE ALARM: "
+REPLAY_MARK = "; replay: "
+
+
+def finding_line(summary: str, replay: str) -> str:
+    """One raw finding as a job writes it to its log (which a campaign's parent reads back: parse_finding)."""
+    return f"{FINDING_MARK}{summary}{REPLAY_MARK}{replay}"
+
+
+def parse_finding(line: str) -> tuple[str, str] | None:
+    """(summary, replay command) of a finding_line, or None for any other line."""
+    line = line.strip()
+    if not line.startswith(FINDING_MARK) or REPLAY_MARK not in line:
+        return None
+    summary, _, replay = line[len(FINDING_MARK):].rpartition(REPLAY_MARK)
+    return summary, replay
+
+
+class Console:
+    """A campaign's live output, the same for every engine and for one job or many (issue 28.3): the
+    progress line (rewritten in place on a terminal; elsewhere, as CI and `| tee` see it, a plain
+    `progress:` line every OFF_TTY_EVERY seconds, the first after one; in a JSON log a `fuzz.progress`
+    event as often), and one line per raw finding with its replay command (a `fuzz.finding` event in a
+    JSON log). Under -q nothing but false alarms, which are epfuzz's own bugs."""
+
+    def __init__(self, out: TextIO | None = None) -> None:
+        self.out = out
+        self.start = time.monotonic()
+        self.last = 0.0         # when the last off-terminal line or event was written (0: none yet)
+        self.pending = False    # a progress line stands unfinished on the terminal
+        self.lock = threading.Lock()   # the libFuzzer campaign relays each job's findings from its own thread
+        self.shown: set[str] = set()   # replay commands said: two jobs that find one signature write one case
+
+    def _out(self) -> TextIO:
+        return self.out or sys.stderr   # whatever stderr is now (a test's capture may have swapped it)
+
+    def progress(self, elapsed: float, seconds: float, execs: int, features: int, corpus: int,
+                 findings: int) -> None:
+        from epfuzz.infra.log import get_logger, json_lines, quiet
+
+        if quiet():
+            return
+        rate = execs / elapsed if elapsed > 0 else 0.0
+        text = (f"[{elapsed:5.0f}s / {seconds:.0f}s] execs {execs} ({rate:.0f}/s) features {features} "
+                f"corpus {corpus} findings {findings}")
+        with self.lock:
+            out = self._out()
+            if out.isatty() and not json_lines():
+                out.write(f"\r{text}   ")
+                out.flush()
+                self.pending = True
+                return
+            now = time.monotonic()
+            if now - (self.last or self.start) < (OFF_TTY_EVERY if self.last else 1):
+                return
+            self.last = now
+            if json_lines():
+                get_logger().info("fuzz.progress", elapsed=round(elapsed), seconds=round(seconds), execs=execs,
+                                  exec_per_s=round(rate), features=features, corpus=corpus, findings=findings)
+            else:
+                out.write(f"progress: {text.strip()}\n")
+                out.flush()
+
+    def finding(self, summary: str, replay: str, alarm: str = "") -> None:
+        """One raw finding, and `alarm` where it is a false alarm."""
+        from epfuzz.infra.log import get_logger, json_lines, quiet
+
+        with self.lock:
+            if replay in self.shown:
+                return
+            self.shown.add(replay)
+            out = self._out()
+            self._clear(out)
+            if json_lines():
+                if not quiet():
+                    get_logger().info("fuzz.finding", summary=summary, replay=replay)
+                if alarm:
+                    get_logger().error("fuzz.false_alarm", text=alarm.strip("= \n"))
+                return
+            out.write(("" if quiet() else finding_line(summary, replay) + "\n") + alarm)
+            out.flush()
+
+    def alarm(self, text: str) -> None:
+        """A false alarm alone (a job's, relayed)."""
+        from epfuzz.infra.log import get_logger, json_lines
+
+        with self.lock:
+            out = self._out()
+            self._clear(out)
+            if json_lines():
+                get_logger().error("fuzz.false_alarm", text=text.strip("= \n"))
+            else:
+                out.write(text.rstrip("\n") + "\n")
+                out.flush()
+
+    def relay(self, line: str) -> bool:
+        """A line of a job's log (its stderr): a raw finding or a false alarm is shown as this process's
+        own, so N jobs read as one run; False for any other line."""
+        if (found := parse_finding(line)) is not None:
+            self.finding(*found)
+            return True
+        if line.startswith(ALARM_MARK):
+            self.alarm(line)
+            return True
+        return False
+
+    def end(self) -> None:
+        """The run is over: a progress line left on the terminal gets its line end."""
+        with self.lock:
+            if self.pending:
+                out = self._out()
+                out.write("\n")
+                out.flush()
+                self.pending = False
+
+    def _clear(self, out: TextIO) -> None:
+        if self.pending:   # the finding takes the progress line's place; the next progress goes below it
+            out.write("\r\x1b[K")
+            self.pending = False
 
 
 @dataclass
@@ -69,23 +191,10 @@ class Monitor:
             return True
         return False
 
-    def line(self, seconds: float, out: TextIO | None = None) -> None:
-        """The progress line: rewritten in place on a terminal; elsewhere (CI, `| tee`, a file) a plain
-        line every OFF_TTY_EVERY seconds, the first after one; none in a JSON log (progress.csv has it)."""
-        from epfuzz.infra.log import json_lines, quiet
-
-        if quiet():
-            return
-        out = out or sys.stderr
-        text = (f"[{time.monotonic() - self.start:5.0f}s / {seconds:.0f}s] execs {self.execs} "
-                f"features {self.features} corpus {self.corpus} findings {self.findings}")
-        if out.isatty():
-            out.write(f"\r{text}   ")
-        elif not json_lines() and time.monotonic() - (self.last_line or self.start) >= (
-                OFF_TTY_EVERY if self.last_line else 1):
-            self.last_line = time.monotonic()
-            out.write(f"progress: {text.strip()}\n")
-            out.flush()
+    def line(self, seconds: float, console: Console | None = None) -> None:
+        """The progress line, through the campaign's console (see Console)."""
+        (console or Console()).progress(time.monotonic() - self.start, seconds, self.execs, self.features,
+                                        self.corpus, self.findings)
 
     def stats(self) -> dict[str, Any]:
         return {"execs": self.execs, "features": self.features, "corpus": self.corpus, "findings": self.findings,

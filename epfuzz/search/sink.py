@@ -9,22 +9,21 @@ files to epfuzz.triage.findings.group_findings at the end, as before.
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 from typing import TextIO
 
 from epfuzz.backends.base import Outcome
-from epfuzz.infra.log import quiet
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
+from epfuzz.search.monitor import ALARM_MARK, Console
 from epfuzz.triage.findings import replay_command, signature, write_finding
 
 
 class FindingSink:
     def __init__(self, folder: Path, protocol: str, proto: Protocol, backend: str = "sim",
-                 out: TextIO | None = None) -> None:
+                 out: TextIO | None = None, console: Console | None = None) -> None:
         self.folder, self.protocol, self.proto, self.backend = folder, protocol, proto, backend
-        self.out = out
+        self.console = console or Console(out)
         self.seen: set[str] = set()
         self.findings: list[tuple[str, Path, str]] = []     # (signature, case, summary)
 
@@ -38,15 +37,8 @@ class FindingSink:
         summary = outcome.violation.summary() if outcome.violation else ""
         self.findings.append((sig, path, summary))
         alarm = "" if self.proto.expected(scn) != "clean" else (  # "": no promise here
-            f"=== FALSE ALARM: {self.protocol} is expected clean; this is a bug in the model\n")
-        out = self.out or sys.stderr
-        if quiet():
-            out.write(alarm)  # a false alarm is an epfuzz bug: said even under -q
-            out.flush()
-            return path
+            f"{ALARM_MARK}{self.protocol} is expected clean; this is a bug in the model\n")
         # one line per raw finding (its signature and scenario are in the case file): a campaign finds
-        # dozens, and the bug table groups them; the marker is what a libFuzzer job's log is read for
-        out.write(f"{chr(10) if out.isatty() else ''}=== epfuzz finding: {summary}; "
-                  f"replay: {replay_command(path, self.backend)}\n{alarm}")
-        out.flush()
+        # dozens, and the bug table groups them; the marker is what a job's log is read for
+        self.console.finding(summary, replay_command(path, self.backend), alarm)
         return path

@@ -97,11 +97,12 @@ def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
 
 
-def _fuzz_piped(tmp_path: Path, *extra: str) -> subprocess.CompletedProcess[str]:
-    """`epfuzz fuzz` with both streams piped (CI, `| cat`), the default engine, a bounded run."""
+def _fuzz_piped(tmp_path: Path, *extra: str, after: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+    """`epfuzz fuzz` with both streams piped (CI, `| cat`), the default engine, a bounded run; `extra` are
+    epfuzz's own options, `after` the fuzz command's."""
     return subprocess.run([sys.executable, "-m", "epfuzz", *extra, "fuzz", "flag_write_signal", "--time", "3",
-                           "--seed", "1", "--run-dir", str(tmp_path / "run")], capture_output=True, text=True,
-                          cwd=tmp_path, timeout=300)
+                           "--seed", "1", "--run-dir", str(tmp_path / "run"), *after], capture_output=True,
+                          text=True, cwd=tmp_path, timeout=300)
 
 
 @pytest.mark.slow
@@ -131,3 +132,44 @@ def test_quiet_leaves_the_summary_and_the_table_and_json_logs_each_bug(tmp_path)
     bugs = [json.loads(x) for x in p.stderr.splitlines() if x.startswith("{") and '"fuzz.bug"' in x]
     assert bugs and all(b["replay"] for b in bugs)   # a program reading the log gets every bug there
     assert "progress:" not in p.stderr
+
+
+@pytest.mark.slow
+def test_jobs_show_one_progress_line_and_each_raw_finding_once(tmp_path):
+    """User audit D1: with --jobs 2 the guided engine showed no progress line and no raw finding (they went to
+    the jobs' logs), on a terminal or off it."""
+    p = _fuzz_piped(tmp_path, after=("--jobs", "2"))
+    assert p.returncode == 1, p.stderr[-2000:]
+    err = p.stderr.splitlines()
+    assert any(x.startswith("progress: [") for x in err), p.stderr[-2000:]
+    raw = [x for x in err if x.startswith("=== epfuzz finding: ")]
+    cases = sorted((tmp_path / "run").glob("finding-*.json"))
+    assert len(raw) == len(set(raw)) == len(cases) > 0
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("engine", ["guided", "libfuzzer"])
+def test_a_json_log_is_json_lines_only_with_each_finding_and_progress_as_events(tmp_path, engine):
+    """User audit D3: under --log-format json the raw findings were plain text lines between the JSON, and the
+    guided engine logged no progress event."""
+    p = _fuzz_piped(tmp_path, "--log-format", "json", after=("--engine", engine))
+    assert p.returncode == 1, p.stderr[-2000:]
+    events = [json.loads(x) for x in p.stderr.splitlines()]          # every line is JSON
+    kinds = [e["event"] for e in events]
+    assert "fuzz.progress" in kinds and "fuzz.summary" in kinds
+    found = [e for e in events if e["event"] == "fuzz.finding"]
+    assert len(found) == len(list((tmp_path / "run").glob("finding-*.json"))) > 0
+    assert all(e["replay"].endswith(".json") and e["summary"] for e in found)
+
+
+@pytest.mark.slow
+def test_the_libfuzzer_engine_shows_the_same_progress_line_and_its_raw_findings(tmp_path):
+    """User audit D5: off a terminal the libFuzzer engine's progress was a key=value log line, and its raw
+    findings stayed in the jobs' logs."""
+    p = _fuzz_piped(tmp_path, after=("--engine", "libfuzzer"))
+    assert p.returncode == 1, p.stderr[-2000:]
+    err = p.stderr.splitlines()
+    assert any(x.startswith("progress: [") and " features " in x for x in err), p.stderr[-2000:]
+    assert "fuzz.progress" not in p.stderr and "fuzz.summary" not in p.stderr
+    raw = [x for x in err if x.startswith("=== epfuzz finding: ")]
+    assert len(raw) == len(list((tmp_path / "run").glob("finding-*.json"))) > 0
