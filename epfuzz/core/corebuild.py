@@ -46,7 +46,12 @@ def _compile(tmp: str) -> None:
     from mypyc.build import mypycify
     from setuptools import setup
 
-    files = [str(native.source(n)) for n in native.COMPILED]
+    # mypy reads the package from a copy of its sources under `tmp`: where the package sits in site-packages
+    # (a pip install), mypy takes site-packages as the package's root and its typing_extensions.py as a file
+    # that shadows the standard library's stub, and the build stops (user audit D2)
+    copy = Path(tmp) / "src" / native.PACKAGE_DIR.name
+    shutil.copytree(native.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__", "_corpus"))
+    files = [str(copy.parent.joinpath(*n.split(".")).with_suffix(".py")) for n in native.COMPILED]
     exts = mypycify(files + ["--follow-imports=silent", "--ignore-missing-imports"], opt_level="3",
                     target_dir=os.path.join(tmp, "c"), group_name="epfuzz._core")
     lib = os.path.join(tmp, "lib")

@@ -141,3 +141,22 @@ def test_the_harnesses_and_their_seeds_work_from_an_empty_folder(wheel: Path, in
     # corpus upkeep names a harness the same way
     p = _epfuzz(installed, tmp_path, "corpus", "prune", "deepep_v2_dispatch", "g/corpus")
     assert p.returncode == 0 and "pruned g/corpus" in p.stdout, p.stdout + p.stderr
+
+
+@pytest.mark.slow
+def test_the_compiled_core_builds_in_a_pip_install_as_list_says(wheel: Path, tmp_path_factory: pytest.TempPathFactory):
+    """User audit D2: `epfuzz list`'s advice (pip install 'epfuzz[core]', then python -m epfuzz.core.corebuild)
+    failed in site-packages: mypy took site-packages as the package root and stopped at its typing_extensions.py."""
+    env = tmp_path_factory.mktemp("venv-core")
+    venv.create(env, with_pip=True)
+    _pip(env / "bin" / "python", "install", "-q", f"{wheel}[core]")
+    empty = tmp_path_factory.mktemp("empty")
+    p = subprocess.run([str(env / "bin" / "python"), "-m", "epfuzz.core.corebuild"], cwd=empty, capture_output=True,
+                       text=True, timeout=900)
+    assert p.returncode == 0 and "compiled emulator built" in p.stdout, p.stdout[-3000:] + p.stderr[-3000:]
+    p = _epfuzz(env / "bin", empty, "list")
+    sim = next(line for line in p.stdout.splitlines() if line.strip().startswith("sim:"))
+    assert "runs compiled" in sim, sim
+    shutil.copy(CASE, empty / "case.json")
+    p = _epfuzz(env / "bin", empty, "run", "case.json")
+    assert p.returncode == 1 and "C2b" in p.stdout, p.stdout + p.stderr
