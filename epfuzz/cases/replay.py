@@ -39,8 +39,10 @@ NOT_INPUT_SUFFIXES = {".csv", ".log", ".md", ".png", ".svg", ".txt", ".verdicts"
 
 
 def protocol_from_path(path: Path) -> str | None:
+    """The protocol a folder above `path` names: a harness's corpus (`<protocol>_fuzzer/`) or a run folder
+    (`<protocol>_fuzzer-<engine>-<time>/`, whose corpus/ a user replays; user audit D10)."""
     for part in reversed(path.resolve().parts[:-1]):
-        name = part.removesuffix("_fuzzer")
+        name = part.partition("_fuzzer-")[0] if "_fuzzer-" in part else part.removesuffix("_fuzzer")
         if REGISTRY.known(name):
             return name
     return None

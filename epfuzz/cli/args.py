@@ -22,7 +22,7 @@ A PATH may be `-` for stdin.
 
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str) -> NoReturn:  # one line, exit 2
-        sys.stderr.write(f"epfuzz: {message} (see epfuzz --help)\n")
+        sys.stderr.write(f"epfuzz: {message} (see {self.prog} --help)\n")   # the command's own help
         raise SystemExit(EXIT_INPUT)
 
 
@@ -194,9 +194,12 @@ def build_parser() -> argparse.ArgumentParser:
                    help="log lines for people (default, on any stream) or JSON lines for programs")
     p.add_argument("--log-json", action="store_true", help="the same as --log-format json")
     p.add_argument("--debug", action="store_true", help="print the traceback of an unexpected error (exit 3)")
-    p.add_argument("-q", "--quiet", action="store_true",
-                   help="the summary and the bug table only: no progress line, no line per raw finding, only "
-                        "warnings and errors in the log")
+    loud = p.add_mutually_exclusive_group()
+    loud.add_argument("-q", "--quiet", action="store_true",
+                      help="the summary and the bug table only: no progress line, no line per raw finding, only "
+                           "warnings and errors in the log")
+    loud.add_argument("-v", "--verbose", dest="log_verbose", action="store_true",
+                      help="debug lines in the log too (each bug's and the summary's events, among others)")
     p.add_argument("--version", action="version", version=f"epfuzz {_version()}")
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     _add_run_commands(sub)
@@ -214,7 +217,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         i = words.index("--log-format")
         words[i:i + 2] = []
     cmd = next((t for t in words if not t.startswith("-")), "")
-    known = ("-h", "--help", "--log-json", "--debug", "--version", "-q", "--quiet")
+    known = ("-h", "--help", "--log-json", "--debug", "--version", "-q", "--quiet", "-v", "--verbose")
     unknown = [t for t in words if t.startswith("-") and t not in known and not t.startswith("--log-format=")]
     if not cmd and unknown:  # argparse would only say a COMMAND is missing
         build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")

@@ -297,7 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     if a.quiet:  # the environment carries it to the campaign's workers and libFuzzer jobs
         os.environ["EPFUZZ_QUIET"] = "1"
     elog.configure(json_lines=a.log_json or a.log_format == "json",
-                   level=logging.WARNING if elog.quiet() else logging.INFO)
+                   level=logging.WARNING if elog.quiet() else logging.DEBUG if a.log_verbose else logging.INFO)
     try:
         trust(a)
         with limits.watch():  # plug-in code runs under per-call time and memory limits (epfuzz.protocols.limits)

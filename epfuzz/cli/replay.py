@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from epfuzz.backends import get_backend
-from epfuzz.cases.replay import expected, load_classified, replayable
+from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, replayable
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, ProtocolError
 from epfuzz.protocols import REGISTRY, get_protocol, limits
@@ -25,8 +25,11 @@ def cmd_replay(a: argparse.Namespace) -> int:
     log = elog.get_logger()
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
-        print("epfuzz replay: no files found" + (f" ({len(skipped)} skipped: not inputs)" if skipped else ""),
-              file=sys.stderr)
+        nameless = [f for f in skipped if LIBFUZZER_NAME.fullmatch(f.name)]
+        why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
+                "NAME"] if nameless else []) + (
+            [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
+        print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
         return EXIT_INPUT
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     for path in paths:

@@ -14,7 +14,15 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from epfuzz.cases.corpus import case_paths, load_case, read_input, write_atomic
+from epfuzz.cases.corpus import (
+    MAX_CASE_BYTES,
+    case_paths,
+    is_case_text,
+    load_case,
+    read_bounded,
+    read_input,
+    write_atomic,
+)
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
@@ -40,6 +48,13 @@ class Triage:
         return out
 
 
+def _is_case(path: Path) -> bool:
+    try:
+        return is_case_text(read_bounded(path, MAX_CASE_BYTES, "case"))
+    except InputError:
+        return True   # unreadable or too big: the grouping says why, as it did
+
+
 def _findings(run_dir: Path, protocol: str | None, preset: str, backend: str) -> list[Path]:
     """The run's finding cases; raw `crash-*` artifacts (with `protocol`) wrapped as finding cases
     in the run folder first, so `bugs.csv` can name them like the others."""
@@ -48,7 +63,8 @@ def _findings(run_dir: Path, protocol: str | None, preset: str, backend: str) ->
     cases: list[Path] = []
     for path in case_paths([run_dir]):
         if path.suffix == ".json" and path.parent.name != "bugs":
-            cases.append(path)
+            if _is_case(path):   # not the run's own records (stats.json, jobs/job-N.json), which counted as
+                cases.append(path)   # findings in the grouping's "N of M" while the table said M - 1 (D12)
         elif path.name.startswith("crash-") and protocol:
             try:
                 scn = codec.decode(read_input(path), protocol, preset)

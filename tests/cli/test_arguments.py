@@ -39,11 +39,27 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["fuzz", "deepep_v2_dispatch", "--protocol", "examples.seqflag:SeqFlag"], "not both"),
     (["triage", "/nonexistent/run"], "cannot read /nonexistent/run: not a folder"),
+    (["-q", "-v", "list"], "argument -v/--verbose: not allowed with argument -q/--quiet"),
+    # a command's own slip points to the command's help (user audit D14: it said 'see epfuzz --help')
+    (["fuzz", "deepep_v2_dispatch", "--time", "x"], "(see epfuzz fuzz --help)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, args, says):
     rc, _, err = run(capsys, *args)
     assert rc == 2
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_verbose_adds_the_debug_events_for_people(tmp_path):
+    """User audit D4: there was -q but no -v; -v shows the debug events (here each bug's own log line, which
+    for people is the table's row only)."""
+    def fuzz(*extra: str) -> str:
+        p = subprocess.run([sys.executable, "-m", "epfuzz", *extra, "fuzz", "flag_write_signal", "--time", "600",
+                            "--max-execs", "60", "--seed", "1", "--run-dir", str(tmp_path / ("r" + "".join(extra)))],
+                           capture_output=True, text=True, cwd=tmp_path, timeout=300)
+        assert p.returncode == 1, p.stderr[-2000:]
+        return p.stderr
+    assert "fuzz.bug" not in fuzz()
+    assert "fuzz.bug" in fuzz("-v") and "[debug" in fuzz("--verbose")
 
 
 def test_version(capsys):
