@@ -52,3 +52,24 @@ def test_every_readme_command_prints_the_lines_shown(tmp_path):
         got = {SECONDS.sub("<t> s", x.rstrip()) for x in p.stdout.splitlines()}
         missing = [x for x in shown if SECONDS.sub("<t> s", x.rstrip()) not in got]
         assert not missing, f"{command}: lines the README shows but the command did not print: {missing}"
+
+
+def _shape(line: str) -> re.Pattern[str]:
+    """A sample line of the README as a pattern: counts, times and hashes vary, the words do not."""
+    pat = re.sub(r"\d+", r"\\d+", re.escape(line.rstrip()))
+    pat = pat.replace(re.escape("<time>"), r"[0-9-]+").replace(re.escape("<hash>"), "[0-9a-f]+")
+    pat = pat.replace(re.escape(".venv/bin/epfuzz"), ".+").replace(re.escape(" ..."), " .*")
+    return re.compile(re.sub(r"(\\ )+", r"\\s+", pat))   # column alignment follows the counts' widths
+
+
+def test_the_make_fuzz_sample_has_the_shape_of_a_real_run(tmp_path):
+    """User audit D8: the sample named runs/<harness>-<time>/ (the folder is <harness>-guided-<time>/) and
+    left out the knob legend; `make fuzz` is the same command with a 60 s budget."""
+    (sample,) = re.findall(r"`make fuzz` ends with a bug table.*?```text\n(.*?)```", README, re.S)
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "600",
+                        "--max-execs", "300", "--seed", "1"], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=300)
+    assert p.returncode == 1, p.stderr[-2000:]
+    got = p.stdout.splitlines()
+    for line in sample.splitlines():
+        assert any(_shape(line).fullmatch(x.rstrip()) for x in got), (line, got)
