@@ -38,7 +38,6 @@ from epfuzz.infra.diskspace import remove_empty
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.log import get_logger
 from epfuzz.protocols import limits
-from epfuzz.triage.findings import replay_command
 
 
 def _monitor(jobs: _Jobs, seconds: int, progress: bool) -> None:
@@ -113,9 +112,6 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     if jobs.disk_full:
         remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
         summary.disk_full = jobs.disk_full
-    for sig, path, text in findings:  # every raw finding is in the run folder; the log names each bug once
-        log.debug("fuzz.finding", signature=sig, case=str(path),  # type: ignore[attr-defined]
-                  replay=replay_command(path, backend), summary=text)
     log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
     return summary
 
