@@ -69,7 +69,7 @@ class Harness:
             feats = self.counters.features(run)
             self.counters.emit(feats)
             if self.steer is not None:   # the mutator's corpus sees every execution, as the guided engine does
-                self.steer.observe(data, feats, sum(t.n for t in run.order), outcome.violation is not None)
+                self.steer.observe(data, run, feats)
         if outcome.violation is None:
             return
         try:
@@ -156,7 +156,7 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
         from epfuzz.search.moves import Context
 
         # on the sim it mutates the guided engine's pick (Steer, fed by test_one_input); elsewhere libFuzzer's
-        harness.steer = Steer() if sim else None
+        harness.steer = Steer(harness.protocol, harness.proto, harness.preset) if sim else None
         kwargs["custom_mutator"] = mutator(Context(harness.protocol, harness.proto, harness.preset, sim=sim),
                                            steer=harness.steer)
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's

@@ -1,9 +1,11 @@
-"""The libFuzzer harness's mutator runs the guided engine's search: its own corpus and scheduler, fed by
-what the harness executes, pick the parent; libFuzzer's pick is one more parent; the state is bounded."""
+"""The libFuzzer harness's mutator runs the guided engine's search: the engine (its corpus, scheduler and
+move weights), fed by what the harness executes, draws the move and the parent; libFuzzer's pick is one
+more parent; the state is bounded."""
 
 from __future__ import annotations
 
 from pathlib import Path
+from types import SimpleNamespace
 
 from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
@@ -11,6 +13,12 @@ from epfuzz.search import moves as mv
 from epfuzz.search.engines import libfuzzer as lf
 from epfuzz.search.engines.guided import WARMUP
 from epfuzz.search.feedbacks import features
+
+RUN = SimpleNamespace(order=[SimpleNamespace(n=5)], violation=None)   # what try_input reads of a run
+
+
+def _steer(moves=mv.DEFAULT, cap=lf.Steer.CAP) -> lf.Steer:
+    return lf.Steer("deep_gdr", get_protocol("deep_gdr"), moves=moves, cap=cap)
 
 
 def _recording_move(seen: list[bytes]) -> mv.Move:
@@ -21,22 +29,22 @@ def _recording_move(seen: list[bytes]) -> mv.Move:
 
 
 def test_fresh_moves_until_the_warmup_is_over():
-    steer = lf.Steer()
+    steer = _steer()
     for i in range(WARMUP):
-        move, parent = steer.choose(b"\x07" * 20, seed=1)
-        assert move.kind == "fresh" and parent == b""
-        steer.observe(bytes([i]), {("toy", i)}, units=5, violation=False)
-    assert len(steer.corpus) == WARMUP
+        out, move = steer.next_input(b"\x07" * 20, 256, seed=1)
+        assert move in ("fresh", "fresh+pct")
+        steer.made(out, move)
+        steer.observe(out, RUN, {("toy", i)})
+    assert len(steer.corpus) == WARMUP and steer.execs == WARMUP
 
 
 def test_the_parent_comes_from_its_own_corpus_once_it_has_one():
     seen: list[bytes] = []
-    steer = lf.Steer([_recording_move(seen)])
+    steer = _steer([_recording_move(seen)])
     kept = {bytes([i]) * 4 for i in range(40)}
     for i, d in enumerate(sorted(kept)):
-        steer.observe(d, {("toy", i)}, units=5, violation=False)
-    ctx = mv.Context("deep_gdr", get_protocol("deep_gdr"))
-    mutate = lf.mutator(ctx, steer=steer)
+        steer.observe(d, RUN, {("toy", i)})
+    mutate = lf.mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), steer=steer)
     theirs = b"libfuzzer's pick"
     for s in range(200):
         mutate(theirs, 256, s)
@@ -47,27 +55,47 @@ def test_the_parent_comes_from_its_own_corpus_once_it_has_one():
 
 def test_the_mutants_move_is_credited_when_it_runs_and_kept_inputs_name_it():
     seen: list[bytes] = []
-    steer = lf.Steer([_recording_move(seen)])
+    steer = _steer([_recording_move(seen)])
     for i in range(WARMUP):
-        steer.observe(bytes([i]), {("toy", i)}, units=5, violation=False)
+        steer.observe(bytes([i]), RUN, {("toy", i)})
     out = lf.mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), steer=steer)(b"", 256, 3)
-    assert steer.observe(out, {("toy", "new")}, units=5, violation=False)
+    assert steer.observe(out, RUN, {("toy", "new")})
     assert steer.corpus.entries[-1].source == "toy"
-    assert steer.moves.draws[steer.moves._index["toy"]] == 1
-    steer.observe(b"another job's input", {("toy", "other")}, units=5, violation=False)
+    assert steer.moves.draws[0] == 1
+    steer.observe(b"another job's input", RUN, {("toy", "other")})
     assert steer.corpus.entries[-1].source == "libfuzzer"
 
 
-def test_the_corpus_stays_bounded_and_keeps_every_feature_held():
-    steer = lf.Steer(cap=64)
+def test_the_corpus_stays_bounded_and_its_holders_run_again():
+    steer = _steer(cap=64)
+    weights = steer.moves
     for i in range(1000):
-        steer.observe(i.to_bytes(2, "big"), {("toy", i), ("toy", "shared", i % 7)}, units=1 + i % 9, violation=False)
+        d = i.to_bytes(2, "big")
+        steer.observe(d, RUN, {("toy", i), ("toy", "shared", i % 7)})
         assert len(steer.corpus) <= 64
-    assert steer.rebuilds > 0
-    held = set().union(*(e.feats for e in steer.corpus.entries))
-    assert held == steer.corpus.seen
-    steer.choose(b"", 1)   # the scheduler works on the rebuilt corpus
-    assert steer.scheduler.pick() in steer.corpus.entries
+    assert steer.restarts > 0 and steer.moves is weights and steer.execs == 1000
+    assert 0 < len(steer.replay) <= 32
+    queued = list(reversed(steer.replay))
+    for d in queued:   # the next mutants are the holders, which rebuild the corpus as they run
+        out, move = steer.next_input(b"", 256, 1)
+        assert (out, move) == (d, "replay")
+        steer.made(out, move)
+        steer.observe(out, RUN, {("toy", int.from_bytes(out, "big"))})
+    assert not steer.replay and set(queued) <= {e.data for e in steer.corpus.entries}
+    assert steer.next_input(b"", 256, 1)[1] != "replay"
+
+
+def test_a_move_that_raises_is_named_and_replaced_by_a_byte_edit(capsys, monkeypatch):
+    from epfuzz.protocols import REGISTRY
+
+    def broken(ctx, data, rng):
+        raise TypeError("a bug in this move")
+
+    monkeypatch.setattr(REGISTRY, "where", lambda e: "")
+    steer = _steer([mv.Move("broken", "fresh", 1, broken)])
+    mutate = lf.mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), steer=steer)
+    assert all(isinstance(mutate(b"abc", 64, s), bytes) for s in range(3))
+    assert capsys.readouterr().err.count("epfuzz: move broken raised TypeError") == 1
 
 
 def test_the_harness_feeds_every_execution_to_the_steer(tmp_path: Path):
@@ -81,12 +109,12 @@ def test_the_harness_feeds_every_execution_to_the_steer(tmp_path: Path):
             pass
 
     h = Harness("deep_gdr", keep_going=True, findings_dir=tmp_path)
-    h.counters, h.steer = Plain(), lf.Steer()
-    ctx = mv.Context("deep_gdr", get_protocol("deep_gdr"))
-    mutate = lf.mutator(ctx, steer=h.steer)
+    h.counters, h.steer = Plain(), _steer()
+    mutate = lf.mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), steer=h.steer)
     data = b""
     for s in range(60):
         data = mutate(data, 256, s)
         h.test_one_input(data)
     assert h.steer.execs == 60 and len(h.steer.corpus) > 0
+    assert {e.source for e in h.steer.corpus.entries} <= {m.name for m in mv.DEFAULT}
     assert all(codec.decode(e.data, "deep_gdr") is not None for e in h.steer.corpus.entries)
