@@ -118,3 +118,27 @@ def test_the_harness_feeds_every_execution_to_the_steer(tmp_path: Path):
     assert h.steer.execs == 60 and len(h.steer.corpus) > 0
     assert {e.source for e in h.steer.corpus.entries} <= {m.name for m in mv.DEFAULT}
     assert all(codec.decode(e.data, "deep_gdr") is not None for e in h.steer.corpus.entries)
+
+
+def test_with_no_parent_from_libfuzzer_the_mutants_are_the_guided_engines_step_for_step():
+    """The harness runs the guided engine's search, not a copy of it: fed the same executions from the
+    same seed, the mutator returns the inputs Guided.step would run (past the warm-up, through kept
+    inputs and schedule moves), so a change to the engine is a change to the harness."""
+    from epfuzz.search.engines.guided import Guided
+    from epfuzz.sim.engine import simulate
+
+    name = "deep_gdr"
+    proto = get_protocol(name)
+    g = Guided(name, proto, 5)
+    steer = lf.Steer(name, proto)
+    steer.guided.rng.seed(5)
+    steer.seeded = True
+    mutate = lf.mutator(mv.Context(name, proto), steer=steer)
+    for i in range(2 * WARMUP + 40):
+        step = g.step()
+        data = mutate(b"", 256, 0)
+        assert data == step.data, i
+        run = simulate(codec.decode(data, name), proto)
+        assert steer.observe(data, run, features(run)) == step.kept, i
+    assert len(steer.corpus) == len(g.corpus) > 1
+    assert {e.source for e in steer.corpus.entries} == {e.source for e in g.corpus.entries}
