@@ -53,6 +53,7 @@ class Harness:
         self.findings_dir = findings_dir or Path(".")
         self.sink = FindingSink(self.findings_dir, protocol, self.proto, self.backend.name)
         self.counters: Any = None   # epfuzz.search.feedbacks.Counters (the sim's features as coverage)
+        self.steer: Any = None      # epfuzz.search.engines.libfuzzer.Steer (the guided search in the mutator)
         codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
@@ -64,7 +65,11 @@ class Harness:
         except SystemExit as e:  # the plug-in's sys.exit(): a crash with its line, not the job's quiet end
             raise ProtocolError(f"protocol {self.protocol!r} called sys.exit({e.code!r})") from e
         if self.counters is not None and self.backend.name == "sim":
-            self.counters.emit(self.counters.features(outcome.detail))
+            run = outcome.detail
+            feats = self.counters.features(run)
+            self.counters.emit(feats)
+            if self.steer is not None:   # the mutator's corpus sees every execution, as the guided engine does
+                self.steer.observe(data, run, feats)
         if outcome.violation is None:
             return
         try:
@@ -141,16 +146,19 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     if not any(a.startswith("-len_control=") for a in rest):
         rest.append("-len_control=0")
     kwargs = {}
-    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):  # the move registry (epfuzz.search.moves) as custom mutator
-        from epfuzz.search.engines.libfuzzer import mutator
-        from epfuzz.search.moves import Context
-
-        kwargs["custom_mutator"] = mutator(Context(harness.protocol, harness.proto, harness.preset,
-                                                   sim=harness.backend.name == "sim"))
-    if harness.backend.name == "sim":  # the semantic features as coverage (counters reserved before Setup)
+    sim = harness.backend.name == "sim"
+    if sim:  # the semantic features as coverage (counters reserved before Setup)
         from epfuzz.search.feedbacks import Counters
 
         harness.counters = Counters()
+    if not os.environ.get("EPFUZZ_PLAIN_MUTATOR"):  # the move registry (epfuzz.search.moves) as custom mutator
+        from epfuzz.search.engines.libfuzzer import Steer, mutator
+        from epfuzz.search.moves import Context
+
+        # on the sim it mutates the guided engine's pick (Steer, fed by test_one_input); elsewhere libFuzzer's
+        harness.steer = Steer(harness.protocol, harness.proto, harness.preset) if sim else None
+        kwargs["custom_mutator"] = mutator(Context(harness.protocol, harness.proto, harness.preset, sim=sim),
+                                           steer=harness.steer)
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
     # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
     signal.signal(signal.SIGINT, signal.SIG_DFL)

@@ -11,8 +11,8 @@ Every byte string decodes to a valid scenario, so a move is `fn(ctx, parent, rng
   draw after one, `shrink` sets one field to its simplest value (zero bytes);
 - `bytes`: libFuzzer-style byte edits.
 
-The guided engine and the libFuzzer harnesses' custom mutator use this same set (the harness
-without the parent-free weighting, since libFuzzer picks the parent). `--moves module:attr`
+The guided engine and the libFuzzer harnesses' custom mutator use this same set, drawn the same way
+(epfuzz.search.engines.libfuzzer.Steer). `--moves module:attr`
 adds moves (a `Move` or a list of them). An overtake index is at most `MAX_INDEX` (the codec's
 bound): a move that would push one past it keeps it in range, so its input always encodes.
 """

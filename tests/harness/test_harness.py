@@ -68,3 +68,19 @@ def test_keep_going_writes_one_case_per_signature(tmp_path):
     cases = [load_case(c) for c in tmp_path.glob("finding-*.json")]
     assert cases
     assert len({c.signature for c in cases}) == len(cases)
+
+
+def test_jobs_each_run_the_steered_mutator_and_write_their_crash(tmp_path):
+    """-jobs=2 (ClusterFuzzLite's and `make fuzz JOBS=2`'s way to use the cores): each job is its own
+    process with its own Steer (epfuzz.search.engines.libfuzzer), mutates with it and writes its crash."""
+    work = tmp_path / "work"
+    work.mkdir()
+    p = subprocess.run([sys.executable, str(ROOT / "harnesses" / "deepep_v2_dispatch_fuzzer.py"), "-jobs=2",
+                        "-workers=2", "-runs=5000", "-seed=1", f"-artifact_prefix={tmp_path}/", str(work)],
+                       capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    logs = sorted(tmp_path.glob("fuzz-*.log"))
+    assert len(logs) == 2, p.stderr[-2000:]
+    for log in logs:
+        text = log.read_text()
+        assert "Custom-" in text and "Test unit written to" in text, text[-2000:]
+    assert len(list(tmp_path.glob("crash-*"))) >= 1
