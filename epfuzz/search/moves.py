@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import dataclasses
 import random
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -32,7 +33,7 @@ from epfuzz.protocols.base import Protocol
 
 MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
-BASES = 256            # configurations whose unscheduled run is kept for the sampler
+BASES = 256            # configurations whose unscheduled run is kept for the sampler (least recently used out)
 
 
 @dataclass
@@ -44,7 +45,11 @@ class Context:
     preset: str = "spec"
     sim: bool = True                          # schedule moves read the emulator's run of the configuration
     max_len: int = MAX_LEN
-    bases: dict[Scenario, Any] = field(default_factory=dict)
+    #: the runs `base` keeps, least recently used first: a bounded LRU, so a long run's memory does not grow
+    #: with its corpus, and the configurations of the inputs picked most often stay (clearing them all when
+    #: full made a schedule move re-run its parent's configuration more often as the corpus grew)
+    bases: OrderedDict[Scenario, Any] = field(default_factory=OrderedDict)
+    base_runs: int = 0                        # configurations `base` had to run (not kept)
     #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
     #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
     running: Scenario | None = None
@@ -60,16 +65,24 @@ class Context:
         return codec.encode(self.running) if self.running is not None else parent
 
     def base(self, config: Scenario) -> Any:
-        """The configuration's run in arrival order, replayed (its polls say what the receiver reads)."""
+        """The configuration's run in arrival order, replayed (its polls say what the receiver reads);
+        its `starts` (the images a replay begins from) are not kept."""
         from epfuzz.sim.engine import simulate
 
-        run = self.bases.get(config)
-        if run is None:
-            if len(self.bases) >= BASES:
-                self.bases.clear()
-            self.running = config
-            run = self.bases[config] = simulate(config, self.proto)
-            self.running = None
+        bases = self.bases
+        run = bases.get(config)
+        if run is not None:
+            bases.move_to_end(config)
+            return run
+        self.running = config
+        run = simulate(config, self.proto)
+        self.running = None
+        self.base_runs += 1
+        # a base is read (its TLPs, packets and polls), never replayed: it does not keep its built form's
+        # epoch-start images alive once the form cache (epfuzz.sim.engine) lets the form go
+        run = bases[config] = dataclasses.replace(run, starts=None)
+        while len(bases) > BASES:
+            bases.popitem(last=False)
         return run
 
 
