@@ -120,3 +120,13 @@ def test_the_runs_kept_for_schedule_moves_are_a_bounded_lru(monkeypatch):
         ctx.base(c)
     assert len(ctx.bases) == 3
     assert all(run.starts is None for run in ctx.bases.values())
+
+
+def test_a_fresh_sampled_draw_runs_nothing_and_keeps_no_run():
+    """fresh+pct is the sampler baseline's draw: its schedule comes from the configuration's built form,
+    so it neither replays the configuration (a second execution per draw) nor pushes the parents' runs
+    out of the schedule moves' LRU."""
+    ctx, rng = _ctx(), random.Random(2)
+    outs = [mv.fresh_pct(ctx, b"", rng) for _ in range(30)]
+    assert ctx.base_runs == 0 and not ctx.bases
+    assert any(ctx.decode(o).schedule for o in outs)
