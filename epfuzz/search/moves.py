@@ -164,7 +164,9 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
     from epfuzz.sim.engine import FORMS, build_over
 
     scn = ctx.decode(_random_bytes(rng))
+    ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
     base = build_over(FORMS.get(scn, ctx.proto), scn.replace(schedule=()))  # its built form is the run's next
+    ctx.running = None
     return codec.encode(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base)))
 
 

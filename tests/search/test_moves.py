@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
@@ -130,3 +132,19 @@ def test_a_fresh_sampled_draw_runs_nothing_and_keeps_no_run():
     outs = [mv.fresh_pct(ctx, b"", rng) for _ in range(30)]
     assert ctx.base_runs == 0 and not ctx.bases
     assert any(ctx.decode(o).schedule for o in outs)
+
+
+def test_a_fresh_sampled_draw_whose_build_raises_names_its_configuration(monkeypatch):
+    """The plug-in's sender runs in fresh+pct's build: where it raises, the campaign keeps
+    `ctx.culprit(parent)`, which must be that configuration, not the fresh move's empty parent."""
+    from epfuzz.sim import engine
+
+    def boom(scn, proto):
+        raise RuntimeError("sender")
+
+    monkeypatch.setattr(engine.FORMS, "get", boom)
+    ctx = _ctx()
+    with pytest.raises(RuntimeError):
+        mv.fresh_pct(ctx, b"", random.Random(4))
+    assert ctx.running is not None
+    assert ctx.decode(ctx.culprit(b"")) == ctx.running
