@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
@@ -100,3 +102,49 @@ def test_the_libfuzzer_mutator_says_once_when_a_move_raises(capsys, monkeypatch)
     monkeypatch.setattr(REGISTRY, "where", lambda e: " (at plugin.py:1, in broken)")
     mutate = mutator(mv.Context("deep_gdr", get_protocol("deep_gdr")), [mv.Move("broken", "ir", 1, broken)])
     assert isinstance(mutate(bytes(range(32)), 64, 0), bytes) and capsys.readouterr().err == ""
+
+
+def test_the_runs_kept_for_schedule_moves_are_a_bounded_lru(monkeypatch):
+    """A long run's memory must not grow with its corpus: at most BASES configurations' runs are kept,
+    the least recently used leaves first, and a kept run holds no epoch-start images."""
+    monkeypatch.setattr(mv, "BASES", 3)
+    ctx = _ctx()
+    configs = [codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}) for n in range(1, 6)]
+    for c in configs[:3]:
+        ctx.base(c)
+    ctx.base(configs[0])                      # used again: the most recent
+    ctx.base(configs[3])                      # the fourth: configs[1], least recently used, leaves
+    assert list(ctx.bases) == [configs[2], configs[0], configs[3]]
+    assert ctx.base_runs == 4
+    ctx.base(configs[0])
+    assert ctx.base_runs == 4                 # kept: not run again
+    for c in configs:
+        ctx.base(c)
+    assert len(ctx.bases) == 3
+    assert all(run.starts is None for run in ctx.bases.values())
+
+
+def test_a_fresh_sampled_draw_runs_nothing_and_keeps_no_run():
+    """fresh+pct is the sampler baseline's draw: its schedule comes from the configuration's built form,
+    so it neither replays the configuration (a second execution per draw) nor pushes the parents' runs
+    out of the schedule moves' LRU."""
+    ctx, rng = _ctx(), random.Random(2)
+    outs = [mv.fresh_pct(ctx, b"", rng) for _ in range(30)]
+    assert ctx.base_runs == 0 and not ctx.bases
+    assert any(ctx.decode(o).schedule for o in outs)
+
+
+def test_a_fresh_sampled_draw_whose_build_raises_names_its_configuration(monkeypatch):
+    """The plug-in's sender runs in fresh+pct's build: where it raises, the campaign keeps
+    `ctx.culprit(parent)`, which must be that configuration, not the fresh move's empty parent."""
+    from epfuzz.sim import engine
+
+    def boom(scn, proto):
+        raise RuntimeError("sender")
+
+    monkeypatch.setattr(engine.FORMS, "get", boom)
+    ctx = _ctx()
+    with pytest.raises(RuntimeError):
+        mv.fresh_pct(ctx, b"", random.Random(4))
+    assert ctx.running is not None
+    assert ctx.decode(ctx.culprit(b"")) == ctx.running

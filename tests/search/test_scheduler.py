@@ -32,7 +32,7 @@ def test_an_input_is_kept_when_new_or_much_cheaper():
     assert c.observe(b"a", {("x", 1)}, units=100)[0] == 0
     assert c.observe(b"b", {("x", 1)}, units=80)[0] is None        # not under half the cost
     idx, changed = c.observe(b"c", {("x", 1)}, units=40)
-    assert idx == 1 and changed == {0, 1} and c.top[("x", 1)] == 1
+    assert idx == 1 and changed == {0, 1} and c.holder(("x", 1)) == 1
     assert c.entries[0].held == 0 and c.entries[1].held == 1
 
 
@@ -64,3 +64,15 @@ def test_near_misses_are_picked_more_often():
     assert c.entries[7].near
     picks = [s.pick().data for _ in range(2000)]
     assert picks.count(bytes([7])) > 2000 * 0.2
+
+
+def test_each_feature_is_stored_once_and_an_entry_holds_ids():
+    """An entry's features are an array of ids into one table, not its own feature tuples: the
+    corpus's memory grows by bytes per kept input."""
+    c = Corpus()
+    c.observe(b"a", {("x", 1), ("y", 2)}, units=100)
+    c.observe(b"b", {("x", 1), ("z", 3)}, units=100)
+    assert len(c.seen) == 3 and ("z", 3) in c.seen
+    e0, e1 = c.entries
+    assert e0.feats.typecode == "I" and list(e1.feats) == sorted([c.ids[("x", 1)], c.ids[("z", 3)]])
+    assert c.hits[c.ids[("x", 1)]] == 2 and c.holder(("x", 1)) == 0 and c.holder(("q", 0)) is None

@@ -82,7 +82,7 @@ class Guided:
         seen = self.corpus.seen
         for f in self.feedbacks:
             got = f.fn(ex.run)
-            self.monitor.new_features(f.name, len(got - seen - feats))
+            self.monitor.new_features(f.name, sum(1 for k in got if k not in seen and k not in feats))
             feats |= got
         idx, changed = self.corpus.observe(data, feats, ex.units, move)
         if changed:
