@@ -139,10 +139,11 @@ def test_a_fresh_sampled_draw_whose_build_raises_names_its_configuration(monkeyp
     `ctx.culprit(parent)`, which must be that configuration, not the fresh move's empty parent."""
     from epfuzz.sim import engine
 
-    def boom(scn, proto):
-        raise RuntimeError("sender")
+    class Raising:   # the form cache whose build runs the sender (a stand-in: compiled, its methods are fixed)
+        def get(self, scn, proto):
+            raise RuntimeError("sender")
 
-    monkeypatch.setattr(engine.FORMS, "get", boom)
+    monkeypatch.setattr(engine, "FORMS", Raising())
     ctx = _ctx()
     with pytest.raises(RuntimeError):
         mv.fresh_pct(ctx, b"", random.Random(4))
