@@ -84,6 +84,19 @@ READ_OTHER_QP_FIXED = PathProtocol(
     "of that QP's earlier writes (B2a), so its completion covers them", dict(_PULL), "clean", _SOURCES,
     _flush_sender("data", "flush"), _flag_receiver())
 
+def _litmus_sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+    """The safety table's READ axis (`epfuzz.triage.safety`): the READ on the data QP with the flag fenced
+    (`signal.fence`) or not, or on the other QP waited for by a Flush (`signal.other_qp`)."""
+    other = scn.signal.other_qp and scn.topology.num_qps > 1
+    wait = "flush" if other else "fence" if scn.signal.fence else "none"
+    return _flush_sender("next" if other else "data", wait)(scn, lay, epoch)
+
+
+#: not registered: the safety table runs it on dispatch_any's scenarios (its fields are all this reads)
+READ_FLUSH_LITMUS = PathProtocol(
+    "read_flush_litmus", "data WRITEs, a flush READ, then the flag: the safety table's READ axis", {}, "clean",
+    _SOURCES, _litmus_sender, _flag_receiver())
+
 PROTOCOLS = (READ_UNFENCED, READ_UNFENCED_FIXED, READ_OTHER_QP, READ_OTHER_QP_FIXED)
 #: (title, bad, fixed) per pair (tests/zoo/test_pull_zoo.py, bench/fixed_budget.py)
 PAIRS: tuple[tuple[str, str, str], ...] = (
