@@ -20,6 +20,7 @@ from epfuzz.protocols import REGISTRY, cebatch, get_protocol, pull
 from epfuzz.search.sampler import SamplerSearch
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
+from epfuzz.triage.explain import explain
 
 ROOT = Path(__file__).resolve().parents[2]
 PAIRS = pull.PAIRS + cebatch.PAIRS
@@ -61,10 +62,14 @@ def test_bad_found_by_the_sampler_from_nothing(bad):
     proto = get_protocol(bad)
     search = SamplerSearch(bad, proto, seed)
     for _ in range(budget):
-        run = simulate(search.next_scenario(), proto)
+        scn = search.next_scenario()
+        run = simulate(scn, proto)
         if run.violation is not None:
             assert run.violation.kind == kind, run.violation.summary()
             assert clause in {rule for _, _, rule in run.tlp_inversions}, run.tlp_inversions
+            text = explain(scn, proto).text()  # explain names the layer's clause among its overtakes
+            overtakes = text.split("\novertakes\n", 1)[1].split("\n\n", 1)[0].splitlines()
+            assert any(line.startswith(f"  {clause}: ") for line in overtakes), text
             return
     pytest.fail(f"{bad}: no finding in {budget} sampled executions (seed {seed})")
 
