@@ -115,7 +115,8 @@ class SendQueues:
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
-        w.done, w.after = -1, after
+        fenced = op.fence and self.last_read[qp] >= 0  # IB-fence-read: behind every earlier READ of the QP
+        w.done, w.after = -1, self.last_read[qp] if fenced else after
         self.wrs.append(w)
         self.last_wr[qp] = w.id
         self.last_read[qp] = w.id if isinstance(op, ops.Read) else self.last_read[qp]
@@ -172,7 +173,6 @@ class SendQueues:
         a = self.atomic_pkt[qp]
         if op.fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
             start = a.arrive + self.lat[qp]
-        after = a.wr if op.fence and a is not None and a.kind == _READ else w.after  # IB-fence-read
         w.start = start
         if isinstance(op, ops.Write | ops.CeCopy):  # a copy-engine copy is timed as a WRITE on its lane
             ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift if isinstance(op, ops.Write)
@@ -196,8 +196,8 @@ class SendQueues:
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
         batch = op.batch if isinstance(op, ops.CeCopy | ops.CeValue) else -1  # epfuzz.model.cebatch
-        for i in range(first, len(self.pkts)) if after >= 0 or batch >= 0 else ():
-            self.pkts[i].after, self.pkts[i].batch = after, batch
+        for i in range(first, len(self.pkts)) if w.after >= 0 or batch >= 0 else ():
+            self.pkts[i].after, self.pkts[i].batch = w.after, batch
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])

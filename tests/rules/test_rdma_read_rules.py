@@ -118,3 +118,11 @@ def test_packets_of_a_read_are_executed_in_psn_order():
         p.seq = i
     t = respond(scn, [rd, data], 4, 0)
     assert [x.action for x in t] == [TlpAction.COPY, TlpAction.FETCH]
+
+
+def test_IB_fence_read_covers_a_read_before_a_later_atomic():
+    """READ, ATOMIC, then a fenced WRITE: the fence waits for both, so the WRITE stays behind the READ too."""
+    _, pkts = post_and_send(_scn(), [[ops.Read(0, ops.DATA, 0, 8), ops.AtomicAdd(0, ops.SIGNAL, 0, 1),
+                                      ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=True)]], 0, 0, [0])
+    rd, _, flag = pkts
+    assert flag.after == rd.wr
