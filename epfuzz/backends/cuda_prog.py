@@ -71,6 +71,12 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
         return (OP_SPIN, 0, 0, 0, op.ns, 0, 0)
     if isinstance(op, ops.Flush):
         return (OP_FENCE, 0, 0, 0, 0, 0, 0)
+    if isinstance(op, ops.CeCopy | ops.CeValue):
+        raise Unsupported(f"cuda: copy-engine batches are not driven by the interpreter (it issues SM stores and "
+                          f"fences; a cudaMemcpyBatchAsync's order is the sim's CE-batch clause) ({op})")
+    if isinstance(op, ops.Read):
+        raise Unsupported(f"cuda: an RDMA READ has no GPU form: the interpreter issues a peer GPU's stores and fences, "
+                          f"and a peer load orders nothing of the READ layer's PCIe/IB clauses ({op})")
     raise Unsupported(f"cuda: no GPU form for op {op!r}")
 
 

@@ -64,6 +64,28 @@ def _guest_error(line: str) -> EpfuzzError:
     return kind(err["message"])
 
 
+#: the most bytes an RDMA READ may bring back: the sender MR keeps 4 KiB past its regions, READ results at 512
+READ_ROOM = 4096 - 512
+
+
+def refusal(scn: Scenario, proto: Protocol) -> str:
+    """Why verbs cannot run this protocol, or "": a copy-engine copy (`ops.CeCopy`, `ops.CeValue`) is a GPU
+    DMA engine's, with no work request to post; a READ's bytes must fit the sender's scratch. Asked on the
+    host, before a guest is booted."""
+    from epfuzz.ir import ops
+
+    lay = proto.layout(scn)
+    for epoch in range(min(scn.payload.epochs, 2)):
+        for prog in proto.sender(scn, lay, epoch):
+            for op in prog:
+                if isinstance(op, ops.CeCopy | ops.CeValue):
+                    return (f"backend verbs: {proto.name} posts copy-engine copies ({type(op).__name__}); a copy "
+                            "engine has no verbs form (the sim models its batches)")
+                if isinstance(op, ops.Read) and op.length > READ_ROOM:
+                    return f"backend verbs: an RDMA READ of {op.length} bytes; the sender's scratch takes {READ_ROOM}"
+    return ""
+
+
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
     """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line."""
     from epfuzz.guest import vm
@@ -109,6 +131,9 @@ class VerbsBackend(Backend):
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
+        why = refusal(scn, proto)
+        if why:
+            raise Unsupported(why)
         if not self.runs_locally():
             ok, why = self.availability()
             if not ok:

@@ -1,7 +1,7 @@
 """The verbs runner: a scenario's epochs on two RDMA devices, the protocol's receiver looking on.
 
 Per epoch: the epoch start (source image, poison, reset, receives), the channels'
-ops posted as RDMA WRITE / WRITE_WITH_IMM / ATOMIC FETCH_AND_ADD / SEND with
+ops posted as RDMA WRITE / WRITE_WITH_IMM / ATOMIC FETCH_AND_ADD / SEND / READ with
 fences, the protocol's own receiver polling the receiver's MR between the posts
 and after them, the oracle on whatever it consumes (`_judge`), and a drain that
 waits for every completion. Resources come from `verbs_wiring.py`, tc shaping
@@ -40,9 +40,8 @@ STALL_S = 4.0  # completions stop for this long: the run is stuck (VerbsRunner._
 #: per-QP delays (ns in the scenario) are stretched by this, so 65,535 ns becomes 65 ms
 DELAY_SCALE = 1000
 MASK64 = (1 << 64) - 1
-#: sender-MR scratch offsets (past the regions) of the sources of WriteValue, atomics' results and
-#: SEND payloads
-SRC_VALUE, SRC_ATOMIC, SRC_SEND = 64, 128, 256
+#: sender-MR scratch offsets past the regions (4 KiB): WriteValue and SEND sources, atomic and READ results
+SRC_VALUE, SRC_ATOMIC, SRC_SEND, SRC_READ = 64, 128, 256, 512
 
 
 @dataclass(frozen=True)
@@ -300,10 +299,10 @@ def work_request(w: Wiring, op: ops.Op) -> SendWR:
     """The send WR of one op; sources of values live in the sender MR past the regions."""
     smr, rmr, base, scratch = w.smr, w.rmr, w.base, w.staging
     flags = e.IBV_SEND_FENCE if getattr(op, "fence", False) else 0
-    if isinstance(op, ops.Write):
-        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1,
-                    sg=[SGE(smr.buf + base[op.region] + op.offset + op.shift, op.length, smr.lkey)],
-                    send_flags=flags)
+    if isinstance(op, ops.Write | ops.Read):  # a READ's bytes come back into the sender's scratch, unjudged
+        src = smr.buf + (base[op.region] + op.offset + op.shift if isinstance(op, ops.Write) else scratch + SRC_READ)
+        wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE if isinstance(op, ops.Write) else e.IBV_WR_RDMA_READ, num_sge=1,
+                    sg=[SGE(src, op.length, smr.lkey)], send_flags=flags)
     elif isinstance(op, ops.WriteValue):
         smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_VALUE)
         wr = SendWR(opcode=e.IBV_WR_RDMA_WRITE, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_VALUE, 8, smr.lkey)],
@@ -322,8 +321,8 @@ def work_request(w: Wiring, op: ops.Op) -> SendWR:
         smr.write(op.value.to_bytes(8, "little"), 8, scratch + SRC_SEND)
         return SendWR(opcode=e.IBV_WR_SEND, num_sge=1, sg=[SGE(smr.buf + scratch + SRC_SEND, 8, smr.lkey)],
                       send_flags=flags)
-    else:  # pragma: no cover
-        raise TypeError(op)
+    else:  # a copy-engine copy (or a READ too long): `verbs.refusal` stops it on the host first
+        raise Unsupported(f"backend verbs: no verbs form for {op!r}")
     wr.set_wr_rdma(rmr.rkey, rmr.buf + base[op.region] + op.offset)
     return wr
 

@@ -143,8 +143,8 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
     rp.add_argument("--max-states", type=_positive(int), default=200_000, help="explore's state budget per scenario")
     _common(rp, backend=False)
 
-    sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP combinations are "
-                                        "unsafe under each preset (exhaustive, small litmus scenarios)")
+    sub.add_parser("safety-table", help="which signal x MR x atomic mode x fence x QP x flush READ combinations "
+                                        "are unsafe under each preset (exhaustive, small litmus scenarios)")
 
 
 def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:

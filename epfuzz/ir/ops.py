@@ -88,6 +88,54 @@ class Send:
 
 
 @dataclass(frozen=True, slots=True)
+class Read:
+    """RDMA READ of [offset, offset+length) of the receiver's `region` into the sender's scratch.
+
+    The responder reads its memory with one MemRd (`epfuzz.model.rdma_read`): it does not pass the
+    QP's earlier posted writes (PCIe B2a), so a READ on the data QP is a flush of them; it orders
+    nothing on another QP (xQP). A later WR of the QP may take effect before the READ has read
+    memory unless it carries `fence` (IBV_SEND_FENCE waits for prior READs and ATOMICs).
+    """
+
+    qp: int
+    region: str
+    offset: int
+    length: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class CeCopy:
+    """A copy-engine copy of this epoch's payload bytes for [offset, offset+length) of `region`, in batch
+    `batch` (`epfuzz.model.cebatch`): NCCL's zero-SM put, one task of a `cudaMemcpyBatchAsync`.
+
+    `qp` is the lane (stream) the batches are issued on: the scenario's QPs double as copy-engine
+    streams for timing, and a protocol uses a lane for copies only. Copies of one batch have no order
+    among them; a later batch on the lane starts once the earlier one has completed.
+    """
+
+    qp: int
+    region: str
+    offset: int
+    length: int
+    batch: int
+    fence: bool = False  # never set: a copy engine has no fence indicator (the field keeps WR ops alike)
+
+
+@dataclass(frozen=True, slots=True)
+class CeValue:
+    """A copy-engine copy of an 8-byte value (a signal: NCCL's sequence number) into `region` at `offset`,
+    in batch `batch` on lane `qp` (`CeCopy`)."""
+
+    qp: int
+    region: str
+    offset: int
+    value: int
+    batch: int
+    fence: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class Spin:
     """GPU clock spin before the next post."""
 
@@ -105,5 +153,5 @@ class Flush:
     qp: int
 
 
-Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Spin | Flush
-WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send)
+Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Read | CeCopy | CeValue | Spin | Flush
+WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send, Read, CeCopy, CeValue)

@@ -20,10 +20,10 @@ from epfuzz.protocols.base import Layout
 
 
 def _span(op: ops.Op) -> tuple[str, int, int] | None:
-    """(region, offset, length) an op writes at the receiver, or None for GPU-side ops."""
-    if isinstance(op, ops.Write | ops.WriteImm):
+    """(region, offset, length) an op writes (or a READ reads) at the receiver, or None for GPU-side ops."""
+    if isinstance(op, ops.Write | ops.WriteImm | ops.Read | ops.CeCopy):
         return op.region, op.offset, op.length
-    if isinstance(op, ops.WriteValue | ops.AtomicAdd):
+    if isinstance(op, ops.WriteValue | ops.AtomicAdd | ops.CeValue):
         return op.region, op.offset, 8
     return None
 

@@ -99,6 +99,8 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
     states = 0
     for combo in itertools.product(*(itertools.permutations(range(len(g))) for g in per_epoch)):
         perms = [list(c) for c in combo]
+        if not all(_fences_kept([g[i] for i in perm]) for g, perm in zip(per_epoch, perms)):
+            continue  # a WR fenced behind a READ is not sent before the READ's response (IB-fence-read)
 
         def arrival(ps: list[Packet], perms: list[list[int]] = perms) -> list[Packet]:
             out: list[Packet] = []
@@ -112,6 +114,12 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
         if res.violation is not None:
             return Exploration(res.violation, states, res.order, bounds(scn))
     return Exploration(None, states, [], bounds(scn))
+
+
+def _fences_kept(order: list[Packet]) -> bool:
+    """Whether every packet sent behind a READ's completion (`Packet.after`) arrives after the packets of
+    the WRs posted up to that READ (`epfuzz.sim.pass_rules.packet_pass_rule` says the same)."""
+    return not any(p.after >= 0 and any(q.wr <= p.after for q in order[i + 1:]) for i, p in enumerate(order))
 
 
 def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -> Exploration:

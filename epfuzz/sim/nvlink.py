@@ -43,7 +43,7 @@ def gpu_ops(scn: Scenario, packets: Sequence[Packet]) -> dict[int, GpuOp]:
     atomic = GpuOp(GpuAccess.ATOMIC, gpu_signal_clause(GpuAccess.ATOMIC, g.fence, g.store, g.path))
     out: dict[int, GpuOp] = {}
     for p in packets:
-        if p.kind == PacketKind.WRITE:
+        if p.kind == PacketKind.WRITE or p.kind == PacketKind.READ:  # a READ: a weak peer load, orders nothing
             out[p.seq] = GpuOp(GpuAccess.STORE, "NV-weak", p.channel)
         else:
             base = atomic if p.kind == PacketKind.ATOMIC else store
@@ -52,14 +52,15 @@ def gpu_ops(scn: Scenario, packets: Sequence[Packet]) -> dict[int, GpuOp]:
 
 
 def pass_rule(scn: Scenario, packets: Sequence[Packet]) -> PassRule:
-    """The adversary's rule for this run: the PCIe/IB rules, or the NVLink clauses under `nvlink`."""
+    """The adversary's rule for this run: the PCIe/IB rules, or the NVLink clauses under `nvlink` (copy-engine
+    copies keep their own clauses, `epfuzz.model.cebatch`; an RDMA READ there is a weak peer load)."""
     base = tlp_pass_rule()
     if not is_nvlink(scn):
         return base
     access = gpu_ops(scn, packets)
 
     def rule(later: Tlp, earlier: Tlp) -> str | None:
-        if later.epoch != earlier.epoch or later.local or earlier.local:
+        if later.epoch != earlier.epoch or later.local or earlier.local or later.batch >= 0 or earlier.batch >= 0:
             return base(later, earlier)
         return nvlink_pass(access[later.pkt], access[earlier.pkt])
 

@@ -25,6 +25,7 @@ class PacketKind(IntEnum):
     ATOMIC = 2   # FETCH_AND_ADD
     IMM = 3      # RDMA WRITE_WITH_IMM (a piece; the last one makes the CQE)
     SEND = 4     # SEND into a posted receive (message plus CQE)
+    READ = 5     # RDMA READ request (the responder reads its memory; the response flows back)
 
 
 class TlpAction(IntEnum):
@@ -35,6 +36,7 @@ class TlpAction(IntEnum):
     ADD = 2      # atomic add (one AtomicOp, or the write-back of a read-modify-write)
     READ = 3     # the MemRd of a read-modify-write: changes nothing
     CQE = 4      # write a 16-byte completion entry
+    FETCH = 5    # the MemRd of an RDMA READ: changes nothing (`epfuzz.model.rdma_read`)
 
 
 class LocalStore(IntEnum):
@@ -51,7 +53,7 @@ class LocalStore(IntEnum):
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
-                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index")
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "batch")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -70,6 +72,12 @@ class Packet:
     depart: int
     arrive: int
     op_index: int
+    after: int  # the READ WR a fenced WR waited for (IB-fence-read), or -1
+    batch: int  # the copy-engine batch of a CeCopy/CeValue (`epfuzz.model.cebatch`), or -1
+
+    def __init__(self) -> None:
+        self.after = -1
+        self.batch = -1
 
     def split(self, k: int) -> tuple[Packet, Packet]:  # pragma: no cover - the adversary splits runs of n > 1
         raise AssertionError("a packet is one unit: it is never split")
@@ -88,7 +96,7 @@ class Tlp:
     """
 
     __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
-                 "dep", "hold", "pkt", "wr", "target", "local")
+                 "dep", "hold", "pkt", "wr", "target", "local", "after", "batch")
     seq: int
     n: int
     mps: int
@@ -106,6 +114,12 @@ class Tlp:
     wr: int
     target: int
     local: LocalStore
+    after: int  # the READ WR whose MemRd this TLP never passes (a fenced WR: IB-fence-read), or -1
+    batch: int  # the copy-engine batch it was copied in (`epfuzz.model.cebatch`), or -1
+
+    def __init__(self) -> None:
+        self.after = -1
+        self.batch = -1
 
     def __repr__(self) -> str:  # pragma: no cover
         a = self.attrs
@@ -125,11 +139,12 @@ class Tlp:
         t.seq, t.n, t.mps, t.epoch, t.attrs, t.action = self.seq, self.n, self.mps, self.epoch, self.attrs, self.action
         t.qp, t.region, t.off, t.length, t.value = self.qp, self.region, self.off, self.length, self.value
         t.dep, t.hold, t.pkt, t.wr, t.target, t.local = self.dep, self.hold, self.pkt, self.wr, self.target, self.local
+        t.after, t.batch = self.after, self.batch
         return t
 
 
 class Wr:
-    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done")
+    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after")
     id: int
     epoch: int
     channel: int
@@ -139,6 +154,7 @@ class Wr:
     post: int
     start: int
     done: int
+    after: int  # the READ WR its channel waited for by a Flush before posting it (IB-read-response), or -1
 
 
 class FlushWait:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from epfuzz.model.cebatch import CE_BATCH
 from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
+from epfuzz.model.rdma_read import UNFENCED
 from epfuzz.sim.adversary import PassRule
-from epfuzz.sim.packets import LocalStore, Tlp
+from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
 from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
@@ -25,7 +27,12 @@ def tlp_pass_rule() -> PassRule:
     epoch race it ("no-barrier"); an RMW write never passes its read; an o9-20
     atomic never passes its QP's earlier TLPs; TLPs of different QPs are unordered
     (IB gives no cross-QP order, "xQP"); TLPs to different completers are
-    unordered (PCIe ordering is per path, "path"). The reorder window is applied
+    unordered (PCIe ordering is per path, "path"). An RDMA READ's MemRd
+    (`epfuzz.model.rdma_read`) is never passed by a WR fenced behind it
+    ("IB-fence-read"); an unfenced later TLP of its QP may pass it ("IB-read-unfenced",
+    where the table allows: A3 for a posted write). Copies of one copy-engine batch
+    on one lane pass each other freely ("CE-batch"), a later batch never passes an
+    earlier one (`epfuzz.model.cebatch`). The reorder window is applied
     by `apply_overtakes`, unit by unit.
     """
 
@@ -38,10 +45,16 @@ def tlp_pass_rule() -> PassRule:
             return None
         if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
             return None
+        if later.after >= 0 and later.after == earlier.wr:  # IB-fence-read: started after the READ completed
+            return None
+        if later.batch >= 0 and earlier.batch >= 0 and later.qp == earlier.qp:  # one copy-engine lane:
+            return CE_BATCH if later.batch == earlier.batch else None  # no order in a batch, stream order across
         if later.qp != earlier.qp:                # IB: no ordering across QPs; the responder
             return "xQP"                          # processes them independently
         if later.target != earlier.target:        # PCIe orders a path, not different completers
             return "path"
+        if earlier.action == _FETCH:              # a later WR of the QP, not fenced behind the READ
+            return UNFENCED if _table_rule(later.attrs, earlier.attrs) is not None else None
         return _table_rule(later.attrs, earlier.attrs)
 
     return rule
@@ -63,12 +76,20 @@ def _table_rule(a: Attrs, b: Attrs) -> str | None:
     return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
 
 
+_FETCH = TlpAction.FETCH
+
+
 def packet_pass_rule(adaptive_routing: bool) -> PassRule:
     """Adaptive routing lets a packet overtake earlier ones; without it the wire is FIFO per QP."""
 
     def rule(later: Any, earlier: Any) -> str | None:  # Any: any object with epoch and qp (not checked as Packet)
         if not adaptive_routing or later.epoch != earlier.epoch:
             return None
+        if getattr(later, "batch", -1) >= 0 or getattr(earlier, "batch", -1) >= 0:
+            return None  # a copy engine's copies cross no fabric (CE-no-fabric)
+        after = getattr(later, "after", -1)
+        if after >= 0 and earlier.wr <= after:  # sent once the READ's response was back, which
+            return None  # needed every packet before the READ (stricter across QPs: IB-fence-read, IB-read-response)
         return "AR" if later.qp == earlier.qp else "cross-QP"
 
     return rule

@@ -242,7 +242,7 @@ def _touched(t: Tlp, spans: tuple[list[int], list[int]] | None) -> tuple[int, in
     """The bytes of `t` a receiver reads, as one [lo, hi) from the first watched byte it writes to the
     last (hi <= lo: none); a READ writes nothing. What lies between two spans is compared too: a change
     there only costs a poll that finds nothing."""
-    if t.action == TlpAction.READ:
+    if t.action == TlpAction.READ or t.action == TlpAction.FETCH:
         return 0, 0
     lo, hi = t.off, t.off + t.length
     if spans is None:

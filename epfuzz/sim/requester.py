@@ -11,9 +11,9 @@ scenario, so the same scenario always yields the same packets.
   post order is by time, then channel.
 - Requester NIC: one send queue per QP, processed in order. A WRITE becomes
   ceil(len/MTU) packets paced at the (throttled) QP rate; IBV_SEND_FENCE delays a
-  WR until the QP's earlier ATOMICs have completed, their responses back (IB: fence
-  orders after prior READ/ATOMIC only, never after WRITEs). QPs are not ordered
-  with each other.
+  WR until the QP's earlier ATOMICs and READs have completed, their responses back
+  (IB: fence orders after prior READ/ATOMIC only, never after WRITEs; `Packet.after`,
+  `epfuzz.model.rdma_read`). QPs are not ordered with each other.
 - Port: packets of all QPs leave through one port in ready-time order, at the
   (throttled) port rate.
 - Network: fixed latency plus per-QP and per-port added delay; in order per QP,
@@ -38,15 +38,15 @@ _NEVER = 1 << 62        # a time after every event
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow
 # attribute hook (~0.15 us), which the requester would otherwise pay per WR
-_WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
-                                        PacketKind.SEND)
+_WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
+                                               PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
 
 # sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
 _BY_READY = attrgetter("ready", "qp", "psn")
 _BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
 
 #: the ops that become a WR (`Spin` and `Flush` only pace the posting channel)
-Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send
+Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
 
 
 class Port:
@@ -102,21 +102,24 @@ class SendQueues:
         self.pkts: list[Packet] = []
         self.track = track
         self.port = Port(f.port_rate_div, self.lat)
-        self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC (what a fence waits for)
+        self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
         self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
+        self.last_read = [-1] * nq                          # the QP's latest READ posted (what a Flush orders)
         #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
         self.waiting: list[list[tuple[Wr, Posted]]] = [[] for _ in range(nq)]
         self.stalled = 0  # WRs waiting, over all QPs
 
-    def post(self, op: Posted, channel: int, index: int, qp: int, now: int) -> None:
-        """Post `op` (the channel's op number `index`) on `qp` at time `now`."""
+    def post(self, op: Posted, channel: int, index: int, qp: int, now: int, after: int = -1) -> None:
+        """Post `op` (the channel's op number `index`) on `qp` at time `now` (`after`: the READ a Flush waited for)."""
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
-        w.done = -1
+        fenced = op.fence and self.last_read[qp] >= 0  # IB-fence-read: behind every earlier READ of the QP
+        w.done, w.after = -1, self.last_read[qp] if fenced else after
         self.wrs.append(w)
         self.last_wr[qp] = w.id
+        self.last_read[qp] = w.id if isinstance(op, ops.Read) else self.last_read[qp]
         if self.waiting[qp] or (op.fence and not self.fence_clear(qp)):
             self.waiting[qp].append((w, op))  # the send queue is in order: all behind a stalled fence waits
             self.stalled += 1
@@ -171,24 +174,30 @@ class SendQueues:
         if op.fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
             start = a.arrive + self.lat[qp]
         w.start = start
-        if isinstance(op, ops.Write):
-            ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift, 0, channel, index, qp, wid,
-                                  start)
+        if isinstance(op, ops.Write | ops.CeCopy):  # a copy-engine copy is timed as a WRITE on its lane
+            ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift if isinstance(op, ops.Write)
+                                  else 0, 0, channel, index, qp, wid, start)
         elif isinstance(op, ops.WriteImm):
             ready = self._payload(op.region, op.offset, op.length, _IMM, op.imm, op.cq_slot, channel, index, qp,
                                   wid, start)
         else:  # one packet: an 8-byte value, an atomic or a send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            if isinstance(op, ops.WriteValue):
+            if isinstance(op, ops.WriteValue | ops.CeValue):
                 self._packet(channel, index, qp, wid, _VALUE, op.region, op.offset, 8, op.value, True, ready, 0)
             elif isinstance(op, ops.AtomicAdd):
                 self._packet(channel, index, qp, wid, _ATOMIC, op.region, op.offset, 8, op.delta, True, ready, 0)
+                self.atomic_pkt[qp] = self.pkts[-1]
+            elif isinstance(op, ops.Read):  # the request; its response is the completion (IB-read-response)
+                self._packet(channel, index, qp, wid, _READ, op.region, op.offset, op.length, 0, True, ready, 0)
                 self.atomic_pkt[qp] = self.pkts[-1]
             else:
                 self._packet(channel, index, qp, wid, _SEND, ops.RECV, op.slot * 16, 8, op.value, True, ready,
                              op.slot)
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
+        batch = op.batch if isinstance(op, ops.CeCopy | ops.CeValue) else -1  # epfuzz.model.cebatch
+        for i in range(first, len(self.pkts)) if w.after >= 0 or batch >= 0 else ():
+            self.pkts[i].after, self.pkts[i].batch = w.after, batch
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])
@@ -236,7 +245,7 @@ def _waits(programs: list[list[ops.Op]]) -> bool:
         for op in prog:
             if isinstance(op, ops.Flush):
                 return True
-            if isinstance(op, (ops.Write, ops.WriteValue, ops.AtomicAdd, ops.WriteImm, ops.Send)) and op.fence:
+            if isinstance(op, ops.WR_OPS) and op.fence:
                 return True
     return False
 
@@ -254,6 +263,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     heap = [(0, c, 0) for c, prog in enumerate(programs) if prog]  # (time, channel, next op index)
     heapq.heapify(heap)
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
+    after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     post = sq.post
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
@@ -274,12 +284,13 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 flushes.append(f)
             if f.wr >= 0:  # wait (IB-flush-qp: for this QP only); `_settle` resumes the channel
                 w = sq.wrs[f.wr - wr_base]
-                f.clause = "IB-atomic-response" if isinstance(w.op, ops.AtomicAdd) else "IB-ack"
+                f.clause = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}.get(type(w.op), "IB-ack")
+                after[c] = sq.last_read[q] if sq.last_read[q] >= 0 else after[c]  # its READ completed (IB-sq-order)
                 parked.append((c, idx, f))
                 heapq.heappop(heap)
                 continue
         else:
-            post(op, c, idx, op.qp % nq, t)
+            post(op, c, idx, op.qp % nq, t, after[c])
             t += POST_NS
         if idx + 1 < len(prog):
             heapq.heapreplace(heap, (t, c, idx + 1))

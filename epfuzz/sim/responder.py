@@ -4,7 +4,8 @@ Payload becomes posted MemWr TLPs split at max-payload-size boundaries, carrying
 RO when the MR and the NIC allow it. A FETCH_AND_ADD becomes one AtomicOp
 (non-posted with data, PCI_ATOMIC_MODE=4) or a MemRd followed, after its
 completion, by a MemWr (mode 0). Atomics and CQEs (WRITE_WITH_IMM, SEND; strict
-MemWr TLPs) are executed only once every earlier packet of the QP has arrived:
+MemWr TLPs) and RDMA READs (one MemRd, `epfuzz.model.rdma_read`) are executed only
+once every earlier packet of the QP has arrived:
 the responder executes requests in PSN order, and only RDMA WRITE payload may be
 placed out of order under adaptive routing. With o9-20 enforced, an atomic
 additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
@@ -23,8 +24,8 @@ LocalStoreSpec = tuple[str, int, int, bool]
 
 # members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
-_WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
-                                        PacketKind.SEND)
+_WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
+                                               PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
 _COPY, _SET = TlpAction.COPY, TlpAction.VALUE
 _NONE = LocalStore.NONE
 #: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
@@ -120,6 +121,7 @@ class Responder:
         t.region, t.off, t.length, t.value = region, off, length, value
         t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
         t.target, t.local = self.targets.get(region, 0), _NONE
+        t.after, t.batch = p.after, p.batch
         self.out.append(t)
         return t
 
@@ -136,7 +138,7 @@ class Responder:
             self.payload(p, _COPY, p.value)
         elif kind == _VALUE:
             self.payload(p, _SET, p.value)
-        elif kind == _ATOMIC:  # executed in PSN order, even when writes are placed out of order
+        elif kind in (_ATOMIC, _READ):  # executed in PSN order, even when writes are placed out of order
             self.held.setdefault(p.qp, []).append(p)
         elif kind == _IMM:
             if p.length:
@@ -194,9 +196,11 @@ class Responder:
             self.held[qp] = keep
 
     def complete(self, p: Packet) -> None:
-        """The in-order completion point of packet p (CQE, or an o9-20 atomic)."""
+        """The in-order completion point of packet p (CQE, an RDMA READ's MemRd, or an o9-20 atomic)."""
         if p.kind == _ATOMIC:
             self.atomic(p, hold=self.o920)
+        elif p.kind == _READ:  # one MemRd, no RO (RO does not let a read pass: B2a)
+            self.emit(TlpType.READ, False, TlpAction.FETCH, p, p.region, p.off, p.length, 0)
         else:
             self.emit(TlpType.POSTED, False, TlpAction.CQE, p, ops.CQ,
                       (p.channel * self.max_signals + p.cq_slot) * 16, 16, p.value)

@@ -34,7 +34,8 @@ LABELS = {
 }
 
 PK_NAMES = {PacketKind.WRITE: "RDMA WRITE", PacketKind.VALUE: "RDMA WRITE (flag)",
-            PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND"}
+            PacketKind.ATOMIC: "FETCH_AND_ADD", PacketKind.IMM: "WRITE_WITH_IMM", PacketKind.SEND: "SEND",
+            PacketKind.READ: "RDMA READ"}
 
 
 def tlp_name(t: Tlp) -> str:
@@ -43,6 +44,8 @@ def tlp_name(t: Tlp) -> str:
         base = "AtomicOp"
     elif t.action == TlpAction.READ:
         base = "MemRd"
+    elif t.action == TlpAction.FETCH:
+        base = "MemRd(RDMA READ)"
     elif t.action == TlpAction.CQE:
         base = "MemWr(CQE)"
     elif t.action == TlpAction.ADD:

@@ -44,7 +44,12 @@ REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed":
            "deep2_head_trailer": "inside the slot body", "deep2_head_trailer_fixed": "inside the slot body",
            "deep2_notify": "copies the cq and recv regions only", "deep2_notify_fixed": "copies the cq and recv",
            "signal_baseline": "stores before epoch 0", "signal_baseline_fixed": "stores before epoch 0",
-           "init_zeroing": "stores before epoch 0", "init_zeroing_fixed": "stores before epoch 0"}
+           "init_zeroing": "stores before epoch 0", "init_zeroing_fixed": "stores before epoch 0",
+           # issue 30's layers: no GPU form for an RDMA READ, nor for a copy-engine batch
+           **{n: "RDMA READ has no GPU form" for n in ("read_flush_unfenced", "read_flush_unfenced_fixed",
+                                                         "read_flush_other_qp", "read_flush_other_qp_fixed")},
+           **{n: "copy-engine batches are not driven" for n in ("ce_batch_signal", "ce_batch_signal_fixed",
+                                                                  "ce_signal_override", "ce_signal_override_fixed")}}
 NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 

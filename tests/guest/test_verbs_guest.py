@@ -94,3 +94,11 @@ def test_scenarios_per_second_benchmark_line():
     if OUT.is_dir():
         (OUT / "verbs_bench.json").write_text(json.dumps(line) + "\n")
     assert rate > 0
+
+
+@pytest.mark.parametrize("name", ["read_flush_unfenced_fixed", "read_flush_other_qp_fixed"])
+def test_a_flush_read_runs_on_verbs_and_the_fixed_forms_are_clean(name):
+    """RDMA READ on rxe (issue 30): the READ posts, completes and is waited for by a fence or a Flush."""
+    out = run({"protocol": name, "payload": {"num_tokens": 3, "hidden_bytes": 4096}, "topology": {"num_qps": 2}},
+              repeats=3)
+    assert out.runs == 3 and out.hits == 0, out.summary
