@@ -70,7 +70,14 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
     if isinstance(op, ops.Spin):
         return (OP_SPIN, 0, 0, 0, op.ns, 0, 0)
     if isinstance(op, ops.Flush):
+        if op.stale:
+            raise Unsupported("cuda: a quiet on a stale frontier (Flush(stale=True)) has no GPU form: the "
+                              "interpreter's Flush is a fence, with no NIC post index to snapshot (sim only)")
         return (OP_FENCE, 0, 0, 0, 0, 0, 0)
+    if isinstance(op, ops.SOURCE_OPS):
+        raise Unsupported(f"cuda: {type(op).__name__} is a GPU access to a send buffer that a NIC reads by DMA; "
+                          "the interpreter's payload is the GPU's own stores into the peer, with no NIC read "
+                          "(epfuzz.model.source: sim only)")
     raise Unsupported(f"cuda: no GPU form for op {op!r}")
 
 

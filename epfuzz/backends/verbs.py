@@ -23,6 +23,7 @@ from epfuzz.backends.base import Backend, Outcome, Where
 from epfuzz.backends.verbs_net import rdma_devices
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, HarnessError, InputError, ProtocolError, Unsupported
+from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation
 
@@ -79,6 +80,23 @@ def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
     return res
 
 
+def refusal(scn: Scenario, proto: Protocol) -> str:
+    """Why the runner cannot post this protocol's ops ("" when it can): the sender-side source layer
+    (`epfuzz.model.source`) and the stale-frontier quiet are the sim's alone."""
+    lay = proto.layout(scn)
+    for e in range(min(scn.payload.epochs, 2)):  # senders vary per epoch in values, not in op kinds
+        for prog in proto.sender(scn, lay, e):
+            for op in prog:
+                if isinstance(op, ops.SOURCE_OPS):
+                    return (f"backend verbs: {type(op).__name__} is a GPU access to the send buffer; soft-RoCE "
+                            "reads the source with the CPU, which has no GPU cache to flush (epfuzz.model.source: "
+                            "sim only)")
+                if isinstance(op, ops.Flush) and op.stale:
+                    return ("backend verbs: a quiet on a stale frontier (Flush(stale=True)) needs another warp's "
+                            "post index; the runner posts from one thread and drains to the live index (sim only)")
+    return ""
+
+
 class VerbsBackend(Backend):
     name = "verbs"
     deterministic = False
@@ -109,6 +127,9 @@ class VerbsBackend(Backend):
         return True, "runs in the epfuzz QEMU guest (Debian kernel with rdma_rxe, python3-pyverbs); TCG, slow"
 
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
+        why = refusal(scn, proto)
+        if why:
+            raise Unsupported(why)
         if not self.runs_locally():
             ok, why = self.availability()
             if not ok:

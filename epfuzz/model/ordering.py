@@ -223,4 +223,9 @@ COMPLETION_CLAUSES: dict[str, CompletionClause] = {c.name: c for c in (
                      "the QP to complete",
                      "a fenced WR starts once the QP's earlier ATOMICs have completed (their responses are back, "
                      "port queue included); earlier WRITEs are not waited for"),
+    CompletionClause("quiet-stale-frontier", "mori #404 (ShmemQuietThread drained to a snapshot: a warp returned "
+                     "before its own WQEs completed); DeepEP #677 follow-up 5c4f2b8 (quiet read tx_wq.prod_idx, "
+                     "which the posting path no longer advanced: the drain is a no-op)",
+                     "a quiet on a stale frontier (`Flush(stale=True)`) waits only for the WRs posted on its QP "
+                     "before the channel's own first WR there: none of its own (with one channel: nothing)"),
 )}

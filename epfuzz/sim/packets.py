@@ -35,6 +35,7 @@ class TlpAction(IntEnum):
     ADD = 2      # atomic add (one AtomicOp, or the write-back of a read-modify-write)
     READ = 3     # the MemRd of a read-modify-write: changes nothing
     CQE = 4      # write a 16-byte completion entry
+    STALE = 5    # write zeros: what the NIC's DMA read of an unflushed or rewritten send buffer carried
 
 
 class LocalStore(IntEnum):
@@ -51,7 +52,7 @@ class LocalStore(IntEnum):
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
-                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index")
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "stale")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -70,6 +71,9 @@ class Packet:
     depart: int
     arrive: int
     op_index: int
+    #: the `epfuzz.model.source` clause when the NIC's read of the send buffer may have carried other bytes
+    #: than the payload ("" when it carried the payload)
+    stale: str
 
     def split(self, k: int) -> tuple[Packet, Packet]:  # pragma: no cover - the adversary splits runs of n > 1
         raise AssertionError("a packet is one unit: it is never split")

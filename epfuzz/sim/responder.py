@@ -25,7 +25,7 @@ LocalStoreSpec = tuple[str, int, int, bool]
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC, PacketKind.IMM,
                                         PacketKind.SEND)
-_COPY, _SET = TlpAction.COPY, TlpAction.VALUE
+_COPY, _SET, _STALE = TlpAction.COPY, TlpAction.VALUE, TlpAction.STALE
 _NONE = LocalStore.NONE
 #: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
 #: that no run takes a cache-miss path
@@ -133,14 +133,14 @@ class Responder:
         """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
         kind = p.kind
         if kind == _WRITE:
-            self.payload(p, _COPY, p.value)
+            self.payload(p, _STALE if p.stale else _COPY, p.value)
         elif kind == _VALUE:
             self.payload(p, _SET, p.value)
         elif kind == _ATOMIC:  # executed in PSN order, even when writes are placed out of order
             self.held.setdefault(p.qp, []).append(p)
         elif kind == _IMM:
             if p.length:
-                self.payload(p, _COPY, 0)  # the packet's value is the immediate, not a shift
+                self.payload(p, _STALE if p.stale else _COPY, 0)  # the value is the immediate, not a shift
             if p.last:
                 self.held.setdefault(p.qp, []).append(p)
         elif kind == _SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes

@@ -15,6 +15,7 @@ from pathlib import Path
 from epfuzz.infra.errors import InputError
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import TlpType
+from epfuzz.model.source import SOURCE_CLAUSES
 from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.packets import FlushWait, PacketKind, Tlp, TlpAction
@@ -130,6 +131,11 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
 def flush_line(f: FlushWait) -> str:
     """A Flush in the timeline, with the completion clause (`epfuzz.model.ordering.COMPLETION_CLAUSES`) it waited by."""
     head = f"  t={f.at:>6} ns  channel {f.channel} Flush QP {f.qp}"
+    if f.clause == "quiet-stale-frontier":
+        head += " (quiet-stale-frontier: drains only to the post index before the channel's own WRs)"
+        if f.wr < 0:
+            return head + ": no wait"
+        return head + f": waits for WR {f.wr} only, resumes t={f.done} ns"
     if f.wr < 0:
         return head + ": nothing posted on it, no wait"
     return head + f": waits for WR {f.wr} ({f.clause}: local completion), resumes t={f.done} ns"
@@ -161,6 +167,27 @@ def overtake_lines(run: SimRun) -> list[str]:
            for a, b, r in run.tlp_inversions]
     out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
             for a, b, r in run.packet_inversions]
+    return out + source_lines(run)
+
+
+SOURCE_SHOWN = 8  # stale-source packets named one by one in `overtakes`
+
+
+def source_lines(run: SimRun) -> list[str]:
+    """One line per packet whose bytes the NIC's DMA read took from a send buffer not (or no longer) holding the
+    payload: the sender-side clause (`epfuzz.model.source.SOURCE_CLAUSES`) that let it, the reorder of the
+    source before the read."""
+    out: list[str] = []
+    stale = [p for p in run.packets if p.stale]
+    for p in stale[:SOURCE_SHOWN]:
+        if p.stale:
+            clause = SOURCE_CLAUSES[p.stale]
+            out.append(f"{p.stale}: the NIC read packet {p.seq} (QP {p.qp} PSN {p.psn}, {p.region} bytes {p.off}-"
+                       f"{p.off + p.length - 1}) from channel {p.channel}'s send buffer at t={p.ready} ns: "
+                       f"{clause.rule} ({clause.source}); it carried zeros")
+    if len(stale) > SOURCE_SHOWN:
+        out.append(f"... and {len(stale) - SOURCE_SHOWN} more packet(s) read from the send buffer so "
+                   f"({', '.join(sorted({p.stale for p in stale[SOURCE_SHOWN:]}))})")
     return out
 
 
