@@ -52,11 +52,14 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "epfuzz.protocols.field2026": ("signal_baseline", "signal_baseline_fixed", "frozen_flag", "frozen_flag_fixed",
                                    "init_zeroing", "init_zeroing_fixed", "flush_before_poll",
                                    "flush_before_poll_fixed"),
+    # issue 30's GPU-side pairs (the sender-side source layer, epfuzz.model.source)
+    "epfuzz.protocols.gpu2026": ("stale_quiet", "stale_quiet_fixed", "source_no_flush", "source_no_flush_fixed"),
 }
 #: the families with tables of their own instead of `pattern` links (deep.DEEP_ZOO, deep2.DEEP2_ZOO; the
 #: breadth modules' PAIRS)
 UNLINKED_FAMILIES: tuple[str, ...] = ("epfuzz.protocols.deep", "epfuzz.protocols.deep2",
-                                      "epfuzz.protocols.deepep_paths", "epfuzz.protocols.field2026")
+                                      "epfuzz.protocols.deepep_paths", "epfuzz.protocols.field2026",
+                                      "epfuzz.protocols.gpu2026")
 #: the families whose `pattern` links make the bug-zoo table
 ZOO_FAMILIES: tuple[str, ...] = tuple(m for m in FAMILY_PROTOCOLS if m not in UNLINKED_FAMILIES)
 #: a built-in protocol's name -> the module that defines it

@@ -1,0 +1,101 @@
+"""Issue 30's GPU-side pairs: bugs before the first packet leaves, in the sender's own buffer.
+
+Both pairs need the sender-side source layer (`epfuzz.model.source`: what the NIC's DMA read of the send
+buffer sees of the GPU's stores to it); the receiver side is plain: the signal is a fetch-and-add on the
+data's own QP into a strict MR, so no PCIe or IB rule lets it pass the data, and what goes wrong is the
+bytes the NIC carried.
+
+- `stale_quiet` (mori #404, DeepEP #677 follow-up 5c4f2b8; field note N7): each warp puts its tokens and the
+  signal on its QP, then quiets the QP before rewriting (clearing) its send buffer for the next round. The
+  quiet drains to a stale frontier (`Flush(stale=True)`: a snapshot of the post index taken before the
+  warp's own posts, or an index the posting path no longer advances), so it returns before the NIC has
+  read the buffer; the clear lands under packets still to be made and they carry zeros (SRC-overwrite).
+  Fixed: the quiet drains to the live post index (`Flush`: the WRs' completions, IB-ack).
+- `source_no_flush` (ROCm aorta #205, AINIC-SDC-001; N5): the kernel stores the tokens into the send buffer
+  and the proxy posts the puts with no GPU-side flush (NCCL_GDR_FLUSH_DISABLE=1): the NIC's DMA read may
+  miss stores still in L2 and send zeros (SRC-unflushed). Fixed: a strict flush after the stores, before
+  the post (NCCL_GDR_FLUSH_DISABLE=0 with RCCL_GDR_FLUSH_GPU_MEM_NO_RELAXED_ORDERING=0: a relaxed flush,
+  SRC-flush-ro, is no fix).
+"""
+
+from __future__ import annotations
+
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
+from epfuzz.protocols.base import Layout
+from epfuzz.protocols.dispatch import data_wrs
+from epfuzz.protocols.gather import GatherReceiver, PathProtocol, Sender
+
+_STRICT = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.kind": "faa", "signal.fence": False}
+
+
+def _receiver(scn: Scenario, lay: Layout) -> GatherReceiver:
+    return GatherReceiver(scn, lay, lambda word, c, epoch: word == 1, what="every warp's signal is 1")
+
+
+def _span(lay: Layout, c: int) -> tuple[int, int]:
+    """The source bytes of channel c's tokens (its slots, as the receiver's image has them)."""
+    return lay.slot_offset(c, 0), lay.tokens_in_channel[c] * lay.token_bytes
+
+
+# ---------------------------------------------------------------- quiet on a stale frontier (N7)
+
+
+def _quiet_sender(stale: bool) -> Sender:
+    def sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        programs = []
+        for c in range(lay.num_channels):
+            qp = scn.qp_of_channel(c)
+            prog: list[ops.Op] = [ops.Write(qp, ops.DATA, off, length) for _, _, off, length in data_wrs(scn, lay, c)]
+            prog += [ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1), ops.Flush(qp, stale=stale),
+                     ops.SrcClear(*_span(lay, c))]
+            programs.append(prog)
+        return programs
+    return sender
+
+
+_N7 = ("mori #404", "DeepEP #677 5c4f2b8")
+STALE_QUIET = PathProtocol(
+    "stale_quiet", "each warp puts its tokens and the signal, quiets its QP, then clears its send buffer for the "
+    "next round; the quiet drains to a stale frontier (a post index snapshotted before the warp's own posts), so "
+    "the clear can land before the NIC reads the buffer: packets made after it carry zeros",
+    dict(_STRICT), "finding", _N7, _quiet_sender(True), _receiver)
+STALE_QUIET_FIXED = PathProtocol(
+    "stale_quiet_fixed", "the quiet drains to the live post index (mori #404's fix): the clear comes after every "
+    "WR of the QP completed, so after the NIC read the buffer", dict(_STRICT), "clean", _N7, _quiet_sender(False),
+    _receiver)
+
+
+# ---------------------------------------------------------------- sender-side visibility (N5)
+
+
+def _store_sender(flush: bool, relaxed: bool = False) -> Sender:
+    def sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        programs = []
+        for c in range(lay.num_channels):
+            qp = scn.qp_of_channel(c)
+            prog: list[ops.Op] = [ops.SrcStore(*_span(lay, c))]
+            if flush:
+                prog.append(ops.SrcFlush(relaxed))
+            prog += [ops.Write(qp, ops.DATA, off, length) for _, _, off, length in data_wrs(scn, lay, c)]
+            prog.append(ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1))
+            programs.append(prog)
+        return programs
+    return sender
+
+
+_N5 = ("ROCm aorta #205", "AINIC-SDC-001")
+SOURCE_NO_FLUSH = PathProtocol(
+    "source_no_flush", "the kernel stores the tokens into the send buffer and the proxy posts the puts with no "
+    "GPU-side flush (NCCL_GDR_FLUSH_DISABLE=1): the NIC's DMA read may miss stores still in L2 and send zeros",
+    dict(_STRICT), "finding", _N5, _store_sender(False), _receiver)
+SOURCE_NO_FLUSH_FIXED = PathProtocol(
+    "source_no_flush_fixed", "a strict GPU-side flush after the stores, before the post (GDR flush enabled, "
+    "without relaxed ordering)", dict(_STRICT), "clean", _N5[:1], _store_sender(True), _receiver)
+
+PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED)
+#: (title, bad, fixed) per pair (tests/zoo/test_gpu_zoo.py, bench/fixed_budget.py)
+PAIRS: tuple[tuple[str, str, str], ...] = (
+    ("quiet on a stale frontier, then the send buffer cleared", STALE_QUIET.name, STALE_QUIET_FIXED.name),
+    ("send buffer posted before the GPU's stores were flushed", SOURCE_NO_FLUSH.name, SOURCE_NO_FLUSH_FIXED.name),
+)
