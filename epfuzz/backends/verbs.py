@@ -91,6 +91,9 @@ def refusal(scn: Scenario, proto: Protocol) -> str:
                     return (f"backend verbs: {type(op).__name__} is a GPU access to the send buffer; soft-RoCE "
                             "reads the source with the CPU, which has no GPU cache to flush (epfuzz.model.source: "
                             "sim only)")
+                if isinstance(op, ops.ProxyFence) or isinstance(op, ops.Write) and op.tma:
+                    return ("backend verbs: a TMA bulk store and its proxy fence are GPU stores over NVLink (the "
+                            "nvlink preset's async proxy), not RDMA operations (sim only)")
                 if isinstance(op, ops.Flush) and op.stale:
                     return ("backend verbs: a quiet on a stale frontier (Flush(stale=True)) needs another warp's "
                             "post index; the runner posts from one thread and drains to the live index (sim only)")

@@ -257,7 +257,7 @@ class VerbsRunner:
             elif isinstance(op, ops.Flush):  # wait until every WR posted so far on the QP completed locally
                 q = op.qp % len(w.pairs)
                 self._wait(w, ep, lambda q=q: ep.completed[q] >= ep.posted[q], "a flush")
-            elif isinstance(op, ops.SOURCE_OPS):  # verbs.refusal refused these on the host: sim only
+            elif isinstance(op, ops.GPU_OPS):  # verbs.refusal refused these on the host: sim only
                 raise Unsupported(f"backend verbs: {type(op).__name__} is the sim's alone")
             else:
                 q = op.qp % len(w.pairs)

@@ -27,6 +27,10 @@ class Write:
 
     `shift` moves the source: the bytes sent are those the receiver expects at
     offset+shift (a sender that computes a wrong slot, bug pattern 10).
+
+    `tma=True` is a TMA bulk store (`cp.async.bulk`, the async proxy) under the `nvlink` preset: a
+    generic-proxy release does not order it, a `ProxyFence` does (NCCL 3f29db27, clause NV-async-proxy).
+    Under the RDMA presets it is an RDMA WRITE as any.
     """
 
     qp: int
@@ -35,6 +39,7 @@ class Write:
     length: int
     fence: bool = False
     shift: int = 0
+    tma: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -112,6 +117,13 @@ class Flush:
 
 
 @dataclass(frozen=True, slots=True)
+class ProxyFence:
+    """`cp.async.bulk.wait_group 0` then `fence.proxy.async` on the issuing thread: the channel's earlier
+    TMA stores (`Write(tma=True)`) complete and are ordered before its later generic-proxy accesses, so
+    the signal's own clause orders them (NCCL 3f29db27's fix; clause NV-proxy-fenced)."""
+
+
+@dataclass(frozen=True, slots=True)
 class SrcStore:
     """The GPU's stores of this epoch's payload into the send buffer, for the source bytes
     [offset, offset+length) (source offsets as a `Write`'s: offset + shift, the bytes a receiver
@@ -141,7 +153,9 @@ class SrcClear:
     length: int
 
 
-Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Spin | Flush | SrcStore | SrcFlush | SrcClear
+Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Spin | Flush | SrcStore | SrcFlush | SrcClear | ProxyFence
 WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send)
 #: the GPU's own accesses to the send buffer (`epfuzz.model.source`): no WR, no receiver memory
 SOURCE_OPS = (SrcStore, SrcFlush, SrcClear)
+#: the GPU-only ops: no WR (the requester only paces the channel through them)
+GPU_OPS = (SrcStore, SrcFlush, SrcClear, ProxyFence)

@@ -121,6 +121,9 @@ class GpuAccess(IntEnum):
     ATOMIC = 1     # atom.add.sys (atomicAdd_system): relaxed unless fenced
 
 
+NO_PROXY_FENCE = 1 << 30  # GpuOp.fenced / Wr.proxy_fence of a store no ProxyFence follows
+
+
 @dataclass(frozen=True)
 class GpuOp:
     """One access of the sender as the GPU issues it; `clause` says whether it is an ordering point."""
@@ -128,6 +131,9 @@ class GpuOp:
     access: GpuAccess
     clause: str = "NV-weak"
     cta: int = 0
+    tma: bool = False          # a TMA bulk store (the async proxy)
+    index: int = 0             # its op's index in the channel's program
+    fenced: int = NO_PROXY_FENCE  # the index of the channel's first ProxyFence after it
 
 
 @dataclass(frozen=True)
@@ -156,6 +162,13 @@ NVLINK_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
     NvClause("NV-release-sys", False, "st.release.sys: a release store orders the thread's (with bar.sync, "
              "the CTA's) earlier stores before it at system scope",
              "p2p, st.release.sys, 7 stress CTAs: 0 in 1M"),
+    NvClause("NV-async-proxy", True, "TMA bulk stores (cp.async.bulk) are async-proxy operations: a generic-proxy "
+             "release or fence (red.release.sys, fence.sc.sys) does not order them; only fence.proxy.async after "
+             "their completion (cp.async.bulk.wait_group) brings them into the generic proxy's order",
+             "not measured here (no sm_90 run): NCCL 3f29db27, hybrid_ep dispatch/combine flags before TMA data"),
+    NvClause("NV-proxy-fenced", False, "fence.proxy.async after cp.async.bulk.wait_group 0 on the issuing thread: "
+             "the TMA stores are ordered before its later generic-proxy accesses, so the signal's own clause "
+             "decides (NCCL 3f29db27's fix)", "not measured here (no sm_90 run): NCCL 3f29db27"),
     NvClause("NV-fence-gpu-same", False, "__threadfence orders for an observer on the same GPU (GPU scope)",
              "same GPU, __threadfence: 0 in 1M"),
 )}
@@ -180,7 +193,11 @@ def nvlink_pass(later: GpuOp, earlier: GpuOp) -> str | None:
     """May `later` become visible to the peer before `earlier` (issued first)? The clause, or None."""
     if later.cta != earlier.cta:
         return "NV-cta"
-    return later.clause if NVLINK_CLAUSES[later.clause].may_pass else None
+    if NVLINK_CLAUSES[later.clause].may_pass:
+        return later.clause
+    if earlier.tma and not later.tma and earlier.fenced > later.index:  # no ProxyFence between them
+        return "NV-async-proxy"
+    return None
 
 
 # ---------------------------------------------------------------- completions (what a Flush and a fence wait for)

@@ -16,6 +16,9 @@ bytes the NIC carried.
   miss stores still in L2 and send zeros (SRC-unflushed). Fixed: a strict flush after the stores, before
   the post (NCCL_GDR_FLUSH_DISABLE=0 with RCCL_GDR_FLUSH_GPU_MEM_NO_RELAXED_ORDERING=0: a relaxed flush,
   SRC-flush-ro, is no fix).
+- `tma_flag` (NCCL 3f29db27; N2), on the `nvlink` preset: token data by TMA bulk stores (the async proxy), the
+  flag after a system-scope release, which orders generic-proxy stores only (NV-async-proxy). Fixed: the TMA
+  stores waited for and `fence.proxy.async` before the release (`ProxyFence`, NV-proxy-fenced).
 """
 
 from __future__ import annotations
@@ -93,9 +96,44 @@ SOURCE_NO_FLUSH_FIXED = PathProtocol(
     "source_no_flush_fixed", "a strict GPU-side flush after the stores, before the post (GDR flush enabled, "
     "without relaxed ordering)", dict(_STRICT), "clean", _N5[:1], _store_sender(True), _receiver)
 
-PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED)
+
+
+# ---------------------------------------------------------------- TMA data, a generic-proxy flag (N2)
+
+
+def _tma_sender(proxy_fence: bool) -> Sender:
+    def sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        programs = []
+        for c in range(lay.num_channels):
+            qp = scn.qp_of_channel(c)
+            prog: list[ops.Op] = [ops.Write(qp, ops.DATA, off, length, tma=True)
+                                  for _, _, off, length in data_wrs(scn, lay, c)]
+            if proxy_fence:
+                prog.append(ops.ProxyFence())
+            prog.append(ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1))
+            programs.append(prog)
+        return programs
+    return sender
+
+
+#: a system-scope release before the flag (what `red.release.sys` gives a generic store), to a peer GPU: the
+#: signal orders the channel's generic stores, so what is left is the async proxy
+_TMA = {**_STRICT, "gpu.fence": "threadfence_system", "gpu.path": "p2p"}
+_N2 = ("NCCL 3f29db27",)
+TMA_FLAG = PathProtocol(
+    "tma_flag", "NCCL-EP hybrid_ep before 3f29db27: token data by TMA bulk stores (cp.async.bulk, the async "
+    "proxy) to the peer over NVLink, then the flag with a system-scope release, which orders generic-proxy "
+    "stores only: the flag may be visible before the TMA data (nvlink preset; an RDMA preset has no async proxy)",
+    dict(_TMA), "finding", _N2, _tma_sender(False), _receiver)
+TMA_FLAG.expect = {"nvlink": "finding", "*": "clean"}  # an NVLink bug: under the RDMA presets a TMA store is a WRITE
+TMA_FLAG_FIXED = PathProtocol(
+    "tma_flag_fixed", "cp.async.bulk.wait_group 0 then fence.proxy.async on the issuing thread before the release "
+    "(3f29db27)", dict(_TMA), "clean", _N2, _tma_sender(True), _receiver)
+
+PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED, TMA_FLAG, TMA_FLAG_FIXED)
 #: (title, bad, fixed) per pair (tests/zoo/test_gpu_zoo.py, bench/fixed_budget.py)
 PAIRS: tuple[tuple[str, str, str], ...] = (
     ("quiet on a stale frontier, then the send buffer cleared", STALE_QUIET.name, STALE_QUIET_FIXED.name),
     ("send buffer posted before the GPU's stores were flushed", SOURCE_NO_FLUSH.name, SOURCE_NO_FLUSH_FIXED.name),
+    ("TMA data, a generic-proxy release flag (nvlink)", TMA_FLAG.name, TMA_FLAG_FIXED.name),
 )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from epfuzz.ir import ops
 from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
@@ -36,27 +37,32 @@ def issue_order(packets: Sequence[Packet], wrs: Sequence[Wr]) -> list[Packet]:
     return sorted(packets, key=lambda p: (p.epoch, post[p.wr], p.channel, p.wr, p.psn))
 
 
-def gpu_ops(scn: Scenario, packets: Sequence[Packet]) -> dict[int, GpuOp]:
-    """The GPU access behind each packet (by packet seq): what the cuda backend's interpreter issues."""
+def gpu_ops(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) -> dict[int, GpuOp]:
+    """The GPU access behind each packet (by packet seq): what the cuda backend's interpreter issues. A TMA
+    store (`Write(tma=True)`, the async proxy) carries where the channel's next ProxyFence is (`wrs`)."""
     g = scn.gpu
     store = GpuOp(GpuAccess.STORE, gpu_signal_clause(GpuAccess.STORE, g.fence, g.store, g.path))
     atomic = GpuOp(GpuAccess.ATOMIC, gpu_signal_clause(GpuAccess.ATOMIC, g.fence, g.store, g.path))
     out: dict[int, GpuOp] = {}
     for p in packets:
         if p.kind == PacketKind.WRITE:
-            out[p.seq] = GpuOp(GpuAccess.STORE, "NV-weak", p.channel)
+            w = wrs[p.wr] if wrs else None
+            if w is not None and isinstance(w.op, ops.Write) and w.op.tma:
+                out[p.seq] = GpuOp(GpuAccess.STORE, "NV-weak", p.channel, True, w.op_index, w.proxy_fence)
+            else:
+                out[p.seq] = GpuOp(GpuAccess.STORE, "NV-weak", p.channel)
         else:
             base = atomic if p.kind == PacketKind.ATOMIC else store
-            out[p.seq] = GpuOp(base.access, base.clause, p.channel)
+            out[p.seq] = GpuOp(base.access, base.clause, p.channel, index=p.op_index)
     return out
 
 
-def pass_rule(scn: Scenario, packets: Sequence[Packet]) -> PassRule:
+def pass_rule(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) -> PassRule:
     """The adversary's rule for this run: the PCIe/IB rules, or the NVLink clauses under `nvlink`."""
     base = tlp_pass_rule()
     if not is_nvlink(scn):
         return base
-    access = gpu_ops(scn, packets)
+    access = gpu_ops(scn, packets, wrs)
 
     def rule(later: Tlp, earlier: Tlp) -> str | None:
         if later.epoch != earlier.epoch or later.local or earlier.local:

@@ -133,7 +133,7 @@ class Tlp:
 
 
 class Wr:
-    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done")
+    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "proxy_fence")
     id: int
     epoch: int
     channel: int
@@ -143,6 +143,7 @@ class Wr:
     post: int
     start: int
     done: int
+    proxy_fence: int  # the op index of the channel's first ProxyFence after this WR (ordering.NO_PROXY_FENCE: none)
 
 
 class FlushWait:

@@ -21,11 +21,12 @@ import heapq
 from operator import attrgetter
 
 from epfuzz.ir import ops
-from epfuzz.ir.ops import SOURCE_OPS
+from epfuzz.ir.ops import GPU_OPS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import SrcEvent
 from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
-from epfuzz.sim.sender_side import gpu_model, mark_stale, source_event
+from epfuzz.sim.sender_side import gpu_model, gpu_op, mark_stale
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 LINK_BYTES_PER_NS = 25  # 200 Gb/s
@@ -111,7 +112,7 @@ class SendQueues:
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
-        w.done = -1
+        w.done, w.proxy_fence = -1, NO_PROXY_FENCE
         self.wrs.append(w)
         self.last_wr[qp] = w.id
         if self.waiting[qp] or (op.fence and not self.fence_clear(qp)):
@@ -281,8 +282,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 parked.append((c, idx, f))
                 heapq.heappop(heap)
                 continue
-        elif isinstance(op, SOURCE_OPS):
-            src.append(source_event(op, c, t))
+        elif isinstance(op, GPU_OPS):  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
+            gpu_op(op, c, idx, t, src, sq.wrs)
             t += POST_NS
         else:
             q = op.qp % nq

@@ -6,6 +6,7 @@ from __future__ import annotations
 from epfuzz.ir import ops
 from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import CLEAR, FLUSH, FLUSH_RO, SOURCE_CLAUSES, STORE, SrcEvent, nic_read
 from epfuzz.sim.packets import Packet, PacketKind, Wr
 
@@ -16,6 +17,18 @@ def gpu_model(scn: Scenario) -> bool:
     """Whether the preset is a GPU memory model (`nvlink`): there the payload is the GPU's own stores."""
     preset = PRESETS.get(scn.preset)
     return preset is not None and preset.model == "nvlink"
+
+
+def gpu_op(op: ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence, channel: int, index: int, t: int,
+           src: list[SrcEvent], wrs: list[Wr]) -> None:
+    """A GPU-only op reached by `channel` (its op `index`) at time `t`: a send-buffer access joins `src`; a
+    ProxyFence marks the channel's earlier WRs as proxy-fenced there (`ordering.nvlink_pass`)."""
+    if isinstance(op, ops.ProxyFence):
+        for w in wrs:
+            if w.channel == channel and w.proxy_fence == NO_PROXY_FENCE:
+                w.proxy_fence = index
+    else:
+        src.append(source_event(op, channel, t))
 
 
 def source_event(op: ops.SrcStore | ops.SrcFlush | ops.SrcClear, channel: int, t: int) -> SrcEvent:

@@ -47,7 +47,8 @@ REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed":
            "init_zeroing": "stores before epoch 0", "init_zeroing_fixed": "stores before epoch 0",
            # issue 30's sender-side layer (epfuzz.model.source) and the stale-frontier quiet: sim only
            "stale_quiet": "stale frontier", "stale_quiet_fixed": "SrcClear is a GPU access to a send buffer",
-           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access"}
+           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access",
+           "tma_flag": "TMA bulk store", "tma_flag_fixed": "TMA bulk store"}
 NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 

@@ -139,7 +139,8 @@ def test_the_plugin_references_producer_works_as_written():
     from epfuzz.sim.engine import simulate
 
     page = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
-    block = next(b.split("```", 1)[0] for b in page.split("```python\n")[1:] if "SrcFlush()" in b)
+    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
+    block = next(b for b in blocks if "SrcFlush()" in b)
     ns: dict[str, Any] = {}
     exec(block, ns)  # noqa: S102 - the repository's own documentation
     proto = ns["PRODUCER"]

@@ -24,7 +24,10 @@ from epfuzz.triage.explain import explain
 ROOT = Path(__file__).resolve().parents[2]
 #: bad -> (seed, budget, kind): executions to the first finding with seed 1 measured (December 2026: 1 and 0),
 #: at least 100
-SAMPLER = {"stale_quiet": (1, 100, "stale-accept"), "source_no_flush": (1, 100, "stale-accept")}
+SAMPLER = {"stale_quiet": (1, 100, "stale-accept"), "source_no_flush": (1, 100, "stale-accept"),
+           "tma_flag": (1, 100, "stale-accept")}
+#: the preset each pair is about (the harness's --preset / EPFUZZ_PRESET for its runs); spec where not named
+PRESET = {"tma_flag": "nvlink"}
 FIXED_EXECS = 300
 _W = {"reorder_window": 4}
 #: the smallest shapes that show each bad form (the stale quiet needs packets made after the clear: a token of
@@ -32,11 +35,15 @@ _W = {"reorder_window": 4}
 SMALL: dict[str, dict[str, Any]] = {
     "stale_quiet": {"knobs": _W, "payload": {"num_tokens": 1, "hidden_bytes": 7168}},
     "source_no_flush": {"knobs": _W, "payload": {"num_tokens": 2}},
+    "tma_flag": {"preset": "nvlink", "knobs": {"reorder_window": 64}, "payload": {"num_tokens": 2, "hidden_bytes": 512},
+                 "chunking": {"max_payload": 128}},
 }
+#: bad forms wrong in arrival order (the bytes the NIC carried); the TMA flag needs the flag to overtake the data
+IN_ARRIVAL_ORDER = {"stale_quiet", "source_no_flush"}
 PLATFORM = {"nic_relaxed_ordering": (False, True), "atomic_mode": (0, 4), "hca_o920": (False, True),
             "adaptive_routing": (False, True)}
 #: the clause `explain` names in its overtakes for each bad form's finding
-CLAUSE = {"stale_quiet": "SRC-overwrite", "source_no_flush": "SRC-unflushed"}
+CLAUSE = {"stale_quiet": "SRC-overwrite", "source_no_flush": "SRC-unflushed", "tma_flag": "NV-async-proxy"}
 
 
 def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
@@ -47,7 +54,9 @@ def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
 def test_pairs_have_sources_harnesses_and_seeds():
     assert {bad for _, bad, _ in gpu2026.PAIRS} == set(SAMPLER) == set(SMALL)
     for _, bad, fixed in gpu2026.PAIRS:
-        assert REGISTRY.items[bad].expect == "finding" and REGISTRY.items[fixed].expect == "clean"
+        small = _scn(bad, SMALL[bad])
+        assert REGISTRY.items[bad].expected(small) == "finding" and REGISTRY.items[fixed].expect == "clean"
+        assert REGISTRY.items[fixed].expected(small.replace(protocol=fixed)) == "clean"
         for name in (bad, fixed):
             assert REGISTRY.items[name].sources, name
             assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
@@ -58,27 +67,30 @@ def test_pairs_have_sources_harnesses_and_seeds():
 def test_bad_found_by_the_sampler_from_nothing(bad):
     seed, budget, kind = SAMPLER[bad]
     proto = get_protocol(bad)
-    search = SamplerSearch(bad, proto, seed)
+    search = SamplerSearch(bad, proto, seed, PRESET.get(bad, "spec"))
     for _ in range(budget):
-        run = simulate(search.next_scenario(), proto)
-        if run.violation is not None:
+        scn = search.next_scenario()
+        run = simulate(scn, proto)
+        if run.violation is not None and CLAUSE[bad] in run.culprit_rules() | {p.stale for p in run.packets}:
             assert run.violation.kind == kind, run.violation.summary()
+            lines = explain(scn, proto).overtakes
+            assert any(line.startswith(CLAUSE[bad] + ":") for line in lines), lines
             return
     pytest.fail(f"{bad}: no finding in {budget} sampled executions (seed {seed})")
 
 
 @pytest.mark.parametrize("bad", sorted(SMALL))
-def test_small_shape_found_in_arrival_order_and_explained_by_its_clause(bad):
-    """Both bugs are in the bytes the NIC carried, not in an order at the receiver: the small shape shows them
-    with no overtake, exploration agrees, and `explain` names the source clause in its overtakes."""
+def test_small_shape_explored(bad):
+    """The source-layer bugs are in the bytes the NIC carried, not in an order at the receiver: the small shape
+    shows them with no overtake (and `explain` names the clause); the TMA flag needs an overtake."""
     scn = _scn(bad, SMALL[bad])
     proto = get_protocol(bad)
     run = simulate(scn, proto)
-    assert run.violation is not None and run.violation.kind == SAMPLER[bad][2]
+    assert (run.violation is not None) == (bad in IN_ARRIVAL_ORDER)
+    if run.violation is not None:
+        assert any(line.startswith(CLAUSE[bad] + ":") for line in explain(scn, proto).overtakes)
     found = explore(scn, proto, max_states=50_000)
     assert found.violation is not None and found.violation.kind == SAMPLER[bad][2]
-    lines = explain(scn, proto).overtakes
-    assert any(line.startswith(CLAUSE[bad] + ":") for line in lines), lines
 
 
 @pytest.mark.slow
@@ -86,7 +98,10 @@ def test_small_shape_found_in_arrival_order_and_explained_by_its_clause(bad):
 def test_fixed_small_shape_proven_clean_on_every_platform(bad):
     fixed = f"{bad}_fixed"
     proto = get_protocol(fixed)
-    free = {k: v for k, v in PLATFORM.items() if f"knobs.{k}" not in proto.fixed}
+    from epfuzz.ir.presets import PRESETS
+
+    pinned = {**PRESETS[PRESET.get(bad, "spec")].fixed, **proto.fixed}
+    free = {k: v for k, v in PLATFORM.items() if f"knobs.{k}" not in pinned}
     for values in itertools.product(*free.values()):
         knobs = dict(zip(free, values))
         for tokens in (1, 2, 3):
@@ -96,13 +111,13 @@ def test_fixed_small_shape_proven_clean_on_every_platform(bad):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("fixed", [p[2] for p in gpu2026.PAIRS])
-def test_fixed_clean_under_sampler_and_random(fixed):
-    proto = get_protocol(fixed)
-    search = SamplerSearch(fixed, proto, 11)
+@pytest.mark.parametrize(("bad", "fixed"), [p[1:] for p in gpu2026.PAIRS])
+def test_fixed_clean_under_sampler_and_random(bad, fixed):
+    proto, preset = get_protocol(fixed), PRESET.get(bad, "spec")
+    search = SamplerSearch(fixed, proto, 11, preset)
     rng = random.Random(11)
     for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
+        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed, preset)):
             run = simulate(scn, proto)
             assert run.violation is None, (run.violation.summary(), scn.to_json(None))
 
@@ -154,3 +169,20 @@ def test_not_reachable_under_nvlink_when_fenced(name):
         scn = scn.replace(gpu=replace(scn.gpu, fence="threadfence_system", path="p2p"))
         scn = scn.replace(schedule=sample_schedule(scn, proto, rng))
         assert simulate(scn, proto).violation is None, scn.to_json(None)
+
+
+def test_tma_flag_differs_from_its_fix_in_the_proxy_fence_alone_and_is_refused_off_the_sim():
+    from epfuzz.backends import verbs
+    from epfuzz.backends.cuda_prog import encode_programs
+    from epfuzz.infra.errors import Unsupported
+
+    bad, fixed = get_protocol("tma_flag"), get_protocol("tma_flag_fixed")
+    scn = _scn("tma_flag", SMALL["tma_flag"])
+    lay = bad.layout(scn)
+    b, f = bad.sender(scn, lay, 0)[0], fixed.sender(scn, lay, 0)[0]
+    assert [op for op in f if not isinstance(op, ops.ProxyFence)] == b and f[-2] == ops.ProxyFence()
+    assert all(op.tma for op in b if isinstance(op, ops.Write))
+    for proto in (bad, fixed):
+        assert "TMA" in verbs.refusal(scn, proto)
+        with pytest.raises(Unsupported, match="TMA bulk store"):
+            encode_programs(proto, scn, lay)
