@@ -44,24 +44,27 @@ class Write:
 
 @dataclass(frozen=True, slots=True)
 class WriteValue:
-    """RDMA WRITE of a 64-bit value (a flag or a tail) into `region` at `offset`."""
+    """RDMA WRITE of a 64-bit value (a flag or a tail) into `region` at `offset`. `strong=True`: the WQE carries
+    the strong-ordering fence flag, placed without RO whatever the MR (`epfuzz.model.device`, UCX #11721)."""
 
     qp: int
     region: str
     offset: int
     value: int
     fence: bool = False
+    strong: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class AtomicAdd:
-    """RDMA ATOMIC FETCH_AND_ADD on a 64-bit word: DeepEP's "VA signal"."""
+    """RDMA ATOMIC FETCH_AND_ADD on a 64-bit word: DeepEP's "VA signal". `strong=True` as `WriteValue`'s."""
 
     qp: int
     region: str
     offset: int
     delta: int
     fence: bool = False
+    strong: bool = False
 
 
 @dataclass(frozen=True, slots=True)

@@ -19,6 +19,9 @@ bytes the NIC carried.
 - `tma_flag` (NCCL 3f29db27; N2), on the `nvlink` preset: token data by TMA bulk stores (the async proxy), the
   flag after a system-scope release, which orders generic-proxy stores only (NV-async-proxy). Fixed: the TMA
   stores waited for and `fence.proxy.async` before the release (`ProxyFence`, NV-proxy-fenced).
+- `ro_only_strict_mr` (UCX #11649, #11721; N11), on the `mlx5-ro-only` preset: #674's strict window cannot be
+  had on a device with relaxed-only keys (RO-only-key), so the signal's RO AtomicOp passes the data again
+  (C2b). Fixed: the signal WQE with the strong-ordering fence flag (WQE-strong-order).
 """
 
 from __future__ import annotations
@@ -130,10 +133,41 @@ TMA_FLAG_FIXED = PathProtocol(
     "tma_flag_fixed", "cp.async.bulk.wait_group 0 then fence.proxy.async on the issuing thread before the release "
     "(3f29db27)", dict(_TMA), "clean", _N2, _tma_sender(True), _receiver)
 
-PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED, TMA_FLAG, TMA_FLAG_FIXED)
+
+
+# ---------------------------------------------------------------- relaxed-only memory keys (UCX #11649)
+
+
+def _strong_sender(strong: bool) -> Sender:
+    def sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        programs = []
+        for c in range(lay.num_channels):
+            qp = scn.qp_of_channel(c)
+            prog: list[ops.Op] = [ops.Write(qp, ops.DATA, off, length) for _, _, off, length in data_wrs(scn, lay, c)]
+            prog.append(ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1, strong=strong))
+            programs.append(prog)
+        return programs
+    return sender
+
+
+_N11 = ("UCX #11649", "UCX #11721", "DeepEP #674")
+RO_ONLY = PathProtocol(
+    "ro_only_strict_mr", "DeepEP #674's fix (a strict window, the signal a fetch-and-add on the data's QP) on a "
+    "device whose memory keys can only be relaxed (mlx5-ro-only): the strict request is registered relaxed "
+    "(RO-only-key), and the RO AtomicOp passes the RO data in PCI atomic mode 4 (C2b), the #661 conjunction back",
+    dict(_STRICT), "finding", _N11, _strong_sender(False), _receiver)
+RO_ONLY.expect = {"mlx5-ro-only": "finding", "*": "clean"}  # a device bug: strict keys elsewhere
+RO_ONLY_FIXED = PathProtocol(
+    "ro_only_strict_mr_fixed", "the signal WQE carries the strong-ordering fence flag (UCX #11721's RC fence): "
+    "placed without RO whatever the key (WQE-strong-order), the AtomicOp stays behind the data (C2a)",
+    dict(_STRICT), "clean", _N11[1:2], _strong_sender(True), _receiver)
+
+PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED, TMA_FLAG, TMA_FLAG_FIXED, RO_ONLY,
+             RO_ONLY_FIXED)
 #: (title, bad, fixed) per pair (tests/zoo/test_gpu_zoo.py, bench/fixed_budget.py)
 PAIRS: tuple[tuple[str, str, str], ...] = (
     ("quiet on a stale frontier, then the send buffer cleared", STALE_QUIET.name, STALE_QUIET_FIXED.name),
     ("send buffer posted before the GPU's stores were flushed", SOURCE_NO_FLUSH.name, SOURCE_NO_FLUSH_FIXED.name),
     ("TMA data, a generic-proxy release flag (nvlink)", TMA_FLAG.name, TMA_FLAG_FIXED.name),
+    ("a strict MR on a relaxed-only device (mlx5-ro-only)", RO_ONLY.name, RO_ONLY_FIXED.name),
 )

@@ -52,7 +52,7 @@ class LocalStore(IntEnum):
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
-                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "stale")
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "stale", "strong")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -74,6 +74,7 @@ class Packet:
     #: the `epfuzz.model.source` clause when the NIC's read of the send buffer may have carried other bytes
     #: than the payload ("" when it carried the payload)
     stale: str
+    strong: bool  # the WQE's strong-ordering fence flag (`epfuzz.model.device`): placed without RO
 
     def split(self, k: int) -> tuple[Packet, Packet]:  # pragma: no cover - the adversary splits runs of n > 1
         raise AssertionError("a packet is one unit: it is never split")

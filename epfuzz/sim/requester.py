@@ -40,11 +40,11 @@ _WRITE, _VALUE, _ATOMIC, _IMM, _SEND = (PacketKind.WRITE, PacketKind.VALUE, Pack
                                         PacketKind.SEND)
 
 # sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
-_BY_READY = attrgetter("ready", "qp", "psn")
-_BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
+_BY_READY, _BY_ARRIVAL = attrgetter("ready", "qp", "psn"), attrgetter("arrive", "depart", "qp", "psn")
 
-#: the ops that become a WR (`Spin` and `Flush` only pace the posting channel)
+#: the ops that become a WR (`Spin`, `Flush` only pace the channel); `Strong`: those with a strong-ordering flag
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send
+Strong = ops.WriteValue | ops.AtomicAdd
 
 
 class Port:
@@ -213,7 +213,7 @@ class SendQueues:
             p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
             p.cq_slot = cq_slot
             p.op_index = index
-            p.stale = ""
+            p.stale, p.strong = "", False
             append(p)
         return ready
 
@@ -226,7 +226,7 @@ class SendQueues:
         p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
         p.cq_slot = cq_slot
         p.op_index = index
-        p.stale = ""
+        p.stale, p.strong = "", isinstance(o := self.wrs[wid - self.wr_base].op, Strong) and o.strong
         self.pkts.append(p)
 
 

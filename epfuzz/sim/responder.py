@@ -14,7 +14,9 @@ additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
 from __future__ import annotations
 
 from epfuzz.ir import ops
+from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
 
@@ -52,7 +54,9 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        self.ro = k.mr_relaxed and k.nic_relaxed_ordering
+        preset = PRESETS.get(scn.preset)
+        mr_ro = mr_relaxed(k.mr_relaxed, preset is not None and preset.model == RO_ONLY_MODEL)[0]
+        self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
         self.nf = k.num_functions
         self.ido = k.ido
         self.o920 = k.hca_o920
@@ -162,7 +166,7 @@ class Responder:
             last.length += p.length
             self.next_seq += n
             return
-        self.emit(TlpType.POSTED, self.ro, action, p, p.region, p.off, p.length, value, n=n)
+        self.emit(TlpType.POSTED, self.ro and not p.strong, action, p, p.region, p.off, p.length, value, n=n)
 
     def execute_in_order(self, qp: int, psn: int) -> None:
         """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached.
@@ -204,11 +208,12 @@ class Responder:
     def atomic(self, p: Packet, hold: bool) -> None:
         """One AtomicOp (PCI atomic mode 4), or MemRd then the MemWr that waits for its completion."""
         if self.atomic_op:
-            self.emit(TlpType.NP_DATA, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, hold=hold)
+            self.emit(TlpType.NP_DATA, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
+                      hold=hold)
         else:
             rd = self.emit(TlpType.READ, False, TlpAction.READ, p, p.region, p.off, 8, 0, hold=hold)
-            self.emit(TlpType.POSTED, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, dep=rd.seq,
-                      hold=hold)
+            self.emit(TlpType.POSTED, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
+                      dep=rd.seq, hold=hold)
 
 
 def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,

@@ -13,7 +13,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from epfuzz.infra.errors import InputError
+from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.device import DEVICE_CLAUSES, RO_ONLY_MODEL, mr_relaxed
 from epfuzz.model.ordering import TlpType
 from epfuzz.model.source import SOURCE_CLAUSES
 from epfuzz.protocols.base import Protocol
@@ -156,7 +158,11 @@ def overtake_lines(run: SimRun) -> list[str]:
     A pass of a flushed WR's TLP across QPs says so: the Flush was local completion only."""
     flushed = _flushed(run)
 
+    ro_only = _ro_only_key(run)
+
     def note(a: Tlp, b: Tlp, r: str) -> str:
+        if ro_only and a.attrs.ro:
+            return f" ({ro_only})"
         f = flushed.get(b.wr)
         if r != "xQP" or f is None:
             return ""
@@ -168,6 +174,17 @@ def overtake_lines(run: SimRun) -> list[str]:
     out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
             for a, b, r in run.packet_inversions]
     return out + source_lines(run)
+
+
+def _ro_only_key(run: SimRun) -> str:
+    """The device clause behind an RO TLP of an MR the protocol asked strict (`epfuzz.model.device`), or ""."""
+    scn = run.scenario
+    preset = PRESETS.get(scn.preset)
+    ro_only = preset is not None and preset.model == RO_ONLY_MODEL
+    _, clause = mr_relaxed(scn.knobs.mr_relaxed, ro_only)
+    if clause != "RO-only-key":
+        return ""
+    return f"RO-only-key: the MR was asked strict, the device registered it relaxed; {DEVICE_CLAUSES[clause].source}"
 
 
 SOURCE_SHOWN = 8  # stale-source packets named one by one in `overtakes`

@@ -25,9 +25,9 @@ ROOT = Path(__file__).resolve().parents[2]
 #: bad -> (seed, budget, kind): executions to the first finding with seed 1 measured (December 2026: 1 and 0),
 #: at least 100
 SAMPLER = {"stale_quiet": (1, 100, "stale-accept"), "source_no_flush": (1, 100, "stale-accept"),
-           "tma_flag": (1, 100, "stale-accept")}
+           "tma_flag": (1, 100, "stale-accept"), "ro_only_strict_mr": (1, 100, "stale-accept")}
 #: the preset each pair is about (the harness's --preset / EPFUZZ_PRESET for its runs); spec where not named
-PRESET = {"tma_flag": "nvlink"}
+PRESET = {"tma_flag": "nvlink", "ro_only_strict_mr": "mlx5-ro-only"}
 FIXED_EXECS = 300
 _W = {"reorder_window": 4}
 #: the smallest shapes that show each bad form (the stale quiet needs packets made after the clear: a token of
@@ -37,13 +37,15 @@ SMALL: dict[str, dict[str, Any]] = {
     "source_no_flush": {"knobs": _W, "payload": {"num_tokens": 2}},
     "tma_flag": {"preset": "nvlink", "knobs": {"reorder_window": 64}, "payload": {"num_tokens": 2, "hidden_bytes": 512},
                  "chunking": {"max_payload": 128}},
+    "ro_only_strict_mr": {"preset": "mlx5-ro-only", "knobs": _W, "payload": {"num_tokens": 2}},
 }
 #: bad forms wrong in arrival order (the bytes the NIC carried); the TMA flag needs the flag to overtake the data
 IN_ARRIVAL_ORDER = {"stale_quiet", "source_no_flush"}
 PLATFORM = {"nic_relaxed_ordering": (False, True), "atomic_mode": (0, 4), "hca_o920": (False, True),
             "adaptive_routing": (False, True)}
 #: the clause `explain` names in its overtakes for each bad form's finding
-CLAUSE = {"stale_quiet": "SRC-overwrite", "source_no_flush": "SRC-unflushed", "tma_flag": "NV-async-proxy"}
+CLAUSE = {"stale_quiet": "SRC-overwrite", "source_no_flush": "SRC-unflushed", "tma_flag": "NV-async-proxy",
+          "ro_only_strict_mr": "C2b"}
 
 
 def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
@@ -186,3 +188,19 @@ def test_tma_flag_differs_from_its_fix_in_the_proxy_fence_alone_and_is_refused_o
         assert "TMA" in verbs.refusal(scn, proto)
         with pytest.raises(Unsupported, match="TMA bulk store"):
             encode_programs(proto, scn, lay)
+
+
+def test_ro_only_the_fix_is_the_strong_flag_alone_and_explain_names_the_device_clause():
+    bad, fixed = get_protocol("ro_only_strict_mr"), get_protocol("ro_only_strict_mr_fixed")
+    scn = _scn("ro_only_strict_mr", SMALL["ro_only_strict_mr"])
+    lay = bad.layout(scn)
+    b, f = bad.sender(scn, lay, 0)[0], fixed.sender(scn, lay, 0)[0]
+    assert b[:-1] == f[:-1] and not b[-1].strong and f[-1].strong
+    search = SamplerSearch("ro_only_strict_mr", bad, 1, "mlx5-ro-only")
+    for _ in range(100):
+        s = search.next_scenario()
+        if simulate(s, bad).violation is not None:
+            lines = explain(s, bad).overtakes
+            assert any(line.startswith("C2b:") and "RO-only-key" in line for line in lines), lines
+            return
+    pytest.fail("no finding in 100")
