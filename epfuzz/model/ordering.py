@@ -174,6 +174,27 @@ NVLINK_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
 )}
 
 
+#: the `mixed-nvlink-rdma` preset (model "mixed"): what an RDMA-plane signal orders of the NVLink-plane stores of
+#: the same sender (DeepEP #715); pinned by tests/rules/test_nvlink_rules.py
+MIX_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
+    NvClause("MIX-device-scope", True, "a release at cuda::thread_scope_device (fence.acq_rel.gpu) orders the "
+             "GPU's stores for observers in the GPU scope, which the local NIC reading local memory is; a store "
+             "landing in a peer GPU over NVLink is outside it (DeepEP #715: the GIN signal() default scope)",
+             "not measured here (#715 was not reproduced in a unit test upstream either)"),
+    NvClause("MIX-fence-sys", False, "fence.acq_rel.sys after the TMA stores completed (#715's fix, when "
+             "!kIsScaleupNVLink): the NVLink stores are ordered before the RDMA-plane signal at system scope",
+             "not measured here: DeepEP #715"),
+)}
+
+
+def mixed_pass(nvlink_earlier: bool, rdma_later: bool, fence: str) -> str | None:
+    """Under `mixed-nvlink-rdma`: may an RDMA-plane TLP become visible before the same sender's earlier NVLink
+    store? Only a system-scope fence orders them; None also when the pair is not across the planes that way."""
+    if not (nvlink_earlier and rdma_later):
+        return None
+    return None if fence == "threadfence_system" else "MIX-device-scope"
+
+
 def gpu_signal_clause(access: GpuAccess, fence: str, store: str, path: str) -> str:
     """The clause that decides whether a signal access is an ordering point, from the scenario's `gpu` fields.
 

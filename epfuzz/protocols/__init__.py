@@ -54,7 +54,8 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
                                    "flush_before_poll_fixed"),
     # issue 30's GPU-side pairs (the sender-side source layer, epfuzz.model.source)
     "epfuzz.protocols.gpu2026": ("stale_quiet", "stale_quiet_fixed", "source_no_flush", "source_no_flush_fixed",
-                                 "tma_flag", "tma_flag_fixed", "ro_only_strict_mr", "ro_only_strict_mr_fixed"),
+                                 "tma_flag", "tma_flag_fixed", "ro_only_strict_mr", "ro_only_strict_mr_fixed",
+                                 "mixed_plane", "mixed_plane_fixed"),
 }
 #: the families with tables of their own instead of `pattern` links (deep.DEEP_ZOO, deep2.DEEP2_ZOO; the
 #: breadth modules' PAIRS)

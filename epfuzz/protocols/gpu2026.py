@@ -22,6 +22,9 @@ bytes the NIC carried.
 - `ro_only_strict_mr` (UCX #11649, #11721; N11), on the `mlx5-ro-only` preset: #674's strict window cannot be
   had on a device with relaxed-only keys (RO-only-key), so the signal's RO AtomicOp passes the data again
   (C2b). Fixed: the signal WQE with the strong-ordering fence flag (WQE-strong-order).
+- `mixed_plane` (DeepEP #715; N1), on the `mixed-nvlink-rdma` preset: same-node peers by TMA stores over
+  NVLink, the others by RDMA, the signal by RDMA after a device-scope release (MIX-device-scope). Fixed: a
+  system-scope fence after the TMA stores completed (MIX-fence-sys).
 """
 
 from __future__ import annotations
@@ -162,12 +165,43 @@ RO_ONLY_FIXED = PathProtocol(
     "placed without RO whatever the key (WQE-strong-order), the AtomicOp stays behind the data (C2a)",
     dict(_STRICT), "clean", _N11[1:2], _strong_sender(True), _receiver)
 
+
+
+# ---------------------------------------------------------------- the mixed NVLink + RDMA plane (N1)
+
+
+def _mixed_sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+    """Channel c's peer is on this node for even c (TMA stores over NVLink), on another node for odd c (RDMA
+    puts); the TMA stores complete (`ProxyFence`: tma_store_commit, tma_store_wait), then the signal by RDMA
+    on the channel's QP. The scope of the release before it is the scenario's `gpu.fence` (pinned)."""
+    programs = []
+    for c in range(lay.num_channels):
+        qp = scn.qp_of_channel(c)
+        prog: list[ops.Op] = [ops.Write(qp, ops.DATA, off, length, tma=c % 2 == 0)
+                              for _, _, off, length in data_wrs(scn, lay, c)]
+        prog += [ops.ProxyFence(), ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1)]
+        programs.append(prog)
+    return programs
+
+
+_N1 = ("DeepEP #715",)
+MIXED = PathProtocol(
+    "mixed_plane", "DeepEP V2 direct mode before #715, scaleup team spanning nodes: same-node peers by TMA stores "
+    "over NVLink, others by RDMA puts, the signal by RDMA after a device-scope release, which does not cover "
+    "stores landing in another GPU (mixed-nvlink-rdma preset; a hang upstream, a stale accept here)",
+    {**_STRICT, "gpu.fence": "threadfence", "gpu.path": "p2p"}, "finding", _N1, _mixed_sender, _receiver)
+MIXED.expect = {"mixed-nvlink-rdma": "finding", "nvlink": "finding", "*": "clean"}
+MIXED_FIXED = PathProtocol(
+    "mixed_plane_fixed", "fence.acq_rel.sys after the TMA stores completed, before the signal (#715)",
+    {**_STRICT, "gpu.fence": "threadfence_system", "gpu.path": "p2p"}, "clean", _N1, _mixed_sender, _receiver)
+
 PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED, TMA_FLAG, TMA_FLAG_FIXED, RO_ONLY,
-             RO_ONLY_FIXED)
+             RO_ONLY_FIXED, MIXED, MIXED_FIXED)
 #: (title, bad, fixed) per pair (tests/zoo/test_gpu_zoo.py, bench/fixed_budget.py)
 PAIRS: tuple[tuple[str, str, str], ...] = (
     ("quiet on a stale frontier, then the send buffer cleared", STALE_QUIET.name, STALE_QUIET_FIXED.name),
     ("send buffer posted before the GPU's stores were flushed", SOURCE_NO_FLUSH.name, SOURCE_NO_FLUSH_FIXED.name),
     ("TMA data, a generic-proxy release flag (nvlink)", TMA_FLAG.name, TMA_FLAG_FIXED.name),
     ("a strict MR on a relaxed-only device (mlx5-ro-only)", RO_ONLY.name, RO_ONLY_FIXED.name),
+    ("NVLink stores, an RDMA signal after a device-scope release (mixed plane)", MIXED.name, MIXED_FIXED.name),
 )

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from epfuzz.ir import ops
 from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
-from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, nvlink_pass
+from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, mixed_pass, nvlink_pass
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import Packet, PacketKind, Tlp, Wr
 from epfuzz.sim.pass_rules import tlp_pass_rule
@@ -58,8 +58,22 @@ def gpu_ops(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) ->
 
 
 def pass_rule(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) -> PassRule:
-    """The adversary's rule for this run: the PCIe/IB rules, or the NVLink clauses under `nvlink`."""
+    """The adversary's rule for this run: the PCIe/IB rules, the NVLink clauses under `nvlink`, or under
+    `mixed-nvlink-rdma` the PCIe/IB rules except that an RDMA-plane TLP may pass the same sender's earlier
+    NVLink store (a TMA store) unless a system-scope fence orders them (`ordering.MIX_CLAUSES`)."""
     base = tlp_pass_rule()
+    preset = PRESETS.get(scn.preset)
+    if preset is not None and preset.model == "mixed":
+        nv = {p.seq for p in packets if wrs and isinstance(op := wrs[p.wr].op, ops.Write) and op.tma}
+        fence = scn.gpu.fence
+
+        def mixed(later: Tlp, earlier: Tlp) -> str | None:
+            if later.epoch == earlier.epoch and not later.local and not earlier.local and \
+                    earlier.pkt in nv and later.pkt not in nv:
+                return mixed_pass(True, True, fence)
+            return base(later, earlier)
+
+        return mixed
     if not is_nvlink(scn):
         return base
     access = gpu_ops(scn, packets, wrs)

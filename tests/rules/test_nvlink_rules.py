@@ -171,3 +171,40 @@ def test_the_plugin_references_tma_sender_works_as_written():
         proto = PathProtocol("tma", "the reference's sender", {}, "clean", (), ns["sender"],
                              lambda s, lay: GatherReceiver(s, lay, lambda w, c, e: w == 1))
         assert (explore(scn, proto).violation is not None) == found
+
+
+# -- MIX-device-scope / MIX-fence-sys: the mixed NVLink + RDMA plane (DeepEP #715)
+def _mixed(name: str, channels: int = 1) -> Scenario:
+    return codec.load_dict({"protocol": name, "preset": "mixed-nvlink-rdma", "payload": {"num_tokens": 2},
+                            "topology": {"num_channels": channels}, "knobs": {"reorder_window": 4}})
+
+
+def test_mix_device_scope_an_rdma_signal_may_pass_the_nvlink_stores():
+    from epfuzz.model.ordering import MIX_CLAUSES, mixed_pass
+
+    assert MIX_CLAUSES["MIX-device-scope"].may_pass and mixed_pass(True, True, "threadfence") == "MIX-device-scope"
+    assert mixed_pass(True, True, "none") == "MIX-device-scope"
+    assert mixed_pass(False, True, "threadfence") is None and mixed_pass(True, False, "threadfence") is None
+    assert reachable(_mixed("mixed_plane"))
+    assert not reachable(_mixed("mixed_plane").replace(protocol="mixed_plane", preset="spec"))  # no plane: a WRITE
+
+
+def test_mix_fence_sys_a_system_scope_fence_orders_them():
+    from epfuzz.model.ordering import MIX_CLAUSES, mixed_pass
+
+    assert not MIX_CLAUSES["MIX-fence-sys"].may_pass and mixed_pass(True, True, "threadfence_system") is None
+    assert not reachable(_mixed("mixed_plane_fixed"))
+    assert not reachable(_mixed("mixed_plane_fixed", 2))
+
+
+def test_mix_only_same_node_peers_are_exposed():
+    """Channel 1's peer is remote (RDMA data on the signal's QP, strict MR): its data cannot be passed; channel
+    0's TMA stores can (found with one channel alone)."""
+    proto = get_protocol("mixed_plane")
+    scn = _mixed("mixed_plane", 2)
+    progs = proto.sender(scn, proto.layout(scn), 0)
+    from epfuzz.ir import ops
+
+    assert [op.tma for op in progs[0] if isinstance(op, ops.Write)] == [True] * len(
+        [op for op in progs[0] if isinstance(op, ops.Write)])
+    assert not any(op.tma for op in progs[1] if isinstance(op, ops.Write))

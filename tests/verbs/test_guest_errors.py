@@ -42,7 +42,8 @@ def test_an_unknown_error_class_from_the_guest_is_still_one_line():
 
 @pytest.mark.parametrize(("name", "why"), [("stale_quiet", "stale frontier"), ("stale_quiet_fixed", "SrcClear"),
                                            ("source_no_flush", "SrcStore"), ("source_no_flush_fixed", "SrcStore"),
-                                           ("tma_flag", "TMA bulk store"), ("tma_flag_fixed", "TMA bulk store")])
+                                           ("tma_flag", "TMA bulk store"), ("tma_flag_fixed", "TMA bulk store"),
+                                           ("mixed_plane", "TMA bulk store")])
 def test_the_sender_side_source_ops_are_refused_with_their_reason_before_any_guest(name, why, monkeypatch):
     """epfuzz.model.source's ops and the stale-frontier quiet are the sim's alone: refused before the guest is
     booted (it is never asked), whatever runs here."""

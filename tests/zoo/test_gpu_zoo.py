@@ -25,9 +25,10 @@ ROOT = Path(__file__).resolve().parents[2]
 #: bad -> (seed, budget, kind): executions to the first finding with seed 1 measured (December 2026: 1 and 0),
 #: at least 100
 SAMPLER = {"stale_quiet": (1, 100, "stale-accept"), "source_no_flush": (1, 100, "stale-accept"),
-           "tma_flag": (1, 100, "stale-accept"), "ro_only_strict_mr": (1, 100, "stale-accept")}
+           "tma_flag": (1, 100, "stale-accept"), "ro_only_strict_mr": (1, 100, "stale-accept"),
+           "mixed_plane": (1, 100, "stale-accept")}
 #: the preset each pair is about (the harness's --preset / EPFUZZ_PRESET for its runs); spec where not named
-PRESET = {"tma_flag": "nvlink", "ro_only_strict_mr": "mlx5-ro-only"}
+PRESET = {"tma_flag": "nvlink", "ro_only_strict_mr": "mlx5-ro-only", "mixed_plane": "mixed-nvlink-rdma"}
 FIXED_EXECS = 300
 _W = {"reorder_window": 4}
 #: the smallest shapes that show each bad form (the stale quiet needs packets made after the clear: a token of
@@ -38,6 +39,8 @@ SMALL: dict[str, dict[str, Any]] = {
     "tma_flag": {"preset": "nvlink", "knobs": {"reorder_window": 64}, "payload": {"num_tokens": 2, "hidden_bytes": 512},
                  "chunking": {"max_payload": 128}},
     "ro_only_strict_mr": {"preset": "mlx5-ro-only", "knobs": _W, "payload": {"num_tokens": 2}},
+    "mixed_plane": {"preset": "mixed-nvlink-rdma", "knobs": _W, "payload": {"num_tokens": 2},
+                    "topology": {"num_channels": 2}},
 }
 #: bad forms wrong in arrival order (the bytes the NIC carried); the TMA flag needs the flag to overtake the data
 IN_ARRIVAL_ORDER = {"stale_quiet", "source_no_flush"}
@@ -45,7 +48,7 @@ PLATFORM = {"nic_relaxed_ordering": (False, True), "atomic_mode": (0, 4), "hca_o
             "adaptive_routing": (False, True)}
 #: the clause `explain` names in its overtakes for each bad form's finding
 CLAUSE = {"stale_quiet": "SRC-overwrite", "source_no_flush": "SRC-unflushed", "tma_flag": "NV-async-proxy",
-          "ro_only_strict_mr": "C2b"}
+          "ro_only_strict_mr": "C2b", "mixed_plane": "MIX-device-scope"}
 
 
 def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
