@@ -89,9 +89,10 @@ def all_cases(ref: list[list[Any]]) -> Iterator[tuple[Any, str, str, bytes]]:
         if isinstance(row[0], int):
             i, _, _, data = next(main)  # the bytes do not depend on the registry; the names do
             yield i, row[1], row[2], data  # the protocol and preset the row was written with
-        else:
-            name = row[1]
-            yield next(added.setdefault(name, added_cases(name)))
+        else:  # the bytes of the protocol's own stream; the preset the row was written with (a later preset
+            name = row[1]  # in PRESETS must not move the old rows' presets)
+            j, _, _, data = next(added.setdefault(name, added_cases(name)))
+            yield j, name, row[2], data
 
 
 def trace_hash(fp: tuple[object, ...]) -> str:

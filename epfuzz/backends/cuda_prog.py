@@ -53,6 +53,9 @@ def _s64(v: int) -> int:
 def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
     """One op as (code, region, offset, length, value, aux, qp); value is the epoch-dependent field."""
     if isinstance(op, ops.Write):
+        if op.tma:
+            raise Unsupported("cuda: a TMA bulk store (Write(tma=True), cp.async.bulk) has no form in the op "
+                              "interpreter, which stores with st (sim only; it would need an sm_90 kernel)")
         if op.region != ops.DATA or op.length % CHUNK or op.offset % CHUNK or op.shift % CHUNK:
             raise Unsupported(f"cuda: a Write must move whole 16-byte chunks of the data region ({op})")
         return (OP_WRITE, 0, op.offset, op.length, 0, op.shift, 0)
@@ -70,6 +73,9 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
     if isinstance(op, ops.Spin):
         return (OP_SPIN, 0, 0, 0, op.ns, 0, 0)
     if isinstance(op, ops.Flush):
+        if op.stale:
+            raise Unsupported("cuda: a quiet on a stale frontier (Flush(stale=True)) has no GPU form: the "
+                              "interpreter's Flush is a fence, with no NIC post index to snapshot (sim only)")
         return (OP_FENCE, 0, 0, 0, 0, 0, 0)
     if isinstance(op, ops.CeCopy | ops.CeValue):
         raise Unsupported(f"cuda: copy-engine batches are not driven by the interpreter (it issues SM stores and "
@@ -77,6 +83,13 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
     if isinstance(op, ops.Read):
         raise Unsupported(f"cuda: an RDMA READ has no GPU form: the interpreter issues a peer GPU's stores and fences, "
                           f"and a peer load orders nothing of the READ layer's PCIe/IB clauses ({op})")
+    if isinstance(op, ops.ProxyFence):
+        raise Unsupported("cuda: ProxyFence (fence.proxy.async) has no form in the op interpreter, which has no "
+                          "TMA stores to order (sim only; a cp.async.bulk kernel would need sm_90)")
+    if isinstance(op, ops.SOURCE_OPS):
+        raise Unsupported(f"cuda: {type(op).__name__} is a GPU access to a send buffer that a NIC reads by DMA; "
+                          "the interpreter's payload is the GPU's own stores into the peer, with no NIC read "
+                          "(epfuzz.model.source: sim only)")
     raise Unsupported(f"cuda: no GPU form for op {op!r}")
 
 

@@ -23,6 +23,7 @@ from epfuzz.backends.base import Backend, Outcome, Where
 from epfuzz.backends.verbs_net import rdma_devices
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, HarnessError, InputError, ProtocolError, Unsupported
+from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation
 
@@ -69,13 +70,12 @@ READ_ROOM = 4096 - 512
 
 
 def refusal(scn: Scenario, proto: Protocol) -> str:
-    """Why verbs cannot run this protocol, or "": a copy-engine copy (`ops.CeCopy`, `ops.CeValue`) is a GPU
-    DMA engine's, with no work request to post; a READ's bytes must fit the sender's scratch. Asked on the
-    host, before a guest is booted."""
-    from epfuzz.ir import ops
-
+    """Why verbs cannot run this protocol's ops, or "": a copy-engine copy (`ops.CeCopy`, `ops.CeValue`) is a
+    GPU DMA engine's, with no work request to post; a READ's bytes must fit the sender's scratch; the
+    sender-side source layer (`epfuzz.model.source`), TMA stores and the stale-frontier quiet are the sim's
+    alone. Asked on the host, before a guest is booted."""
     lay = proto.layout(scn)
-    for epoch in range(min(scn.payload.epochs, 2)):
+    for epoch in range(min(scn.payload.epochs, 2)):  # senders vary per epoch in values, not in op kinds
         for prog in proto.sender(scn, lay, epoch):
             for op in prog:
                 if isinstance(op, ops.CeCopy | ops.CeValue):
@@ -83,6 +83,16 @@ def refusal(scn: Scenario, proto: Protocol) -> str:
                             "engine has no verbs form (the sim models its batches)")
                 if isinstance(op, ops.Read) and op.length > READ_ROOM:
                     return f"backend verbs: an RDMA READ of {op.length} bytes; the sender's scratch takes {READ_ROOM}"
+                if isinstance(op, ops.SOURCE_OPS):
+                    return (f"backend verbs: {type(op).__name__} is a GPU access to the send buffer; soft-RoCE "
+                            "reads the source with the CPU, which has no GPU cache to flush (epfuzz.model.source: "
+                            "sim only)")
+                if isinstance(op, ops.ProxyFence) or isinstance(op, ops.Write) and op.tma:
+                    return ("backend verbs: a TMA bulk store and its proxy fence are GPU stores over NVLink (the "
+                            "nvlink preset's async proxy), not RDMA operations (sim only)")
+                if isinstance(op, ops.Flush) and op.stale:
+                    return ("backend verbs: a quiet on a stale frontier (Flush(stale=True)) needs another warp's "
+                            "post index; the runner posts from one thread and drains to the live index (sim only)")
     return ""
 
 

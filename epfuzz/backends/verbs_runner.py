@@ -4,9 +4,8 @@ Per epoch: the epoch start (source image, poison, reset, receives), the channels
 ops posted as RDMA WRITE / WRITE_WITH_IMM / ATOMIC FETCH_AND_ADD / SEND / READ with
 fences, the protocol's own receiver polling the receiver's MR between the posts
 and after them, the oracle on whatever it consumes (`_judge`), and a drain that
-waits for every completion. Resources come from `verbs_wiring.py`, tc shaping
-from `verbs_net.py`. The payload and the oracle are the sim's. Only imported
-where pyverbs exists (an RDMA host, or the epfuzz guest).
+waits for every completion. Resources come from `verbs_wiring.py`, tc shaping from `verbs_net.py`.
+The payload and the oracle are the sim's. Only imported where pyverbs exists (an RDMA host, the guest).
 """
 
 from __future__ import annotations
@@ -257,6 +256,8 @@ class VerbsRunner:
             elif isinstance(op, ops.Flush):  # wait until every WR posted so far on the QP completed locally
                 q = op.qp % len(w.pairs)
                 self._wait(w, ep, lambda q=q: ep.completed[q] >= ep.posted[q], "a flush")
+            elif isinstance(op, ops.GPU_OPS):  # verbs.refusal refused these on the host: sim only
+                raise Unsupported(f"backend verbs: {type(op).__name__} is the sim's alone")
             else:
                 q = op.qp % len(w.pairs)
                 w.pairs[q][0].post_send(work_request(w, op))

@@ -27,6 +27,10 @@ class Write:
 
     `shift` moves the source: the bytes sent are those the receiver expects at
     offset+shift (a sender that computes a wrong slot, bug pattern 10).
+
+    `tma=True` is a TMA bulk store (`cp.async.bulk`, the async proxy) under the `nvlink` preset: a
+    generic-proxy release does not order it, a `ProxyFence` does (NCCL 3f29db27, clause NV-async-proxy).
+    Under the RDMA presets it is an RDMA WRITE as any.
     """
 
     qp: int
@@ -35,28 +39,32 @@ class Write:
     length: int
     fence: bool = False
     shift: int = 0
+    tma: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class WriteValue:
-    """RDMA WRITE of a 64-bit value (a flag or a tail) into `region` at `offset`."""
+    """RDMA WRITE of a 64-bit value (a flag or a tail) into `region` at `offset`. `strong=True`: the WQE carries
+    the strong-ordering fence flag, placed without RO whatever the MR (`epfuzz.model.device`, UCX #11721)."""
 
     qp: int
     region: str
     offset: int
     value: int
     fence: bool = False
+    strong: bool = False
 
 
 @dataclass(frozen=True, slots=True)
 class AtomicAdd:
-    """RDMA ATOMIC FETCH_AND_ADD on a 64-bit word: DeepEP's "VA signal"."""
+    """RDMA ATOMIC FETCH_AND_ADD on a 64-bit word: DeepEP's "VA signal". `strong=True` as `WriteValue`'s."""
 
     qp: int
     region: str
     offset: int
     delta: int
     fence: bool = False
+    strong: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,10 +156,58 @@ class Flush:
 
     Local completion says the responder NIC has the bytes, not that they are
     visible in memory: that gap is bug patterns 4 and 9.
+
+    `stale=True` is a quiet that drains to a stale frontier: to the QP's post index as it was
+    before this channel's own first WR on the QP in the epoch (a snapshot taken by another warp,
+    or an index the posting path no longer advances), so it waits for none of the channel's own
+    WRs (mori #404, DeepEP #677 follow-up 5c4f2b8; clause `quiet-stale-frontier`).
     """
 
     qp: int
+    stale: bool = False
 
 
-Op = Write | WriteValue | AtomicAdd | WriteImm | Send | Read | CeCopy | CeValue | Spin | Flush
+@dataclass(frozen=True, slots=True)
+class ProxyFence:
+    """`cp.async.bulk.wait_group 0` then `fence.proxy.async` on the issuing thread: the channel's earlier
+    TMA stores (`Write(tma=True)`) complete and are ordered before its later generic-proxy accesses, so
+    the signal's own clause orders them (NCCL 3f29db27's fix; clause NV-proxy-fenced)."""
+
+
+@dataclass(frozen=True, slots=True)
+class SrcStore:
+    """The GPU's stores of this epoch's payload into the send buffer, for the source bytes
+    [offset, offset+length) (source offsets as a `Write`'s: offset + shift, the bytes a receiver
+    expects there). Until a `SrcFlush` of the same channel they may sit in the GPU's cache, unseen
+    by the NIC's DMA read (`epfuzz.model.source`, ROCm aorta #205). A sender without source ops has
+    its send buffer written back before the epoch."""
+
+    offset: int
+    length: int
+
+
+@dataclass(frozen=True, slots=True)
+class SrcFlush:
+    """A GPU-side flush (L2 / HDP writeback, NCCL's GDR flush) of this channel's earlier `SrcStore`s:
+    every later DMA read of the NIC sees them. `relaxed=True` is the flush issued with PCIe relaxed
+    ordering, which may pass the writeback it is meant to follow: it orders nothing (aorta #205)."""
+
+    relaxed: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class SrcClear:
+    """The GPU rewrites (zeroes) the send buffer's source bytes [offset, offset+length), e.g. to
+    clear it for the next round: a DMA read of the NIC at or after this point may send the zeros."""
+
+    offset: int
+    length: int
+
+
+Op = (Write | WriteValue | AtomicAdd | WriteImm | Send | Read | CeCopy | CeValue | Spin | Flush | SrcStore | SrcFlush
+      | SrcClear | ProxyFence)
 WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send, Read, CeCopy, CeValue)
+#: the GPU's own accesses to the send buffer (`epfuzz.model.source`): no WR, no receiver memory
+SOURCE_OPS = (SrcStore, SrcFlush, SrcClear)
+#: the GPU-only ops: no WR (the requester only paces the channel through them)
+GPU_OPS = (SrcStore, SrcFlush, SrcClear, ProxyFence)

@@ -25,7 +25,8 @@ class Preset:
     name: str
     doc: str
     fixed: dict[str, Any] = field(default_factory=dict)
-    #: which ordering rules the sim applies: the PCIe table and IB ("pcie"), or the PTX clauses ("nvlink")
+    #: which ordering rules the sim applies: the PCIe table and IB ("pcie"), the same on a device whose memory keys
+    #: can only be relaxed ("pcie-ro-only", `epfuzz.model.device`), or the PTX clauses ("nvlink")
     model: str = "pcie"
 
 
@@ -43,6 +44,17 @@ PRESETS: dict[str, Preset] = {p.name: p for p in (
            {"knobs.hca_o920": True}),
     Preset("no-ro", "NIC never sets Relaxed Ordering (NCCL_IB_PCI_RELAXED_ORDERING=0)",
            {"knobs.nic_relaxed_ordering": False}),
+    Preset("mlx5-ro-only", "a ConnectX whose memory keys can only be relaxed (cap mkc_order_write_after_write_ro_only; "
+           "UCX #11649): a strict MR request is registered relaxed, so DeepEP #674's fix is unavailable and a "
+           "strong-ordering WQE fence must order the signal; PCI_ATOMIC_MODE=4, RO on, in-order fabric",
+           {"knobs.atomic_mode": 4, "knobs.nic_relaxed_ordering": True, "knobs.adaptive_routing": False,
+            "knobs.hca_o920": False}, model="pcie-ro-only"),
+    Preset("mixed-nvlink-rdma", "DeepEP V2 direct mode with a scaleup team spanning nodes (DeepEP #715): same-node "
+           "peers get TMA stores over NVLink (`Write(tma=True)`), the others RDMA puts, and the signal goes by RDMA; "
+           "a device-scope release orders the NIC's reads, not the NVLink stores (MIX_CLAUSES); RO off, PCI atomic "
+           "mode 4, in-order fabric",
+           {"knobs.atomic_mode": 4, "knobs.nic_relaxed_ordering": False, "knobs.adaptive_routing": False,
+            "knobs.hca_o920": False}, model="mixed"),
     Preset("nvlink", "GPU stores into a peer GPU over NVLink (the cuda backend, path p2p): weak stores "
            "unordered, __threadfence_system and st.release.sys ordering points, __threadfence not across "
            "GPUs, atomicAdd_system relaxed unless fenced, CTAs unordered (epfuzz.model.ordering.NVLINK_CLAUSES); "

@@ -121,6 +121,9 @@ class GpuAccess(IntEnum):
     ATOMIC = 1     # atom.add.sys (atomicAdd_system): relaxed unless fenced
 
 
+NO_PROXY_FENCE = 1 << 30  # GpuOp.fenced / Wr.proxy_fence of a store no ProxyFence follows
+
+
 @dataclass(frozen=True)
 class GpuOp:
     """One access of the sender as the GPU issues it; `clause` says whether it is an ordering point."""
@@ -128,6 +131,9 @@ class GpuOp:
     access: GpuAccess
     clause: str = "NV-weak"
     cta: int = 0
+    tma: bool = False          # a TMA bulk store (the async proxy)
+    index: int = 0             # its op's index in the channel's program
+    fenced: int = NO_PROXY_FENCE  # the index of the channel's first ProxyFence after it
 
 
 @dataclass(frozen=True)
@@ -156,9 +162,37 @@ NVLINK_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
     NvClause("NV-release-sys", False, "st.release.sys: a release store orders the thread's (with bar.sync, "
              "the CTA's) earlier stores before it at system scope",
              "p2p, st.release.sys, 7 stress CTAs: 0 in 1M"),
+    NvClause("NV-async-proxy", True, "TMA bulk stores (cp.async.bulk) are async-proxy operations: a generic-proxy "
+             "release or fence (red.release.sys, fence.sc.sys) does not order them; only fence.proxy.async after "
+             "their completion (cp.async.bulk.wait_group) brings them into the generic proxy's order",
+             "not measured here (no sm_90 run): NCCL 3f29db27, hybrid_ep dispatch/combine flags before TMA data"),
+    NvClause("NV-proxy-fenced", False, "fence.proxy.async after cp.async.bulk.wait_group 0 on the issuing thread: "
+             "the TMA stores are ordered before its later generic-proxy accesses, so the signal's own clause "
+             "decides (NCCL 3f29db27's fix)", "not measured here (no sm_90 run): NCCL 3f29db27"),
     NvClause("NV-fence-gpu-same", False, "__threadfence orders for an observer on the same GPU (GPU scope)",
              "same GPU, __threadfence: 0 in 1M"),
 )}
+
+
+#: the `mixed-nvlink-rdma` preset (model "mixed"): what an RDMA-plane signal orders of the NVLink-plane stores of
+#: the same sender (DeepEP #715); pinned by tests/rules/test_nvlink_rules.py
+MIX_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
+    NvClause("MIX-device-scope", True, "a release at cuda::thread_scope_device (fence.acq_rel.gpu) orders the "
+             "GPU's stores for observers in the GPU scope, which the local NIC reading local memory is; a store "
+             "landing in a peer GPU over NVLink is outside it (DeepEP #715: the GIN signal() default scope)",
+             "not measured here (#715 was not reproduced in a unit test upstream either)"),
+    NvClause("MIX-fence-sys", False, "fence.acq_rel.sys after the TMA stores completed (#715's fix, when "
+             "!kIsScaleupNVLink): the NVLink stores are ordered before the RDMA-plane signal at system scope",
+             "not measured here: DeepEP #715"),
+)}
+
+
+def mixed_pass(nvlink_earlier: bool, rdma_later: bool, fence: str) -> str | None:
+    """Under `mixed-nvlink-rdma`: may an RDMA-plane TLP become visible before the same sender's earlier NVLink
+    store? Only a system-scope fence orders them; None also when the pair is not across the planes that way."""
+    if not (nvlink_earlier and rdma_later):
+        return None
+    return None if fence == "threadfence_system" else "MIX-device-scope"
 
 
 def gpu_signal_clause(access: GpuAccess, fence: str, store: str, path: str) -> str:
@@ -180,7 +214,11 @@ def nvlink_pass(later: GpuOp, earlier: GpuOp) -> str | None:
     """May `later` become visible to the peer before `earlier` (issued first)? The clause, or None."""
     if later.cta != earlier.cta:
         return "NV-cta"
-    return later.clause if NVLINK_CLAUSES[later.clause].may_pass else None
+    if NVLINK_CLAUSES[later.clause].may_pass:
+        return later.clause
+    if earlier.tma and not later.tma and earlier.fenced > later.index:  # no ProxyFence between them
+        return "NV-async-proxy"
+    return None
 
 
 # ---------------------------------------------------------------- completions (what a Flush and a fence wait for)
@@ -223,4 +261,9 @@ COMPLETION_CLAUSES: dict[str, CompletionClause] = {c.name: c for c in (
                      "the QP to complete",
                      "a fenced WR starts once the QP's earlier ATOMICs have completed (their responses are back, "
                      "port queue included); earlier WRITEs are not waited for"),
+    CompletionClause("quiet-stale-frontier", "mori #404 (ShmemQuietThread drained to a snapshot: a warp returned "
+                     "before its own WQEs completed); DeepEP #677 follow-up 5c4f2b8 (quiet read tx_wq.prod_idx, "
+                     "which the posting path no longer advanced: the drain is a no-op)",
+                     "a quiet on a stale frontier (`Flush(stale=True)`) waits only for the WRs posted on its QP "
+                     "before the channel's own first WR there: none of its own (with one channel: nothing)"),
 )}

@@ -37,6 +37,10 @@ def _problem(op: ops.Op, channel: int, layout: Layout, sizes: dict[str, int]) ->
             return f"region {region!r} is none of {sorted(sizes)}"
         if off < 0 or length < 0 or off + length > sizes[region]:
             return f"bytes [{off}, {off + length}) are outside region {region!r} of {sizes[region]} bytes"
+    if isinstance(op, ops.SrcStore | ops.SrcClear):  # source bytes mirror the data region's (a Write's offsets)
+        size = sizes.get(ops.DATA, 0)
+        if op.offset < 0 or op.length < 0 or op.offset + op.length > size:
+            return f"source bytes [{op.offset}, {op.offset + op.length}) are outside the data region of {size} bytes"
     if isinstance(op, ops.AtomicAdd) and op.offset % 8:
         return f"an atomic needs an 8-byte aligned offset, not {op.offset}"
     slot = op.cq_slot if isinstance(op, ops.WriteImm) else op.slot if isinstance(op, ops.Send) else None

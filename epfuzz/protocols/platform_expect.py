@@ -71,9 +71,16 @@ TRUTH: dict[tuple[str, str], tuple[str, str]] = {
 #: ("logic bug": the race is the receiver's own barrier store or its flag value, not the data's order);
 #: flush_before_poll and its fixed form (N10, added later; threadfence_system and no fence measured): 0 of 300
 #: with threadfence_system, 86 with no fence, each ("rdma bug"; the fixed form "clean if fenced")
+#: the GPU-side pairs (gpu2026.py; December 2026, the same 300 inputs): the sender-side source layer is off under
+#: nvlink (the payload is the GPU's own stores, no NIC reads a send buffer), so bad and fixed forms alike gave 0
+#: findings with threadfence_system and 59-60 with no fence ("rdma bug": not reachable when fenced)
 BREADTH_NVLINK = {
-    "rdma bug": ("deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct", "flush_before_poll"),
+    "rdma bug": ("deepep_combine", "deepep_ll_dispatch", "deepep_ll_combine", "deepep_direct", "flush_before_poll",
+                 "stale_quiet", "source_no_flush"),
     "logic bug": ("signal_baseline", "frozen_flag", "init_zeroing"),
+    # an NVLink-only bug (gpu2026.tma_flag, pinned to threadfence_system on p2p): found under nvlink in 56 of 300
+    # sampled inputs, clean under the RDMA presets, where a TMA store is an RDMA WRITE
+    "nvlink bug": ("tma_flag",),
 }
 
 

@@ -49,7 +49,7 @@ from epfuzz.sim.packets import TlpAction
 
 POOL = 1 << 14          # libFuzzer counters reserved for semantic features
 _ACTION = {TlpAction.COPY: "data", TlpAction.VALUE: "value", TlpAction.ADD: "add", TlpAction.READ: "read",
-           TlpAction.CQE: "cqe", TlpAction.FETCH: "fetch"}
+           TlpAction.CQE: "cqe", TlpAction.FETCH: "fetch", TlpAction.STALE: "stale"}
 Feature = tuple[Any, ...]
 
 

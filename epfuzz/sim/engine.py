@@ -175,7 +175,7 @@ class Built:
             arrivals = issue_order(arrivals, self.wrs)
         proto = self.proto
         tlps = respond(scn, arrivals, self.layout.max_signals, 0, proto.targets, self.prologue)
-        return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals))
+        return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals, self.wrs))
 
 
 def build_form(scn: Scenario, proto: Protocol) -> Built:

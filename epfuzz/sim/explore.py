@@ -136,7 +136,7 @@ def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -
         if v is not None:
             return Exploration(v, states, [])
         start = step.state()
-        v, path, n = _explore_epoch(scn, units, step, budget, pass_rule(scn, run.packets))
+        v, path, n = _explore_epoch(scn, units, step, budget, pass_rule(scn, run.packets, run.wrs))
         states += n
         if v is not None:
             return Exploration(v, states, path)

@@ -19,6 +19,7 @@ _U32X4 = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
 # bound once: `TlpAction.X` is a slow attribute lookup on Python 3.11, and `apply` runs per TLP
 _COPY, _VALUE, _ADD, _READ, _CQE = TlpAction.COPY, TlpAction.VALUE, TlpAction.ADD, TlpAction.READ, TlpAction.CQE
 _FETCH = TlpAction.FETCH
+_STALE = TlpAction.STALE
 
 __all__ = ["Memory", "Starts", "expected_data"]
 
@@ -104,6 +105,8 @@ class Memory:
         elif a == _CQE:
             _U32X4.pack_into(buf, off, (self.epoch + 1) & 0xFFFFFFFF, t.value & 0xFFFFFFFF,
                              (t.value >> 32) & 0xFFFFFFFF, t.qp & 0xFFFFFFFF)
+        elif a == _STALE:  # the NIC read the send buffer before the payload was there (epfuzz.model.source)
+            buf[off:off + t.length] = bytes(t.length)
         elif a != _READ and a != _FETCH:  # pragma: no cover
             raise AssertionError(a)
 

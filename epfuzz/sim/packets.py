@@ -37,6 +37,7 @@ class TlpAction(IntEnum):
     READ = 3     # the MemRd of a read-modify-write: changes nothing
     CQE = 4      # write a 16-byte completion entry
     FETCH = 5    # the MemRd of an RDMA READ: changes nothing (`epfuzz.model.rdma_read`)
+    STALE = 6    # write zeros: what the NIC's DMA read of an unflushed or rewritten send buffer carried
 
 
 class LocalStore(IntEnum):
@@ -53,7 +54,8 @@ class LocalStore(IntEnum):
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
-                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "batch")
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "batch", "stale",
+                 "strong")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -74,10 +76,16 @@ class Packet:
     op_index: int
     after: int  # the READ WR a fenced WR waited for (IB-fence-read), or -1
     batch: int  # the copy-engine batch of a CeCopy/CeValue (`epfuzz.model.cebatch`), or -1
+    #: the `epfuzz.model.source` clause when the NIC's read of the send buffer may have carried other bytes
+    #: than the payload ("" when it carried the payload)
+    stale: str
+    strong: bool  # the WQE's strong-ordering fence flag (`epfuzz.model.device`): placed without RO
 
     def __init__(self) -> None:
         self.after = -1
         self.batch = -1
+        self.stale = ""
+        self.strong = False
 
     def split(self, k: int) -> tuple[Packet, Packet]:  # pragma: no cover - the adversary splits runs of n > 1
         raise AssertionError("a packet is one unit: it is never split")
@@ -144,7 +152,7 @@ class Tlp:
 
 
 class Wr:
-    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after")
+    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after", "proxy_fence")
     id: int
     epoch: int
     channel: int
@@ -155,6 +163,7 @@ class Wr:
     start: int
     done: int
     after: int  # the READ WR its channel waited for by a Flush before posting it (IB-read-response), or -1
+    proxy_fence: int  # the op index of the channel's first ProxyFence after this WR (ordering.NO_PROXY_FENCE: none)
 
 
 class FlushWait:

@@ -1,24 +1,19 @@
 """GPU posting, requester NIC, port and network: from sender ops to packets with arrival times.
 
-Time is in integer nanoseconds and everything here is a pure function of the
-scenario, so the same scenario always yields the same packets.
+Time is in integer nanoseconds; everything here is a pure function of the scenario (same scenario, same packets).
 
-- GPU side: each channel posts its ops in program order; posting costs POST_NS,
-  Spin adds its length, Flush waits for the local completion of the WRs posted
-  before it on its QP: the ACK (or atomic response) of the last one, which is back
-  only after its packet left the port queue and crossed the wire
-  (`epfuzz.model.ordering.COMPLETION_CLAUSES`). Channels run concurrently; the global
-  post order is by time, then channel.
-- Requester NIC: one send queue per QP, processed in order. A WRITE becomes
-  ceil(len/MTU) packets paced at the (throttled) QP rate; IBV_SEND_FENCE delays a
-  WR until the QP's earlier ATOMICs and READs have completed, their responses back
-  (IB: fence orders after prior READ/ATOMIC only, never after WRITEs; `Packet.after`,
-  `epfuzz.model.rdma_read`). QPs are not ordered with each other.
-- Port: packets of all QPs leave through one port in ready-time order, at the
-  (throttled) port rate.
-- Network: fixed latency plus per-QP and per-port added delay; in order per QP,
-  except that with adaptive routing the schedule may move packets earlier
-  (`epfuzz.sim.adversary` with `epfuzz.sim.pass_rules.packet_pass_rule`).
+- GPU side: each channel posts its ops in program order; posting costs POST_NS, Spin adds its length,
+  Flush waits for the local completion of the WRs posted before it on its QP: the ACK (or atomic response)
+  of the last one, back only after its packet left the port queue and crossed the wire
+  (`epfuzz.model.ordering.COMPLETION_CLAUSES`). Channels run concurrently; the global post order is by time,
+  then channel. The GPU's accesses to the send buffer mark what the NIC read stale (`sender_side`).
+- Requester NIC: one send queue per QP, processed in order. A WRITE becomes ceil(len/MTU) packets paced at
+  the (throttled) QP rate; IBV_SEND_FENCE delays a WR until the QP's earlier ATOMICs and READs have
+  completed, their responses back (IB: fence orders after prior READ/ATOMIC only, never after WRITEs;
+  `Packet.after`, `epfuzz.model.rdma_read`). QPs are unordered.
+- Port: packets of all QPs leave through one port in ready-time order, at the (throttled) port rate.
+- Network: fixed latency plus per-QP and per-port added delay; in order per QP, except that with adaptive
+  routing the schedule may move packets earlier (`epfuzz.sim.adversary`, `sim.pass_rules.packet_pass_rule`).
 """
 
 from __future__ import annotations
@@ -27,8 +22,12 @@ import heapq
 from operator import attrgetter
 
 from epfuzz.ir import ops
+from epfuzz.ir.ops import GPU_OPS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import NO_PROXY_FENCE
+from epfuzz.model.source import SrcEvent
 from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
+from epfuzz.sim.sender_side import gpu_model, gpu_op, mark_stale
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 LINK_BYTES_PER_NS = 25  # 200 Gb/s
@@ -42,11 +41,11 @@ _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALU
                                                PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
 
 # sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
-_BY_READY = attrgetter("ready", "qp", "psn")
-_BY_ARRIVAL = attrgetter("arrive", "depart", "qp", "psn")
+_BY_READY, _BY_ARRIVAL = attrgetter("ready", "qp", "psn"), attrgetter("arrive", "depart", "qp", "psn")
 
-#: the ops that become a WR (`Spin` and `Flush` only pace the posting channel)
+#: the ops that become a WR (`Spin`, `Flush` only pace the channel); `Strong`: those with a strong-ordering flag
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
+Strong = ops.WriteValue | ops.AtomicAdd
 
 
 class Port:
@@ -117,6 +116,7 @@ class SendQueues:
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
         fenced = op.fence and self.last_read[qp] >= 0  # IB-fence-read: behind every earlier READ of the QP
         w.done, w.after = -1, self.last_read[qp] if fenced else after
+        w.proxy_fence = NO_PROXY_FENCE
         self.wrs.append(w)
         self.last_wr[qp] = w.id
         self.last_read[qp] = w.id if isinstance(op, ops.Read) else self.last_read[qp]
@@ -224,6 +224,7 @@ class SendQueues:
             p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
             p.cq_slot = cq_slot
             p.op_index = index
+            p.stale, p.strong = "", False
             append(p)
         return ready
 
@@ -236,6 +237,7 @@ class SendQueues:
         p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
         p.cq_slot = cq_slot
         p.op_index = index
+        p.stale, p.strong = "", isinstance(o := self.wrs[wid - self.wr_base].op, Strong) and o.strong
         self.pkts.append(p)
 
 
@@ -265,6 +267,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     post = sq.post
+    frontier: dict[tuple[int, int], int] = {}  # (channel, QP) -> the QP's last WR before the channel's first
+    src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
             _settle(sq, heap, parked, programs)
@@ -278,19 +282,27 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         elif isinstance(op, ops.Flush):
             q = op.qp % nq
             f = FlushWait()
-            f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, sq.last_wr[q]
-            f.clause = ""
+            # quiet-stale-frontier: a stale quiet drains to the QP's post index before the channel's own first WR
+            upto = frontier.get((c, q), sq.last_wr[q]) if op.stale else sq.last_wr[q]
+            f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, upto
+            f.clause = "quiet-stale-frontier" if op.stale else ""
             if flushes is not None:
                 flushes.append(f)
             if f.wr >= 0:  # wait (IB-flush-qp: for this QP only); `_settle` resumes the channel
                 w = sq.wrs[f.wr - wr_base]
-                f.clause = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}.get(type(w.op), "IB-ack")
+                f.clause = f.clause or {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}.get(
+                    type(w.op), "IB-ack")
                 after[c] = sq.last_read[q] if sq.last_read[q] >= 0 else after[c]  # its READ completed (IB-sq-order)
                 parked.append((c, idx, f))
                 heapq.heappop(heap)
                 continue
+        elif isinstance(op, GPU_OPS):  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
+            gpu_op(op, c, idx, t, src, sq.wrs)
+            t += POST_NS
         else:
-            post(op, c, idx, op.qp % nq, t, after[c])
+            q = op.qp % nq
+            frontier.setdefault((c, q), sq.last_wr[q])
+            post(op, c, idx, q, t, after[c])
             t += POST_NS
         if idx + 1 < len(prog):
             heapq.heapreplace(heap, (t, c, idx + 1))
@@ -300,6 +312,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]
+    if src and not gpu_model(scn):  # under `nvlink` the payload is the GPU's own stores: no DMA read
+        mark_stale(sq.wrs, wr_base, pkts, src)
     return sq.wrs, pkts
 
 

@@ -15,7 +15,9 @@ additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
 from __future__ import annotations
 
 from epfuzz.ir import ops
+from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
 
@@ -26,7 +28,7 @@ LocalStoreSpec = tuple[str, int, int, bool]
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
                                                PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
-_COPY, _SET = TlpAction.COPY, TlpAction.VALUE
+_COPY, _SET, _STALE = TlpAction.COPY, TlpAction.VALUE, TlpAction.STALE
 _NONE = LocalStore.NONE
 #: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
 #: that no run takes a cache-miss path
@@ -53,7 +55,9 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        self.ro = k.mr_relaxed and k.nic_relaxed_ordering
+        preset = PRESETS.get(scn.preset)
+        mr_ro = mr_relaxed(k.mr_relaxed, preset is not None and preset.model == RO_ONLY_MODEL)[0]
+        self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
         self.nf = k.num_functions
         self.ido = k.ido
         self.o920 = k.hca_o920
@@ -135,14 +139,14 @@ class Responder:
         """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
         kind = p.kind
         if kind == _WRITE:
-            self.payload(p, _COPY, p.value)
+            self.payload(p, _STALE if p.stale else _COPY, p.value)
         elif kind == _VALUE:
             self.payload(p, _SET, p.value)
         elif kind in (_ATOMIC, _READ):  # executed in PSN order, even when writes are placed out of order
             self.held.setdefault(p.qp, []).append(p)
         elif kind == _IMM:
             if p.length:
-                self.payload(p, _COPY, 0)  # the packet's value is the immediate, not a shift
+                self.payload(p, _STALE if p.stale else _COPY, 0)  # the value is the immediate, not a shift
             if p.last:
                 self.held.setdefault(p.qp, []).append(p)
         elif kind == _SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
@@ -164,7 +168,7 @@ class Responder:
             last.length += p.length
             self.next_seq += n
             return
-        self.emit(TlpType.POSTED, self.ro, action, p, p.region, p.off, p.length, value, n=n)
+        self.emit(TlpType.POSTED, self.ro and not p.strong, action, p, p.region, p.off, p.length, value, n=n)
 
     def execute_in_order(self, qp: int, psn: int) -> None:
         """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached.
@@ -208,11 +212,12 @@ class Responder:
     def atomic(self, p: Packet, hold: bool) -> None:
         """One AtomicOp (PCI atomic mode 4), or MemRd then the MemWr that waits for its completion."""
         if self.atomic_op:
-            self.emit(TlpType.NP_DATA, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, hold=hold)
+            self.emit(TlpType.NP_DATA, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
+                      hold=hold)
         else:
             rd = self.emit(TlpType.READ, False, TlpAction.READ, p, p.region, p.off, 8, 0, hold=hold)
-            self.emit(TlpType.POSTED, self.ro, TlpAction.ADD, p, p.region, p.off, 8, p.value, dep=rd.seq,
-                      hold=hold)
+            self.emit(TlpType.POSTED, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
+                      dep=rd.seq, hold=hold)
 
 
 def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,

@@ -14,8 +14,11 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz.infra.errors import InputError
+from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.device import DEVICE_CLAUSES, RO_ONLY_MODEL, mr_relaxed
 from epfuzz.model.ordering import TlpType
+from epfuzz.model.source import SOURCE_CLAUSES
 from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.packets import FlushWait, PacketKind, Tlp, TlpAction
@@ -134,6 +137,11 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
 def flush_line(f: FlushWait) -> str:
     """A Flush in the timeline, with the completion clause (`epfuzz.model.ordering.COMPLETION_CLAUSES`) it waited by."""
     head = f"  t={f.at:>6} ns  channel {f.channel} Flush QP {f.qp}"
+    if f.clause == "quiet-stale-frontier":
+        head += " (quiet-stale-frontier: drains only to the post index before the channel's own WRs)"
+        if f.wr < 0:
+            return head + ": no wait"
+        return head + f": waits for WR {f.wr} only, resumes t={f.done} ns"
     if f.wr < 0:
         return head + ": nothing posted on it, no wait"
     return head + f": waits for WR {f.wr} ({f.clause}: local completion), resumes t={f.done} ns"
@@ -154,7 +162,11 @@ def overtake_lines(run: SimRun) -> list[str]:
     A pass of a flushed WR's TLP across QPs says so: the Flush was local completion only."""
     flushed = _flushed(run)
 
+    ro_only = _ro_only_key(run)
+
     def note(a: Tlp, b: Tlp, r: str) -> str:
+        if ro_only and a.attrs.ro:
+            return f" ({ro_only})"
         f = flushed.get(b.wr)
         if r != "xQP" or f is None:
             return ""
@@ -165,6 +177,38 @@ def overtake_lines(run: SimRun) -> list[str]:
            for a, b, r in run.tlp_inversions]
     out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
             for a, b, r in run.packet_inversions]
+    return out + source_lines(run)
+
+
+def _ro_only_key(run: SimRun) -> str:
+    """The device clause behind an RO TLP of an MR the protocol asked strict (`epfuzz.model.device`), or ""."""
+    scn = run.scenario
+    preset = PRESETS.get(scn.preset)
+    ro_only = preset is not None and preset.model == RO_ONLY_MODEL
+    _, clause = mr_relaxed(scn.knobs.mr_relaxed, ro_only)
+    if clause != "RO-only-key":
+        return ""
+    return f"RO-only-key: the MR was asked strict, the device registered it relaxed; {DEVICE_CLAUSES[clause].source}"
+
+
+SOURCE_SHOWN = 8  # stale-source packets named one by one in `overtakes`
+
+
+def source_lines(run: SimRun) -> list[str]:
+    """One line per packet whose bytes the NIC's DMA read took from a send buffer not (or no longer) holding the
+    payload: the sender-side clause (`epfuzz.model.source.SOURCE_CLAUSES`) that let it, the reorder of the
+    source before the read."""
+    out: list[str] = []
+    stale = [p for p in run.packets if p.stale]
+    for p in stale[:SOURCE_SHOWN]:
+        if p.stale:
+            clause = SOURCE_CLAUSES[p.stale]
+            out.append(f"{p.stale}: the NIC read packet {p.seq} (QP {p.qp} PSN {p.psn}, {p.region} bytes {p.off}-"
+                       f"{p.off + p.length - 1}) from channel {p.channel}'s send buffer at t={p.ready} ns: "
+                       f"{clause.rule} ({clause.source}); it carried zeros")
+    if len(stale) > SOURCE_SHOWN:
+        out.append(f"... and {len(stale) - SOURCE_SHOWN} more packet(s) read from the send buffer so "
+                   f"({', '.join(sorted({p.stale for p in stale[SOURCE_SHOWN:]}))})")
     return out
 
 

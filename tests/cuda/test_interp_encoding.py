@@ -49,7 +49,12 @@ REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed":
            **{n: "RDMA READ has no GPU form" for n in ("read_flush_unfenced", "read_flush_unfenced_fixed",
                                                          "read_flush_other_qp", "read_flush_other_qp_fixed")},
            **{n: "copy-engine batches are not driven" for n in ("ce_batch_signal", "ce_batch_signal_fixed",
-                                                                  "ce_signal_override", "ce_signal_override_fixed")}}
+                                                                  "ce_signal_override", "ce_signal_override_fixed")},
+           # issue 30's sender-side layer (epfuzz.model.source) and the stale-frontier quiet: sim only
+           "stale_quiet": "stale frontier", "stale_quiet_fixed": "SrcClear is a GPU access to a send buffer",
+           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access",
+           "tma_flag": "TMA bulk store", "tma_flag_fixed": "TMA bulk store",
+           "mixed_plane": "TMA bulk store", "mixed_plane_fixed": "TMA bulk store"}
 NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 

@@ -59,7 +59,7 @@ def test_reported_cells_are_the_traces(family):
         data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 72)))
         scn = codec.decode(data, name, presets[k % len(presets)])
         run = build(scn, proto)
-        _check_record(run.order, run.tlp_inversions, pass_rule(scn, run.packets))  # the rule the run used
+        _check_record(run.order, run.tlp_inversions, pass_rule(scn, run.packets, run.wrs))  # the rule the run used
         if not is_nvlink(scn):  # under nvlink packets are GPU stores in issue order: no network adversary
             _check_record(run.packets, run.packet_inversions, pkt_rule)
         replay(run, proto)

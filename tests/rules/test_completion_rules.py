@@ -17,7 +17,8 @@ from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.packets import FlushWait, Packet, Wr
 from epfuzz.sim.requester import BASE_LATENCY_NS, post_and_send
 
-TESTED = {"IB-ack", "IB-atomic-response", "IB-sq-order", "IB-flush-qp", "IB-local-only", "IB-fence"}
+TESTED = {"IB-ack", "IB-atomic-response", "IB-sq-order", "IB-flush-qp", "IB-local-only", "IB-fence",
+          "quiet-stale-frontier"}
 BIG = 16384  # four 4 KiB packets
 
 
@@ -76,6 +77,22 @@ def test_ib_sq_order_a_flush_waits_for_the_qps_last_wr_whoever_posted_it():
     assert small.arrive > big.arrive                          # completions in post order on one send queue
     assert f.done == small.arrive + BASE_LATENCY_NS >= big.arrive + BASE_LATENCY_NS
     assert later.arrive + BASE_LATENCY_NS > f.done            # posted after the Flush: not waited for
+
+
+def test_quiet_stale_frontier_waits_for_none_of_the_channels_own_wrs():
+    """Channel 0 posts 16 KiB on QP 0; channel 1 posts on QP 0 after it and quiets on a stale frontier: it
+    waits for channel 0's WR (posted before its own first) and not for its own; alone on the QP, for
+    nothing. The live Flush in the same place waits for the channel's own WR."""
+    scn = _scn()
+    progs: list[list[ops.Op]] = [[ops.Write(0, ops.DATA, 0, BIG)],
+                                 [ops.Spin(5), ops.Write(0, ops.DATA, BIG, BIG), ops.Flush(0, stale=True)]]
+    wrs, pkts, (f,) = _post(scn, progs)
+    assert f.clause == "quiet-stale-frontier" and f.wr == 0
+    assert f.done == _last(pkts, 0).arrive + BASE_LATENCY_NS < _last(pkts, 1).arrive + BASE_LATENCY_NS
+    alone = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.Flush(0, stale=True)]])[2][0]
+    assert alone.clause == "quiet-stale-frontier" and alone.wr == -1 and alone.done == alone.at
+    live = _post(scn, [progs[0], [ops.Spin(5), ops.Write(0, ops.DATA, BIG, BIG), ops.Flush(0)]])[2][0]
+    assert live.wr == 1 and live.clause == "IB-ack"
 
 
 def test_ib_flush_qp_a_flush_waits_for_its_own_qp_only():

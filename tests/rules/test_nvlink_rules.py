@@ -123,3 +123,88 @@ def test_a_receivers_flush_read_orders_nothing_on_nvlink():
     assert hits
     fenced = nv("gdr_no_flush_fixed", fence="threadfence_system")
     assert not any(simulate(fenced.replace(schedule=(Overtake("pcie", i, 16),)), proto).violation for i in range(32))
+
+
+# -- NV-async-proxy / NV-proxy-fenced: TMA bulk stores and the generic-proxy release (NCCL 3f29db27)
+def test_nv_async_proxy_a_system_release_does_not_order_tma_stores():
+    tma = GpuOp(S, "NV-weak", tma=True, index=0)
+    signal = GpuOp(A, "NV-fence-sys", index=3)
+    assert nvlink_pass(signal, tma) == "NV-async-proxy"
+    assert nvlink_pass(signal, GpuOp(S, "NV-weak", index=0)) is None       # a generic store: the release orders it
+    assert nvlink_pass(GpuOp(S, "NV-weak", tma=True, index=4), tma) == "NV-weak"  # TMA stores among themselves
+    assert nvlink_pass(GpuOp(A, "NV-relaxed-atomic", index=3), tma) == "NV-relaxed-atomic"  # its own clause first
+    assert reachable(nv("tma_flag", fence="threadfence_system"))
+
+
+def test_nv_proxy_fenced_a_proxy_fence_before_the_release_orders_them():
+    assert not NVLINK_CLAUSES["NV-proxy-fenced"].may_pass
+    fenced = GpuOp(S, "NV-weak", tma=True, index=0, fenced=2)
+    assert nvlink_pass(GpuOp(A, "NV-fence-sys", index=3), fenced) is None
+    assert nvlink_pass(GpuOp(A, "NV-fence-sys", index=1), fenced) == "NV-async-proxy"  # a signal before the fence
+    from dataclasses import replace
+
+    scn = nv("tma_flag_fixed", fence="threadfence_system")
+    assert not reachable(scn)
+    assert reachable(scn.replace(gpu=replace(scn.gpu, fence="none")))  # the proxy fence alone is no release
+
+
+def test_tma_stores_are_rdma_writes_under_the_rdma_presets():
+    scn = codec.load_dict({"protocol": "tma_flag", "payload": {"num_tokens": 2}, "knobs": {"reorder_window": 4}})
+    assert explore(scn, get_protocol("tma_flag")).violation is None
+
+
+def test_the_plugin_references_tma_sender_works_as_written():
+    """docs/plugins.md, "TMA stores and the async proxy": with the ProxyFence the flag after a system fence is
+    never seen before the data; without it, it can be."""
+    from pathlib import Path
+    from typing import Any
+
+    from epfuzz.protocols.gather import GatherReceiver, PathProtocol
+
+    page = (Path(__file__).resolve().parents[2] / "docs" / "plugins.md").read_text()
+    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
+    block = next(b for b in blocks if "ProxyFence()" in b)
+    scn = nv("dispatch_any", fence="threadfence_system")
+    for text, found in ((block, False), (block.replace(" ops.ProxyFence(),", ""), True)):
+        ns: dict[str, Any] = {}
+        exec(text, ns)  # noqa: S102 - the repository's own documentation
+        proto = PathProtocol("tma", "the reference's sender", {}, "clean", (), ns["sender"],
+                             lambda s, lay: GatherReceiver(s, lay, lambda w, c, e: w == 1))
+        assert (explore(scn, proto).violation is not None) == found
+
+
+# -- MIX-device-scope / MIX-fence-sys: the mixed NVLink + RDMA plane (DeepEP #715)
+def _mixed(name: str, channels: int = 1) -> Scenario:
+    return codec.load_dict({"protocol": name, "preset": "mixed-nvlink-rdma", "payload": {"num_tokens": 2},
+                            "topology": {"num_channels": channels}, "knobs": {"reorder_window": 4}})
+
+
+def test_mix_device_scope_an_rdma_signal_may_pass_the_nvlink_stores():
+    from epfuzz.model.ordering import MIX_CLAUSES, mixed_pass
+
+    assert MIX_CLAUSES["MIX-device-scope"].may_pass and mixed_pass(True, True, "threadfence") == "MIX-device-scope"
+    assert mixed_pass(True, True, "none") == "MIX-device-scope"
+    assert mixed_pass(False, True, "threadfence") is None and mixed_pass(True, False, "threadfence") is None
+    assert reachable(_mixed("mixed_plane"))
+    assert not reachable(_mixed("mixed_plane").replace(protocol="mixed_plane", preset="spec"))  # no plane: a WRITE
+
+
+def test_mix_fence_sys_a_system_scope_fence_orders_them():
+    from epfuzz.model.ordering import MIX_CLAUSES, mixed_pass
+
+    assert not MIX_CLAUSES["MIX-fence-sys"].may_pass and mixed_pass(True, True, "threadfence_system") is None
+    assert not reachable(_mixed("mixed_plane_fixed"))
+    assert not reachable(_mixed("mixed_plane_fixed", 2))
+
+
+def test_mix_only_same_node_peers_are_exposed():
+    """Channel 1's peer is remote (RDMA data on the signal's QP, strict MR): its data cannot be passed; channel
+    0's TMA stores can (found with one channel alone)."""
+    proto = get_protocol("mixed_plane")
+    scn = _mixed("mixed_plane", 2)
+    progs = proto.sender(scn, proto.layout(scn), 0)
+    from epfuzz.ir import ops
+
+    assert [op.tma for op in progs[0] if isinstance(op, ops.Write)] == [True] * len(
+        [op for op in progs[0] if isinstance(op, ops.Write)])
+    assert not any(op.tma for op in progs[1] if isinstance(op, ops.Write))

@@ -38,3 +38,19 @@ def test_an_inconclusive_guest_run_is_unsupported_on_the_host_with_its_one_line(
 def test_an_unknown_error_class_from_the_guest_is_still_one_line():
     err = verbs._guest_error(verbs.ERROR_MARK + '{"kind": "NewError", "message": "m"}')
     assert type(err) is EpfuzzError and str(err) == "m"
+
+
+@pytest.mark.parametrize(("name", "why"), [("stale_quiet", "stale frontier"), ("stale_quiet_fixed", "SrcClear"),
+                                           ("source_no_flush", "SrcStore"), ("source_no_flush_fixed", "SrcStore"),
+                                           ("tma_flag", "TMA bulk store"), ("tma_flag_fixed", "TMA bulk store"),
+                                           ("mixed_plane", "TMA bulk store")])
+def test_the_sender_side_source_ops_are_refused_with_their_reason_before_any_guest(name, why, monkeypatch):
+    """epfuzz.model.source's ops and the stale-frontier quiet are the sim's alone: refused before the guest is
+    booted (it is never asked), whatever runs here."""
+    from epfuzz.protocols import get_protocol
+
+    monkeypatch.setattr(verbs, "_in_guest", lambda *a: pytest.fail("the guest was started"))
+    scn = codec.load_dict({"protocol": name, "payload": {"num_tokens": 2}})
+    with pytest.raises(Unsupported, match=why):
+        verbs.VerbsBackend().run(scn, get_protocol(name))
+    assert verbs.refusal(codec.load_dict({"protocol": "dispatch_any"}), get_protocol("dispatch_any")) == ""

@@ -1,0 +1,16 @@
+#!/usr/bin/env python3
+"""atheris harness for the `ro_only_strict_mr` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+
+    python harnesses/ro_only_strict_mr_fuzzer.py corpus/ro_only_strict_mr_fuzzer -max_total_time=60
+
+Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
+(epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
+`epfuzz fuzz` runs.
+"""
+
+import sys
+
+from epfuzz.continuous.harness import main
+
+if __name__ == "__main__":
+    main("ro_only_strict_mr", sys.argv)
