@@ -6,7 +6,7 @@ EPFUZZ := $(VENV)/bin/epfuzz
 FUZZ_TIME ?= 60
 JOBS      ?= 1
 HARNESS   ?= deepep_v2_dispatch
-PRESET    ?= spec
+PRESET    ?=
 SOAK_TIME ?= 1800
 
 .PHONY: install fuzz test replay lint seeds bench bench-search soak rxe-vm vm-deps docs clean
@@ -30,7 +30,7 @@ install: $(VENV)/.installed $(VENV)/.core
 # exit 1 means "found something", which is what fuzzing a buggy protocol is for; the summary's replay
 # commands name .venv/bin/epfuzz unless epfuzz is on PATH (`. .venv/bin/activate`)
 fuzz: install
-	$(EPFUZZ) fuzz $(HARNESS) --time $(FUZZ_TIME) --jobs $(JOBS) --preset $(PRESET); rc=$$?; \
+	$(EPFUZZ) fuzz $(HARNESS) --time $(FUZZ_TIME) --jobs $(JOBS) $(if $(PRESET),--preset $(PRESET)); rc=$$?; \
 	  [ $$rc -eq 0 ] || [ $$rc -eq 1 ]
 
 # the verbs backend's soft-RoCE guest needs QEMU, mmdebstrap and cpio (Debian packages); root installs them,

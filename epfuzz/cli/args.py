@@ -98,8 +98,9 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="worker processes sharing one corpus through the run folder (default 1)")
     fz.add_argument("--backend", default="sim", choices=BACKENDS,
                     help="where each input runs: sim (default), verbs (in the soft-RoCE guest here), cuda")
-    fz.add_argument("--preset", default="spec",
-                    help=f"platform preset: which NIC/fabric knobs are pinned ({', '.join(PRESETS)}; default spec)")
+    fz.add_argument("--preset", default=None,
+                    help=f"platform preset: which NIC/fabric knobs are pinned ({', '.join(PRESETS)}; default: the "
+                         "protocol's home preset, spec for all but the NVLink and device bugs, `epfuzz list`)")
     fz.add_argument("--engine", choices=("guided", "libfuzzer"),
                     help="guided (the default on the sim backend): the in-process search with semantic feedback "
                          "and the schedule sampler; libfuzzer (the default elsewhere, and with libFuzzer flags "

@@ -93,7 +93,8 @@ def cmd_list(a: argparse.Namespace) -> int:
         print(f"  {h}")
     print("protocols:")
     for name, p in REGISTRY.items.items():
-        print(f"  {name} [{p.expected() or 'depends on the scenario'}] {p.doc}")
+        home = "" if p.home_preset == "spec" else f" (fuzzed under {p.home_preset})"
+        print(f"  {name} [{p.expected() or 'depends on the scenario'}]{home} {p.doc}")
     print("presets:")
     for preset in PRESETS.values():
         print(f"  {preset.name}: {preset.doc}")
@@ -108,6 +109,8 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
     get_backend(a.backend)  # fail at once if it cannot run here
+    if a.preset is None:
+        a.preset = _home_preset(a)
     if a.preset not in PRESETS:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     if a.harness and a.protocol:
@@ -132,6 +135,19 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     if s.harness_errors:
         return EXIT_HARNESS
     return EXIT_FINDING if s.findings or getattr(s, "resource", None) else EXIT_CLEAN
+
+
+def _home_preset(a: argparse.Namespace) -> str:
+    """The named protocol's home preset (`Protocol.home_preset`), where its bug lives; spec where the name is
+    not known yet (the campaign says why)."""
+    from epfuzz.continuous.targets import harness_name
+    from epfuzz.protocols import get_protocol
+
+    try:
+        name = a.protocol or (harness_name(a.harness).removesuffix("_fuzzer") if a.harness else "")
+        return get_protocol(name).home_preset if name else "spec"
+    except EpfuzzError:
+        return "spec"
 
 
 def _fuzz_guided(a: argparse.Namespace) -> Summary:

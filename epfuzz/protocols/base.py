@@ -130,6 +130,9 @@ class Protocol(abc.ABC):
     #: depends on the platform, a mapping by preset name ("*": every other preset) or a callable
     #: of the scenario: read it through `expected(scn)`
     expect: ExpectRule = "clean"
+    #: the platform preset its bug lives on, where `epfuzz fuzz NAME` and its harness (ClusterFuzzLite's
+    #: too) run unless told otherwise: an NVLink bug fuzzed under the PCIe presets is clean by construction
+    home_preset: str = "spec"
     #: bug sources this protocol reproduces (issues, PRs)
     sources: tuple[str, ...] = ()
     #: receiver zeroes its signal words and CQ before each epoch (behind the epoch barrier)

@@ -132,9 +132,11 @@ TMA_FLAG = PathProtocol(
     "stores only: the flag may be visible before the TMA data (nvlink preset; an RDMA preset has no async proxy)",
     dict(_TMA), "finding", _N2, _tma_sender(False), _receiver)
 TMA_FLAG.expect = {"nvlink": "finding", "*": "clean"}  # an NVLink bug: under the RDMA presets a TMA store is a WRITE
+TMA_FLAG.home_preset = "nvlink"
 TMA_FLAG_FIXED = PathProtocol(
     "tma_flag_fixed", "cp.async.bulk.wait_group 0 then fence.proxy.async on the issuing thread before the release "
     "(3f29db27)", dict(_TMA), "clean", _N2, _tma_sender(True), _receiver)
+TMA_FLAG_FIXED.home_preset = "nvlink"  # its harness runs where the bad form's bug lives
 
 
 
@@ -160,10 +162,12 @@ RO_ONLY = PathProtocol(
     "(RO-only-key), and the RO AtomicOp passes the RO data in PCI atomic mode 4 (C2b), the #661 conjunction back",
     dict(_STRICT), "finding", _N11, _strong_sender(False), _receiver)
 RO_ONLY.expect = {"mlx5-ro-only": "finding", "*": "clean"}  # a device bug: strict keys elsewhere
+RO_ONLY.home_preset = "mlx5-ro-only"
 RO_ONLY_FIXED = PathProtocol(
     "ro_only_strict_mr_fixed", "the signal WQE carries the strong-ordering fence flag (UCX #11721's RC fence): "
     "placed without RO whatever the key (WQE-strong-order), the AtomicOp stays behind the data (C2a)",
     dict(_STRICT), "clean", _N11[1:2], _strong_sender(True), _receiver)
+RO_ONLY_FIXED.home_preset = "mlx5-ro-only"  # its harness runs where the bad form's bug lives
 
 
 
@@ -191,9 +195,11 @@ MIXED = PathProtocol(
     "stores landing in another GPU (mixed-nvlink-rdma preset; a hang upstream, a stale accept here)",
     {**_STRICT, "gpu.fence": "threadfence", "gpu.path": "p2p"}, "finding", _N1, _mixed_sender, _receiver)
 MIXED.expect = {"mixed-nvlink-rdma": "finding", "nvlink": "finding", "*": "clean"}
+MIXED.home_preset = "mixed-nvlink-rdma"
 MIXED_FIXED = PathProtocol(
     "mixed_plane_fixed", "fence.acq_rel.sys after the TMA stores completed, before the signal (#715)",
     {**_STRICT, "gpu.fence": "threadfence_system", "gpu.path": "p2p"}, "clean", _N1, _mixed_sender, _receiver)
+MIXED_FIXED.home_preset = "mixed-nvlink-rdma"  # its harness runs where the bad form's bug lives
 
 PROTOCOLS = (STALE_QUIET, STALE_QUIET_FIXED, SOURCE_NO_FLUSH, SOURCE_NO_FLUSH_FIXED, TMA_FLAG, TMA_FLAG_FIXED, RO_ONLY,
              RO_ONLY_FIXED, MIXED, MIXED_FIXED)
