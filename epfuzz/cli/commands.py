@@ -109,8 +109,10 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
     get_backend(a.backend)  # fail at once if it cannot run here
-    if a.preset is None:
-        a.preset = _home_preset(a)
+    if a.preset is None:  # the protocol's home preset (where its bug lives); spec for a name not known yet
+        from epfuzz.continuous.targets import harness_protocol, home_preset
+
+        a.preset = home_preset(a.protocol or (harness_protocol(a.harness) if a.harness else ""))
     if a.preset not in PRESETS:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     if a.harness and a.protocol:
@@ -135,19 +137,6 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     if s.harness_errors:
         return EXIT_HARNESS
     return EXIT_FINDING if s.findings or getattr(s, "resource", None) else EXIT_CLEAN
-
-
-def _home_preset(a: argparse.Namespace) -> str:
-    """The named protocol's home preset (`Protocol.home_preset`), where its bug lives; spec where the name is
-    not known yet (the campaign says why)."""
-    from epfuzz.continuous.targets import harness_name
-    from epfuzz.protocols import get_protocol
-
-    try:
-        name = a.protocol or (harness_name(a.harness).removesuffix("_fuzzer") if a.harness else "")
-        return get_protocol(name).home_preset if name else "spec"
-    except EpfuzzError:
-        return "spec"
 
 
 def _fuzz_guided(a: argparse.Namespace) -> Summary:
@@ -214,7 +203,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
 
 
 def cmd_explain(a: argparse.Namespace) -> int:
-    from epfuzz.triage.explain import explain, plot
+    from epfuzz.triage.explain import explain
+    from epfuzz.triage.plot import plot
 
     if a.plot:
         require("matplotlib", "explain --plot")

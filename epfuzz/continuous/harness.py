@@ -20,6 +20,7 @@ from typing import Any, NoReturn
 
 from epfuzz.backends import get_backend
 from epfuzz.backends.base import Outcome, Where
+from epfuzz.continuous.targets import home_preset
 from epfuzz.encoding import codec
 from epfuzz.infra.diskspace import NoSpace
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
@@ -106,17 +107,6 @@ def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return ours, rest
 
 
-def _home_preset(protocol: str) -> str:
-    """Where the protocol's bug lives (`Protocol.home_preset`): what a harness runs under when neither
-    --preset nor EPFUZZ_PRESET says (ClusterFuzzLite passes neither)."""
-    from epfuzz.protocols import get_protocol
-
-    try:
-        return get_protocol(protocol).home_preset
-    except EpfuzzError:
-        return "spec"   # Harness() says why the name is bad
-
-
 def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     import atheris
 
@@ -136,7 +126,7 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     try:
         harness = Harness(
             protocol,
-            preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET") or _home_preset(protocol),
+            preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET") or home_preset(protocol),
             backend=ours.get("backend") or os.environ.get("EPFUZZ_BACKEND", "sim"),
             keep_going=bool(ours.get("keep-going") or os.environ.get("EPFUZZ_KEEP_GOING")),
             findings_dir=Path(ours.get("findings-dir") or os.environ.get("EPFUZZ_FINDINGS_DIR")

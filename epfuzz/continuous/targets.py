@@ -48,6 +48,19 @@ def harness_protocol(name: str) -> str:
     return harness_name(name).removesuffix(SUFFIX)
 
 
+def home_preset(protocol: str) -> str:
+    """Where the protocol's bug lives (`Protocol.home_preset`): what `epfuzz fuzz` and a harness run under when
+    neither --preset nor EPFUZZ_PRESET says (ClusterFuzzLite passes neither); spec for a name not known (the
+    campaign or the harness says why)."""
+    from epfuzz.infra.errors import EpfuzzError
+    from epfuzz.protocols import get_protocol
+
+    try:
+        return get_protocol(protocol).home_preset
+    except EpfuzzError:
+        return "spec"
+
+
 def entry_command(protocol: str) -> list[str]:
     """The argv prefix that runs `protocol` (a built-in name or a `module:Attr` plug-in) under
     libFuzzer through the one entry script (corpus folders and flags follow)."""

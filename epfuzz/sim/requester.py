@@ -19,7 +19,6 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 from __future__ import annotations
 
 import heapq
-from operator import attrgetter
 
 from epfuzz.ir import ops
 from epfuzz.ir.ops import GPU_OPS
@@ -27,12 +26,11 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import SrcEvent
 from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
+from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port, port_and_wire
 from epfuzz.sim.sender_side import gpu_model, gpu_op, mark_stale
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
-LINK_BYTES_PER_NS = 25  # 200 Gb/s
 BASE_LATENCY_NS = 600   # one way, wire + switch
-MIN_PKT_BYTES = 64      # headers: even a zero-length packet takes wire time
 _NEVER = 1 << 62        # a time after every event
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow
@@ -40,42 +38,10 @@ _NEVER = 1 << 62        # a time after every event
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
                                                PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
 
-# sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
-_BY_READY, _BY_ARRIVAL = attrgetter("ready", "qp", "psn"), attrgetter("arrive", "depart", "qp", "psn")
 
 #: the ops that become a WR (`Spin`, `Flush` only pace the channel); `Strong`: those with a strong-ordering flag
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
 Strong = ops.WriteValue | ops.AtomicAdd
-
-
-class Port:
-    """The port FIFO, departed as far as it is decided: what a Flush or a fence needs to know early.
-
-    Packets leave in (ready, QP, PSN) order, as `port_and_wire` sends them; a packet's departure
-    is final once no packet with an earlier ready time can still be made, i.e. for ready times
-    below the `horizon` the caller passes (every packet made later is ready after it).
-    `port_and_wire` recomputes the same times for the whole epoch afterwards.
-    """
-
-    def __init__(self, rate_div: int, lat: list[int]) -> None:
-        self.rate_div, self.lat = rate_div, lat
-        self.heap: list[tuple[int, int, int, int]] = []  # (ready, qp, psn, index into items)
-        self.items: list[Packet] = []
-        self.free = 0
-        self.gone = [-1] * len(lat)  # per QP, the PSN of its last departed packet (a QP departs in PSN order)
-
-    def add(self, p: Packet) -> None:
-        heapq.heappush(self.heap, (p.ready, p.qp, p.psn, len(self.items)))
-        self.items.append(p)
-
-    def advance(self, horizon: int) -> None:
-        heap, items, lat = self.heap, self.items, self.lat
-        while heap and heap[0][0] < horizon:
-            p = items[heapq.heappop(heap)[3]]
-            dep = p.ready if p.ready > self.free else self.free
-            self.free = dep + max(p.length, MIN_PKT_BYTES) * self.rate_div // LINK_BYTES_PER_NS
-            p.depart, p.arrive = dep, dep + lat[p.qp]
-            self.gone[p.qp] = p.psn
 
 
 class SendQueues:
@@ -350,15 +316,3 @@ def _settle(sq: SendQueues, heap: list[tuple[int, int, int]], parked: list[tuple
         parked[:] = still
         if not changed:
             return
-
-
-def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:
-    """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order."""
-    pkts.sort(key=_BY_READY)
-    port_free = 0
-    for p in pkts:
-        p.depart = max(p.ready, port_free)
-        port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
-        p.arrive = p.depart + lat[p.qp]
-    pkts.sort(key=_BY_ARRIVAL)
-    return pkts

@@ -55,7 +55,7 @@ def test_661_explain_names_c2b_and_the_knob_set(minimized):
 
 def test_explain_draws_a_picture(minimized, tmp_path):
     pytest.importorskip("matplotlib")
-    from epfuzz.triage.explain import plot
+    from epfuzz.triage.plot import plot
 
     out = plot(explain(minimized.result, get_protocol(minimized.result.protocol)), tmp_path / "t.png")
     assert out.stat().st_size > 1000

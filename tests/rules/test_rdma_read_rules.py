@@ -8,7 +8,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import Attrs, TlpType
 from epfuzz.model.rdma_read import READ_CLAUSES
-from epfuzz.sim.packets import PacketKind, Tlp, TlpAction
+from epfuzz.sim.packets import LocalStore, PacketKind, Tlp, TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 from epfuzz.sim.requester import post_and_send
 from epfuzz.sim.responder import respond
@@ -23,7 +23,7 @@ def tlp(seq: int, *, wr: int, type: TlpType = TlpType.POSTED, action: TlpAction 
     t.seq, t.n, t.mps, t.epoch, t.action, t.qp = seq, 1, 256, 0, action, qp
     t.attrs = Attrs(type, ro=ro, ido=ido, rid=rid)
     t.region, t.off, t.length, t.value, t.dep, t.hold, t.pkt, t.wr = "data", 0, 16, 0, -1, False, 0, wr
-    t.target, t.local, t.after = 0, 0, after
+    t.target, t.local, t.after = 0, LocalStore.NONE, after
     return t
 
 
