@@ -119,7 +119,8 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
 def _fences_kept(order: list[Packet]) -> bool:
     """Whether every packet sent behind a READ's completion (`Packet.after`) arrives after the packets of
     the WRs posted up to that READ (`epfuzz.sim.pass_rules.packet_pass_rule` says the same)."""
-    return not any(p.after >= 0 and any(q.wr <= p.after for q in order[i + 1:]) for i, p in enumerate(order))
+    return not any(max(p.after, p.fence_read) >= 0 and any(q.wr <= max(p.after, p.fence_read) for q in order[i + 1:])
+                   for i, p in enumerate(order))
 
 
 def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -> Exploration:

@@ -54,8 +54,8 @@ class LocalStore(IntEnum):
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
-                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "batch", "stale",
-                 "strong")
+                 "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "fence_read", "batch",
+                 "stale", "strong")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -74,7 +74,8 @@ class Packet:
     depart: int
     arrive: int
     op_index: int
-    after: int  # the READ WR a fenced WR waited for (IB-fence-read), or -1
+    after: int  # the READ WR its channel's Flush waited for before it was posted (IB-read-response), or -1
+    fence_read: int  # the READ WR of its QP a fenced WR waited for (IB-fence-read), or -1
     batch: int  # the copy-engine batch of a CeCopy/CeValue (`epfuzz.model.cebatch`), or -1
     #: the `epfuzz.model.source` clause when the NIC's read of the send buffer may have carried other bytes
     #: than the payload ("" when it carried the payload)
@@ -83,6 +84,7 @@ class Packet:
 
     def __init__(self) -> None:
         self.after = -1
+        self.fence_read = -1
         self.batch = -1
         self.stale = ""
         self.strong = False
@@ -104,7 +106,7 @@ class Tlp:
     """
 
     __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
-                 "dep", "hold", "pkt", "wr", "target", "local", "after", "batch")
+                 "dep", "hold", "pkt", "wr", "target", "local", "after", "fence_read", "batch")
     seq: int
     n: int
     mps: int
@@ -122,11 +124,15 @@ class Tlp:
     wr: int
     target: int
     local: LocalStore
-    after: int  # the READ WR whose MemRd this TLP never passes (a fenced WR: IB-fence-read), or -1
+    # the READ WRs whose MemRd this TLP never passes, or -1: the one its channel's Flush waited for
+    # (IB-read-response) and the one of its QP its fenced WR waited for (IB-fence-read)
+    after: int
+    fence_read: int
     batch: int  # the copy-engine batch it was copied in (`epfuzz.model.cebatch`), or -1
 
     def __init__(self) -> None:
         self.after = -1
+        self.fence_read = -1
         self.batch = -1
 
     def __repr__(self) -> str:  # pragma: no cover
@@ -147,12 +153,13 @@ class Tlp:
         t.seq, t.n, t.mps, t.epoch, t.attrs, t.action = self.seq, self.n, self.mps, self.epoch, self.attrs, self.action
         t.qp, t.region, t.off, t.length, t.value = self.qp, self.region, self.off, self.length, self.value
         t.dep, t.hold, t.pkt, t.wr, t.target, t.local = self.dep, self.hold, self.pkt, self.wr, self.target, self.local
-        t.after, t.batch = self.after, self.batch
+        t.after, t.fence_read, t.batch = self.after, self.fence_read, self.batch
         return t
 
 
 class Wr:
-    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after", "proxy_fence")
+    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after", "fence_read",
+                 "proxy_fence")
     id: int
     epoch: int
     channel: int
@@ -163,6 +170,7 @@ class Wr:
     start: int
     done: int
     after: int  # the READ WR its channel waited for by a Flush before posting it (IB-read-response), or -1
+    fence_read: int  # fenced: the READ WR of its QP it waited for (IB-fence-read), or -1
     proxy_fence: int  # the op index of the channel's first ProxyFence after this WR (ordering.NO_PROXY_FENCE: none)
 
 

@@ -45,8 +45,8 @@ def tlp_pass_rule() -> PassRule:
             return None
         if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
             return None
-        if later.after >= 0 and later.after == earlier.wr:  # IB-fence-read: started after the READ completed
-            return None
+        if earlier.action == _FETCH and (later.after == earlier.wr or later.fence_read == earlier.wr):
+            return None  # IB-read-response, IB-fence-read: it started after that READ completed
         if later.batch >= 0 and earlier.batch >= 0 and later.qp == earlier.qp:  # one copy-engine lane:
             return CE_BATCH if later.batch == earlier.batch else None  # no order in a batch, stream order across
         if later.qp != earlier.qp:                # IB: no ordering across QPs; the responder
@@ -87,7 +87,7 @@ def packet_pass_rule(adaptive_routing: bool) -> PassRule:
             return None
         if getattr(later, "batch", -1) >= 0 or getattr(earlier, "batch", -1) >= 0:
             return None  # a copy engine's copies cross no fabric (CE-no-fabric)
-        after = getattr(later, "after", -1)
+        after = max(getattr(later, "after", -1), getattr(later, "fence_read", -1))
         if after >= 0 and earlier.wr <= after:  # sent once the READ's response was back, which
             return None  # needed every packet before the READ (stricter across QPs: IB-fence-read, IB-read-response)
         return "AR" if later.qp == earlier.qp else "cross-QP"

@@ -10,7 +10,7 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 - Requester NIC: one send queue per QP, processed in order. A WRITE becomes ceil(len/MTU) packets paced at
   the (throttled) QP rate; IBV_SEND_FENCE delays a WR until the QP's earlier ATOMICs and READs have
   completed, their responses back (IB: fence orders after prior READ/ATOMIC only, never after WRITEs;
-  `Packet.after`, `epfuzz.model.rdma_read`). QPs are unordered.
+  `Packet.fence_read`, `epfuzz.model.rdma_read`). QPs are unordered.
 - Port: packets of all QPs leave through one port in ready-time order, at the (throttled) port rate.
 - Network: fixed latency plus per-QP and per-port added delay; in order per QP, except that with adaptive
   routing the schedule may move packets earlier (`epfuzz.sim.adversary`, `sim.pass_rules.packet_pass_rule`).
@@ -19,6 +19,7 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 from __future__ import annotations
 
 import heapq
+from bisect import bisect_right
 
 from epfuzz.ir import ops
 from epfuzz.ir.ops import GPU_OPS
@@ -70,7 +71,8 @@ class SendQueues:
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
         self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
-        self.last_read = [-1] * nq                          # the QP's latest READ posted (what a Flush orders)
+        self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
+        self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
         #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
         self.waiting: list[list[tuple[Wr, Posted]]] = [[] for _ in range(nq)]
         self.stalled = 0  # WRs waiting, over all QPs
@@ -80,12 +82,15 @@ class SendQueues:
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
-        fenced = op.fence and self.last_read[qp] >= 0  # IB-fence-read: behind every earlier READ of the QP
-        w.done, w.after = -1, self.last_read[qp] if fenced else after
+        # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
+        # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
+        w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if op.fence else -1
         w.proxy_fence = NO_PROXY_FENCE
         self.wrs.append(w)
         self.last_wr[qp] = w.id
-        self.last_read[qp] = w.id if isinstance(op, ops.Read) else self.last_read[qp]
+        if isinstance(op, ops.Read):
+            self.last_read[qp] = w.id
+            self.reads[qp].append(w.id)
         if self.waiting[qp] or (op.fence and not self.fence_clear(qp)):
             self.waiting[qp].append((w, op))  # the send queue is in order: all behind a stalled fence waits
             self.stalled += 1
@@ -162,8 +167,8 @@ class SendQueues:
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
         batch = op.batch if isinstance(op, ops.CeCopy | ops.CeValue) else -1  # epfuzz.model.cebatch
-        for i in range(first, len(self.pkts)) if w.after >= 0 or batch >= 0 else ():
-            self.pkts[i].after, self.pkts[i].batch = w.after, batch
+        for i in range(first, len(self.pkts)) if w.after >= 0 or w.fence_read >= 0 or batch >= 0 else ():
+            self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])
@@ -258,7 +263,10 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 w = sq.wrs[f.wr - wr_base]
                 f.clause = f.clause or {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}.get(
                     type(w.op), "IB-ack")
-                after[c] = sq.last_read[q] if sq.last_read[q] >= 0 else after[c]  # its READ completed (IB-sq-order)
+                # the QP's latest READ it waited for (IB-sq-order); a stale quiet waits for fewer WRs than
+                # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
+                i = bisect_right(sq.reads[q], f.wr)
+                after[c] = sq.reads[q][i - 1] if i else after[c]
                 parked.append((c, idx, f))
                 heapq.heappop(heap)
                 continue

@@ -125,7 +125,7 @@ class Responder:
         t.region, t.off, t.length, t.value = region, off, length, value
         t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
         t.target, t.local = self.targets.get(region, 0), _NONE
-        t.after, t.batch = p.after, p.batch
+        t.after, t.fence_read, t.batch = p.after, p.fence_read, p.batch
         self.out.append(t)
         return t
 

@@ -42,8 +42,10 @@ def mark_stale(wrs: list[Wr], wr_base: int, pkts: list[Packet], src: list[SrcEve
     """Mark each payload packet whose source bytes the NIC's DMA read (when the packet is made, `ready`)
     may have seen other than the payload (`epfuzz.model.source.nic_read`)."""
     for p in pkts:
-        if p.length and p.kind in (_WRITE, _IMM):
+        if p.length and p.kind in (_WRITE, _IMM) and p.batch < 0:  # a copy engine's copy is no NIC DMA read
             op = wrs[p.wr - wr_base].op
+            if isinstance(op, ops.Write) and op.tma:  # the GPU's own store over NVLink (mixed plane), no NIC read
+                continue
             shift = op.shift if isinstance(op, ops.Write) else 0
             clause = nic_read(src, p.off + shift, p.off + shift + p.length, p.ready)
             if SOURCE_CLAUSES[clause].stale:

@@ -18,12 +18,12 @@ TESTED = {"B2a", "B2b", "xQP", "IB-read-unfenced", "IB-fence-read", "IB-read-res
 
 
 def tlp(seq: int, *, wr: int, type: TlpType = TlpType.POSTED, action: TlpAction = TlpAction.COPY, ro: bool = False,
-        ido: bool = False, rid: int = 0, qp: int = 0, after: int = -1) -> Tlp:
+        ido: bool = False, rid: int = 0, qp: int = 0, after: int = -1, fence_read: int = -1) -> Tlp:
     t = Tlp()
     t.seq, t.n, t.mps, t.epoch, t.action, t.qp = seq, 1, 256, 0, action, qp
     t.attrs = Attrs(type, ro=ro, ido=ido, rid=rid)
     t.region, t.off, t.length, t.value, t.dep, t.hold, t.pkt, t.wr = "data", 0, 16, 0, -1, False, 0, wr
-    t.target, t.local, t.after = 0, LocalStore.NONE, after
+    t.target, t.local, t.after, t.fence_read = 0, LocalStore.NONE, after, fence_read
     return t
 
 
@@ -70,21 +70,21 @@ def test_IB_read_unfenced_a_later_write_may_take_effect_before_the_read():
     assert rule(tlp(2, wr=2), memrd(1, wr=1)) == "IB-read-unfenced"
     assert rule(tlp(2, wr=2, type=TlpType.READ, action=TlpAction.FETCH), memrd(1, wr=1)) == "IB-read-unfenced"  # B3
     t = _tlps(_scn(), [ops.Read(0, ops.DATA, 0, 8), ops.WriteValue(0, ops.SIGNAL, 0, 1)])
-    assert t[1].after == -1 and rule(t[1], t[0]) == "IB-read-unfenced"
+    assert t[1].after == t[1].fence_read == -1 and rule(t[1], t[0]) == "IB-read-unfenced"
 
 
 def test_IB_fence_read_a_fenced_wr_never_passes_the_reads_memrd():
-    assert rule(tlp(2, wr=2, ro=True, after=1), memrd(1, wr=1)) is None
+    assert rule(tlp(2, wr=2, ro=True, fence_read=1), memrd(1, wr=1)) is None
     scn = _scn()
     _, pkts = post_and_send(scn, [[ops.Read(0, ops.DATA, 0, 8), ops.WriteValue(0, ops.SIGNAL, 0, 1, fence=True)]],
                             0, 0, [0])
     rd, flag = pkts
-    assert rd.kind == PacketKind.READ and flag.after == rd.wr
+    assert rd.kind == PacketKind.READ and flag.fence_read == rd.wr
     assert flag.ready > rd.arrive  # the fence waited for the READ's response (IB-fence)
     # on the network too: a packet sent after the response never arrives before the READ, even with AR
     assert packet_pass_rule(True)(flag, rd) is None
     t = _tlps(scn, [ops.Read(0, ops.DATA, 0, 8), ops.WriteValue(0, ops.SIGNAL, 0, 1, fence=True)])
-    assert t[1].after == t[0].wr and rule(t[1], t[0]) is None
+    assert t[1].fence_read == t[0].wr and rule(t[1], t[0]) is None
 
 
 def test_IB_read_response_a_flush_waits_for_the_read_and_orders_the_channels_later_wrs():
@@ -125,4 +125,4 @@ def test_IB_fence_read_covers_a_read_before_a_later_atomic():
     _, pkts = post_and_send(_scn(), [[ops.Read(0, ops.DATA, 0, 8), ops.AtomicAdd(0, ops.SIGNAL, 0, 1),
                                       ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=True)]], 0, 0, [0])
     rd, _, flag = pkts
-    assert flag.after == rd.wr
+    assert flag.fence_read == rd.wr
