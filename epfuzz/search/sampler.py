@@ -35,6 +35,10 @@ MAX_DEPTH = 3
 MAX_INDEX = 65535      # the codec's bound on Overtake.index
 
 
+#: data TLPs: the payload, or what a stale DMA read of the send buffer carried in its place
+_DATA = (TlpAction.COPY, TlpAction.STALE)
+
+
 def encodable(index: int) -> int:
     """An overtake index the codec can write: a run longer than 65,536 units has units no index
     addresses (the index is taken modulo the run's length), so a position past it is held at it."""
@@ -70,7 +74,7 @@ def _marked(run: Any) -> list[Any]:
 
     polls = getattr(run, "polls", None)
     if not polls:
-        return [t for t in run.tlps if t.action != TlpAction.COPY]
+        return [t for t in run.tlps if t.action not in _DATA]
     r = reads_of(run)
     tb = run.layout.token_bytes
     out = []
@@ -85,7 +89,7 @@ def _marked(run: Any) -> list[Any]:
             if lo < b and a < hi and (lo <= a or hi >= b or (tb and ((lo - a) % tb == 0 or (hi - a) % tb == 0))):
                 out.append(t)
                 break
-    return out or [t for t in run.tlps if t.action != TlpAction.COPY]
+    return out or [t for t in run.tlps if t.action not in _DATA]
 
 
 def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]]], rng: random.Random,

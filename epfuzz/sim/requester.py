@@ -26,9 +26,10 @@ from epfuzz.ir.ops import GPU_OPS
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import SrcEvent
+from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
 from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port, port_and_wire
-from epfuzz.sim.sender_side import gpu_model, gpu_op, mark_stale
+from epfuzz.sim.sender_side import gpu_op, mark_stale
 
 POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 BASE_LATENCY_NS = 600   # one way, wire + switch
@@ -286,7 +287,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]
-    if src and not gpu_model(scn):  # under `nvlink` the payload is the GPU's own stores: no DMA read
+    if src and not is_nvlink(scn):  # under `nvlink` the payload is the GPU's own stores: no DMA read
         mark_stale(sq.wrs, wr_base, pkts, src)
     return sq.wrs, pkts
 

@@ -4,19 +4,11 @@ did not (or no longer) hold the payload (`epfuzz.model.source`). Only a sender w
 from __future__ import annotations
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import PRESETS
-from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import CLEAR, FLUSH, FLUSH_RO, SOURCE_CLAUSES, STORE, SrcEvent, nic_read
 from epfuzz.sim.packets import Packet, PacketKind, Wr
 
 _WRITE, _IMM = PacketKind.WRITE, PacketKind.IMM
-
-
-def gpu_model(scn: Scenario) -> bool:
-    """Whether the preset is a GPU memory model (`nvlink`): there the payload is the GPU's own stores."""
-    preset = PRESETS.get(scn.preset)
-    return preset is not None and preset.model == "nvlink"
 
 
 def gpu_op(op: ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence, channel: int, index: int, t: int,

@@ -199,11 +199,10 @@ def source_lines(run: SimRun) -> list[str]:
     out: list[str] = []
     stale = [p for p in run.packets if p.stale]
     for p in stale[:SOURCE_SHOWN]:
-        if p.stale:
-            clause = SOURCE_CLAUSES[p.stale]
-            out.append(f"{p.stale}: the NIC read packet {p.seq} (QP {p.qp} PSN {p.psn}, {p.region} bytes {p.off}-"
-                       f"{p.off + p.length - 1}) from channel {p.channel}'s send buffer at t={p.ready} ns: "
-                       f"{clause.rule} ({clause.source}); it carried zeros")
+        clause = SOURCE_CLAUSES[p.stale]
+        out.append(f"{p.stale}: the NIC read packet {p.seq} (QP {p.qp} PSN {p.psn}, {p.region} bytes {p.off}-"
+                   f"{p.off + p.length - 1}) from channel {p.channel}'s send buffer at t={p.ready} ns: "
+                   f"{clause.rule} ({clause.source}); it carried zeros")
     if len(stale) > SOURCE_SHOWN:
         out.append(f"... and {len(stale) - SOURCE_SHOWN} more packet(s) read from the send buffer so "
                    f"({', '.join(sorted({p.stale for p in stale[SOURCE_SHOWN:]}))})")
