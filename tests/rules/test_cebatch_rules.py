@@ -7,10 +7,9 @@ from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.cebatch import CE_CLAUSES
-from epfuzz.sim.packets import Tlp
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 from epfuzz.sim.requester import post_and_send
-from epfuzz.sim.responder import respond
+from tests.sim_tlps import channel_tlps as _tlps
 
 rule = tlp_pass_rule()
 TESTED = {"CE-batch", "CE-stream", "CE-lanes", "CE-no-fabric"}
@@ -20,13 +19,6 @@ def _scn(num_qps: int = 1) -> Scenario:
     # strict posted writes (no RO): on one RDMA QP the table (A2a) would forbid every pass below
     return codec.load_dict({"protocol": "dispatch_any", "topology": {"num_channels": 1, "num_qps": num_qps},
                             "knobs": {"mr_relaxed": False}})
-
-
-def _tlps(scn: Scenario, prog: list[ops.Op]) -> list[Tlp]:
-    _, pkts = post_and_send(scn, [prog], 0, 0, [0] * scn.topology.num_qps)
-    for i, p in enumerate(pkts):
-        p.seq = i
-    return respond(scn, pkts, 4, 0)
 
 
 def test_every_clause_is_tested_here():

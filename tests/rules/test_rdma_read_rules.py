@@ -12,6 +12,7 @@ from epfuzz.sim.packets import LocalStore, PacketKind, Tlp, TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 from epfuzz.sim.requester import post_and_send
 from epfuzz.sim.responder import respond
+from tests.sim_tlps import channel_tlps as _tlps
 
 rule = tlp_pass_rule()
 TESTED = {"B2a", "B2b", "xQP", "IB-read-unfenced", "IB-fence-read", "IB-read-response"}
@@ -34,13 +35,6 @@ def memrd(seq: int, wr: int, **kw: object) -> Tlp:
 def _scn(num_qps: int = 1, **knobs: object) -> Scenario:
     return codec.load_dict({"protocol": "dispatch_any", "topology": {"num_channels": 1, "num_qps": num_qps},
                             "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, **knobs}})
-
-
-def _tlps(scn: Scenario, prog: list[ops.Op]) -> list[Tlp]:
-    _, pkts = post_and_send(scn, [prog], 0, 0, [0] * scn.topology.num_qps)
-    for i, p in enumerate(pkts):
-        p.seq = i
-    return respond(scn, pkts, 4, 0)
 
 
 def test_every_clause_is_tested_here():
