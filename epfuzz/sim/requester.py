@@ -196,7 +196,6 @@ class SendQueues:
             p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
             p.cq_slot = cq_slot
             p.op_index = index
-            p.stale, p.strong = "", False
             append(p)
         return ready
 
@@ -209,7 +208,7 @@ class SendQueues:
         p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
         p.cq_slot = cq_slot
         p.op_index = index
-        p.stale, p.strong = "", isinstance(o := self.wrs[wid - self.wr_base].op, Strong) and o.strong
+        p.strong = isinstance(o := self.wrs[wid - self.wr_base].op, Strong) and o.strong
         self.pkts.append(p)
 
 
