@@ -199,8 +199,6 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
   __shared__ int abort_;
 #if __CUDA_ARCH__ >= 900
   __shared__ __align__(128) unsigned char stage[2 * TMA_STAGE];  // cp.async.bulk: 16-byte aligned source
-#else
-  unsigned char* stage = nullptr;
 #endif
   int nbulk = 0;  // bulk copies issued so far (every thread counts them alike: which buffer is next)
   for (i64 r = r0; r <= r1; ++r) {
