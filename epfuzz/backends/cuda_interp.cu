@@ -129,6 +129,16 @@ __device__ __forceinline__ void tma_wait_read_but_one() {
 #endif
 }
 
+// At an epoch's start, after the consumer's release (go): its poison, generic stores into the slots the
+// epoch's bulk stores overwrite, ordered before them for the async proxy too (a write-after-write across
+// proxies needs the proxy fence as much as a read does). Before the epoch's first op: it orders nothing
+// between the epoch's data and its signals.
+__device__ __forceinline__ void proxy_fence_only() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+}
+
 // ProxyFence: the issuing thread's bulk stores complete, then ordered before its later generic accesses.
 __device__ __forceinline__ void proxy_fence() {
 #if __CUDA_ARCH__ >= 900
@@ -201,6 +211,8 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
   __shared__ __align__(128) unsigned char stage[2 * TMA_STAGE];  // cp.async.bulk: 16-byte aligned source
 #endif
   int nbulk = 0;  // bulk copies issued so far (every thread counts them alike: which buffer is next)
+  bool tma = false;
+  for (int k = 0; k < nops; ++k) tma = tma || prog[((i64)c * nops + k) * REC] == OP_TMA;
   for (i64 r = r0; r <= r1; ++r) {
     const u32 e = (u32)r;
     if (threadIdx.x == 0) {
@@ -212,6 +224,7 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
     }
     __syncthreads();
     if (abort_) return;
+    if (tma && (int)threadIdx.x == sig_tid) proxy_fence_only();
     const i64* op = prog + (i64)c * nops * REC;
     for (int k = 0; k < nops && op[0] != 0; ++k, op += REC) {
       const int code = (int)op[0];
