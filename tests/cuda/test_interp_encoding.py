@@ -151,6 +151,29 @@ def test_tma_writes_and_the_proxy_fence_are_records_of_their_own():
     assert not uses_tma(plain)
 
 
+def _function(src: str, signature: str) -> str:
+    start = src.index(signature)
+    depth = 0
+    for k in range(src.index("{", start), len(src)):
+        depth += {"{": 1, "}": -1}.get(src[k], 0)
+        if depth == 0:
+            return src[start:k + 1]
+    raise AssertionError(f"unbalanced braces after {signature}")
+
+
+def test_a_flush_and_the_fence_before_a_signal_order_no_bulk_store():
+    """tma_flag's bug must stay expressible: the interpreter's Flush (OP_FENCE) and the fence before each signal
+    are generic-proxy fences, with no bulk-group wait or proxy fence in them; only ProxyFence has those."""
+    src = kernel_source()
+    for sig in ("void before_signal(", "void fence_kind("):
+        body = _function(src, sig)
+        assert "proxy" not in body and "wait_group" not in body and "tma" not in body, sig
+    fence = _function(src, "void proxy_fence()")
+    assert fence.index("cp.async.bulk.wait_group 0;") < fence.index("fence.proxy.async;")
+    loop = _function(src, "__global__ void ip_producer(")
+    assert "else if ((int)threadIdx.x == sig_tid) proxy_fence();" in loop  # OP_PFENCE, on the signal thread
+
+
 def test_tma_ops_are_refused_below_sm_90_with_the_reason():
     assert tma_refusal(90) == tma_refusal(100) == ""
     why = tma_refusal(80, 1)
