@@ -8,8 +8,9 @@
 // make into the CQ/recv regions, Flush = the fence gpu.fence names (also issued before every signal),
 // Spin = a globaltimer spin; on sm_90 a TMA Write = the payload staged in shared memory and stored by
 // cp.async.bulk (the async proxy), ProxyFence = the wait for those bulk stores and fence.proxy.async (see
-// "TMA bulk stores" below; below sm_90 both stop the producer with error 4, and the host refuses first). The consumer (one CTA on GPU1) prepares each epoch (poison, resets, the
-// receiver's own stores), releases the producers, then polls the watched regions; whenever they change
+// "TMA bulk stores" below; below sm_90 both stop the producer with error 4, and the host refuses first).
+// The consumer (one CTA on GPU1) prepares each epoch (poison, resets, the receiver's own stores),
+// releases the producers, then polls the watched regions; whenever they change
 // it logs the signal words it saw and, after that, one class byte per slot of the data it may read
 // (low nibble: worst class of the body chunks, high nibble: class of the trailer chunk; 0 = this epoch's
 // payload, 1 = this epoch's poison, 2 = older, 3 = other). The host runs the protocol's Receiver over
