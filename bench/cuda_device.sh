@@ -8,8 +8,9 @@
 #   bench/cuda_device.sh cold    OUT   # where weak rounds fall: reused buffers vs new ones every run
 #   bench/cuda_device.sh interp  OUT   # the op interpreter: its tests, then every protocol for ROUNDS rounds
 #   bench/cuda_device.sh agree   OUT   # the agreement table's cuda cells (ROUNDS, BUDGET seconds)
+#   bench/cuda_device.sh tma     OUT   # TMA bulk stores (sm_90): tma_flag/_fixed cells (ROUNDS), kernel builds
 set -euo pipefail
-stage=${1:?usage: cuda_device.sh smoke|harness|table|cold|interp|agree [OUT]}
+stage=${1:?usage: cuda_device.sh smoke|harness|table|cold|interp|agree|tma [OUT]}
 out=${2:-bench/cuda/out}
 mkdir -p "$out"
 py=${PYTHON:-python3}
@@ -85,6 +86,14 @@ agree)
     --weak-rounds "${WEAK_ROUNDS:-50000}" --budget "${BUDGET:-480}" \
     $(for p in ${ONLY:-}; do printf -- '--only %s ' "$p"; done)
   ;;
+tma)
+  # one GPU is enough (path same); rows as the agreement table's in tma-cells.jsonl, then the other
+  # interpreter tests (nothing else broke) and the NVRTC builds where the image has a libnvrtc
+  rm -f "$out/tma-cells.jsonl"
+  EPFUZZ_TMA_OUT="$out/tma-cells.jsonl" EPFUZZ_TMA_ROUNDS="${ROUNDS:-100000}" $py -m pytest -q -p no:cacheprovider \
+    -rA --tb=short -s tests/cuda/test_interp_tma.py tests/cuda/test_interp_gpu.py tests/cuda/test_interp_nvrtc.py \
+    2>&1 | tee "$out/pytest-tma.txt" | tail -60
+  ;;
 cold)
   $py bench/cuda_litmus.py --out "$out/cold.jsonl" --cold-study "${RUNS:-20}"
   ;;
@@ -95,7 +104,7 @@ table)
     $(for m in ${MERGE:-}; do printf -- '--merge %s ' "$m"; done)
   ;;
 *)
-  echo "cuda_device.sh: unknown stage $stage (smoke|harness|table|cold|interp|agree)" >&2
+  echo "cuda_device.sh: unknown stage $stage (smoke|harness|table|cold|interp|agree|tma)" >&2
   exit 2
   ;;
 esac

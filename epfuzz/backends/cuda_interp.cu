@@ -6,8 +6,11 @@
 // linearity of CRC32 from per-slot and per-bit tables made on the host), WriteValue = a flag store made as
 // the scenario's gpu.store says, AtomicAdd = atomicAdd_system, WriteImm/Send = the stores a NIC would
 // make into the CQ/recv regions, Flush = the fence gpu.fence names (also issued before every signal),
-// Spin = a globaltimer spin. The consumer (one CTA on GPU1) prepares each epoch (poison, resets, the
-// receiver's own stores), releases the producers, then polls the watched regions; whenever they change
+// Spin = a globaltimer spin; on sm_90 a TMA Write = the payload staged in shared memory and stored by
+// cp.async.bulk (the async proxy), ProxyFence = the wait for those bulk stores and fence.proxy.async (see
+// "TMA bulk stores" below; below sm_90 both stop the producer with error 4, and the host refuses first).
+// The consumer (one CTA on GPU1) prepares each epoch (poison, resets, the receiver's own stores),
+// releases the producers, then polls the watched regions; whenever they change
 // it logs the signal words it saw and, after that, one class byte per slot of the data it may read
 // (low nibble: worst class of the body chunks, high nibble: class of the trailer chunk; 0 = this epoch's
 // payload, 1 = this epoch's poison, 2 = older, 3 = other). The host runs the protocol's Receiver over
@@ -25,7 +28,10 @@ typedef long long i64;
 #define OP_SEND 5
 #define OP_SPIN 6
 #define OP_FENCE 7
+#define OP_TMA 8
+#define OP_PFENCE 9
 #define REC 8
+#define TMA_STAGE 8192  // bytes per shared-memory staging buffer of a TMA Write; the producer has two
 #define MAX_SLOTS 512
 #define MAX_WATCH_WORDS 2048
 #define CANARY_TAG 0xC0DE0000u
@@ -85,6 +91,63 @@ __device__ __forceinline__ void store_cqe(unsigned char* p, u32 e, u64 v, u32 qp
                :: "l"(p), "r"(e + 1u), "r"((u32)v), "r"((u32)(v >> 32)), "r"(qp) : "memory");
 }
 
+// -- TMA bulk stores (sm_90): Write(tma=True) and ProxyFence, the async proxy of NCCL 3f29db27.
+// PTX ISA (8.0 and later), "Data Movement and Conversion Instructions: cp.async.bulk": a bulk copy from
+// shared::cta to global memory is an asynchronous operation of the async proxy; with .bulk_group its
+// completion is tracked by bulk async-groups, which cp.async.bulk.commit_group closes. "cp.async.bulk.
+// wait_group": the executing thread waits until at most N of its most recent bulk async-groups are
+// pending and all its earlier ones are complete; with .read only until their reads of the source are
+// done (the staging buffer may be reused; the writes may still be in flight). "Memory Consistency Model:
+// Proxies" and "membar/fence" (fence.proxy.async): accesses to one location by different proxies need a
+// proxy fence between them; fence.proxy.async is the bidirectional fence between the generic and the
+// async proxy. So, on the issuing thread, a later generic-proxy release (fence.sc.sys/fence.acq_rel.sys,
+// st.release.sys, atom after a fence: the interpreter's Flush and signals) orders the bulk store's
+// writes only after (1) cp.async.bulk.wait_group 0 (the writes complete, not .read) and (2)
+// fence.proxy.async; without them nothing orders them, which is tma_flag's bug (NCCL-EP hybrid_ep before
+// 3f29db27, whose fix is exactly this pair on the issuing thread). The staging is the reverse crossing:
+// the threads' generic stores into shared memory are read by the async proxy, so each writer issues
+// fence.proxy.async.shared::cta before the barrier that precedes the copy (PTX ISA, cp.async.bulk's
+// description of the source operand and the async proxy).
+__device__ __forceinline__ void tma_stage_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+#endif
+}
+
+__device__ __forceinline__ void tma_store(unsigned char* dst, const unsigned char* src, u32 bytes) {
+#if __CUDA_ARCH__ >= 900
+  const u32 s = (u32)__cvta_generic_to_shared(src);
+  asm volatile("cp.async.bulk.global.shared::cta.bulk_group [%0], [%1], %2;" :: "l"(dst), "r"(s), "r"(bytes)
+               : "memory");
+  asm volatile("cp.async.bulk.commit_group;" ::: "memory");
+#endif
+}
+
+// The staging buffer used two bulk copies ago may be rewritten: at most the latest group still reads.
+__device__ __forceinline__ void tma_wait_read_but_one() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group.read 1;" ::: "memory");
+#endif
+}
+
+// At an epoch's start, after the consumer's release (go): its poison, generic stores into the slots the
+// epoch's bulk stores overwrite, ordered before them for the async proxy too (a write-after-write across
+// proxies needs the proxy fence as much as a read does). Before the epoch's first op: it orders nothing
+// between the epoch's data and its signals.
+__device__ __forceinline__ void proxy_fence_only() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+}
+
+// ProxyFence: the issuing thread's bulk stores complete, then ordered before its later generic accesses.
+__device__ __forceinline__ void proxy_fence() {
+#if __CUDA_ARCH__ >= 900
+  asm volatile("cp.async.bulk.wait_group 0;" ::: "memory");
+  asm volatile("fence.proxy.async;" ::: "memory");
+#endif
+}
+
 __device__ void write_payload(const i64* P, const u32* tokcrc, const u32* crcd, const int* tokn, u32 e,
                               unsigned char* data, i64 off, i64 len, i64 shift) {
   for (i64 k = threadIdx.x; k < len / 16; k += blockDim.x) {
@@ -93,6 +156,29 @@ __device__ void write_payload(const i64* P, const u32* tokcrc, const u32* crcd, 
   }
 }
 
+// A TMA Write: the chunk payload staged in shared memory by every thread (TMA_STAGE bytes at a time, two
+// buffers in turn), each piece stored by one cp.async.bulk of thread `tid`, the signal thread, so that its
+// ProxyFence and its signal's release are the ones that can order them (wait_group counts the executing
+// thread's groups only). It always synchronises the CTA, gpu.no_sync or not: the staging needs it.
+__device__ void tma_write(const i64* P, const u32* tokcrc, const u32* crcd, const int* tokn, u32 e,
+                          unsigned char* data, i64 off, i64 len, i64 shift, unsigned char* stage, int& nbulk,
+                          int tid) {
+  for (i64 p = 0; p < len; p += TMA_STAGE, ++nbulk) {
+    const i64 n = min((i64)TMA_STAGE, len - p);
+    unsigned char* buf = stage + (nbulk & 1) * TMA_STAGE;
+    if ((int)threadIdx.x == tid) tma_wait_read_but_one();
+    __syncthreads();
+    for (i64 k = threadIdx.x; k < n / 16; k += blockDim.x)
+      reinterpret_cast<uint4*>(buf)[k] = payload(P, tokcrc, crcd, tokn, e, off + p + shift + 16 * k);
+    tma_stage_fence();
+    __syncthreads();
+    if ((int)threadIdx.x == tid) tma_store(data + off + p, buf, (u32)n);
+  }
+}
+
+// Before every signal and at every Flush: the fence gpu.fence names. A generic-proxy fence: it orders the
+// CTA's st stores (with the barrier's cumulativity) but no TMA Write, whose writes are the async proxy's
+// until a ProxyFence (NV-async-proxy: what tma_flag's system-scope release leaves unordered).
 __device__ __forceinline__ void before_signal(const i64* P, int sig_tid) {
   if (P[P_SYNC]) __syncthreads();
   if ((int)threadIdx.x == sig_tid) {
@@ -122,6 +208,12 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
   const int mode = (int)P[P_STORE];
   const int nops = (int)P[P_NOPS];
   __shared__ int abort_;
+#if __CUDA_ARCH__ >= 900
+  __shared__ __align__(128) unsigned char stage[2 * TMA_STAGE];  // cp.async.bulk: 16-byte aligned source
+#endif
+  int nbulk = 0;  // bulk copies issued so far (every thread counts them alike: which buffer is next)
+  bool tma = false;
+  for (int k = 0; k < nops; ++k) tma = tma || prog[((i64)c * nops + k) * REC] == OP_TMA;
   for (i64 r = r0; r <= r1; ++r) {
     const u32 e = (u32)r;
     if (threadIdx.x == 0) {
@@ -133,6 +225,7 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
     }
     __syncthreads();
     if (abort_) return;
+    if (tma && (int)threadIdx.x == sig_tid) proxy_fence_only();
     const i64* op = prog + (i64)c * nops * REC;
     for (int k = 0; k < nops && op[0] != 0; ++k, op += REC) {
       const int code = (int)op[0];
@@ -141,6 +234,16 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
       const u64 v = (u64)op[4] + (u64)op[5] * (u64)r;
       if (code == OP_WRITE || (code == OP_IMM && len > 0)) write_payload(P, tokcrc, crcd, tokn, e, base, off, len, code == OP_WRITE ? op[6] : 0);
       if (code == OP_WRITE) continue;
+      if (code == OP_TMA || code == OP_PFENCE) {
+#if __CUDA_ARCH__ >= 900
+        if (code == OP_TMA) tma_write(P, tokcrc, crcd, tokn, e, base, off, len, op[6], stage, nbulk, sig_tid);
+        else if ((int)threadIdx.x == sig_tid) proxy_fence();
+        continue;
+#else
+        if (threadIdx.x == 0) atomicExch(perr, 4u);  // no async proxy below sm_90: never a st in its place
+        return;
+#endif
+      }
       if (code == OP_SPIN) {
         if (threadIdx.x == 0) { const u64 t = gtimer(); while (gtimer() - t < v) {} }
         __syncthreads();
@@ -155,6 +258,9 @@ extern "C" __global__ void ip_producer(const i64* P, const i64* prog, const u32*
       }
       __syncthreads();
     }
+    // no bulk store of this epoch outlives it (nor reads a staging buffer the next epoch rewrites); the
+    // epoch's signals were sent before this, so it orders nothing the receiver judges
+    if (nbulk && (int)threadIdx.x == sig_tid) proxy_fence();
     __syncthreads();
     if (threadIdx.x == 0) { __threadfence_system(); atomicAdd_system(done, 1u); }
   }

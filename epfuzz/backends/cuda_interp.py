@@ -36,6 +36,8 @@ from epfuzz.backends.cuda_prog import (
     final_images,
     kernel_source,
     payload_tables,
+    tma_refusal,
+    uses_tma,
     watch_shape,
 )
 from epfuzz.infra.errors import BackendUnavailable, Unsupported
@@ -50,7 +52,8 @@ LAUNCH_WALL_S = 60.0              # the host's own limit on one launch
 LOG_BUDGET = 64 << 20             # bytes of log per launch
 MAX_ENTRIES_SLACK = 8
 ERRORS = {1: "the producer waited for the consumer's release", 2: "the consumer waited for the final signal",
-          3: "the consumer waited for the producers' end-of-epoch barrier"}
+          3: "the consumer waited for the producers' end-of-epoch barrier",
+          4: "the producer met a TMA op on a GPU below sm_90 (the host should have refused it)"}
 log = get_logger(component="cuda")
 
 
@@ -73,6 +76,22 @@ def _functions(dev: int) -> tuple[Any, Any]:
     with cupy.cuda.Device(dev):
         mod = cupy.RawModule(code=kernel_source(), options=("-std=c++17",))
         return mod.get_function("ip_producer"), mod.get_function("ip_consumer")
+
+
+def compute_capability(dev: int) -> int:
+    """The GPU's compute capability as major * 10 + minor (90 for an H100/H200)."""
+    import cupy
+
+    return int(cupy.cuda.Device(dev).compute_capability)
+
+
+def check_tma(pl: Plan, dev: int) -> None:
+    """A plan with TMA Writes or ProxyFences runs only where the producer's GPU has cp.async.bulk (sm_90):
+    refused with the reason, before any compile or launch (the kernel below sm_90 has no form for them)."""
+    if uses_tma(pl.programs):
+        why = tma_refusal(compute_capability(dev), dev)
+        if why:
+            raise Unsupported(f"backend cuda: {pl.proto.name}: {why}")
 
 
 @lru_cache(maxsize=8)
@@ -173,6 +192,7 @@ def run(pl: Plan, rounds: int, path: str) -> InterpRun:
     import cupy
 
     prod, cons = (0, 1) if path == "p2p" else (0, 0)
+    check_tma(pl, prod)
     if path == "p2p":
         if cupy.cuda.runtime.getDeviceCount() < 2:
             raise BackendUnavailable("backend cuda: path p2p needs two GPUs")

@@ -26,6 +26,10 @@ from epfuzz.protocols.base import Layout, Protocol, apply_spins
 HERE = Path(__file__).resolve().parent
 REGION = {ops.DATA: 0, ops.SIGNAL: 1, ops.CQ: 2, ops.RECV: 3}
 OP_WRITE, OP_VALUE, OP_ADD, OP_IMM, OP_SEND, OP_SPIN, OP_FENCE = range(1, 8)
+#: Write(tma=True) (cp.async.bulk, the async proxy) and ProxyFence: sm_90 kernels only (cuda_interp.cu)
+OP_TMA, OP_PFENCE = 8, 9
+TMA_OPS = (OP_TMA, OP_PFENCE)
+TMA_MIN_CC = 90
 REC = 8  # int64 fields per record: code, region, offset, length, value, step, aux, qp
 MASK64 = (1 << 64) - 1
 MAX_SLOTS = 512
@@ -53,12 +57,9 @@ def _s64(v: int) -> int:
 def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
     """One op as (code, region, offset, length, value, aux, qp); value is the epoch-dependent field."""
     if isinstance(op, ops.Write):
-        if op.tma:
-            raise Unsupported("cuda: a TMA bulk store (Write(tma=True), cp.async.bulk) has no form in the op "
-                              "interpreter, which stores with st (sim only; it would need an sm_90 kernel)")
         if op.region != ops.DATA or op.length % CHUNK or op.offset % CHUNK or op.shift % CHUNK:
             raise Unsupported(f"cuda: a Write must move whole 16-byte chunks of the data region ({op})")
-        return (OP_WRITE, 0, op.offset, op.length, 0, op.shift, 0)
+        return (OP_TMA if op.tma else OP_WRITE, 0, op.offset, op.length, 0, op.shift, 0)
     if isinstance(op, ops.WriteValue):
         return (OP_VALUE, REGION[op.region], op.offset, 8, op.value, 0, 0)
     if isinstance(op, ops.AtomicAdd):
@@ -84,13 +85,26 @@ def _record(op: ops.Op, channel: int, lay: Layout) -> tuple[int, ...]:
         raise Unsupported(f"cuda: an RDMA READ has no GPU form: the interpreter issues a peer GPU's stores and fences, "
                           f"and a peer load orders nothing of the READ layer's PCIe/IB clauses ({op})")
     if isinstance(op, ops.ProxyFence):
-        raise Unsupported("cuda: ProxyFence (fence.proxy.async) has no form in the op interpreter, which has no "
-                          "TMA stores to order (sim only; a cp.async.bulk kernel would need sm_90)")
+        return (OP_PFENCE, 0, 0, 0, 0, 0, 0)
     if isinstance(op, ops.SOURCE_OPS):
         raise Unsupported(f"cuda: {type(op).__name__} is a GPU access to a send buffer that a NIC reads by DMA; "
                           "the interpreter's payload is the GPU's own stores into the peer, with no NIC read "
                           "(epfuzz.model.source: sim only)")
     raise Unsupported(f"cuda: no GPU form for op {op!r}")
+
+
+def uses_tma(programs: np.ndarray) -> bool:
+    """Whether the records hold a TMA Write or a ProxyFence (which only an sm_90 kernel can run)."""
+    return bool(np.isin(programs[:, :, 0], TMA_OPS).any())
+
+
+def tma_refusal(cc: int, device: int = 0) -> str:
+    """Why a GPU of compute capability `cc` (e.g. 80) cannot run TMA ops; "" where it can."""
+    if cc >= TMA_MIN_CC:
+        return ""
+    return (f"TMA bulk stores (Write(tma=True), cp.async.bulk) and ProxyFence (fence.proxy.async) need "
+            f"sm_{TMA_MIN_CC} or newer; GPU {device} is sm_{cc}, and a st in their place would test another "
+            f"protocol")
 
 
 def encode_programs(proto: Protocol, scn: Scenario, lay: Layout) -> np.ndarray:

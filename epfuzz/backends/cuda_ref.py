@@ -17,6 +17,7 @@ from epfuzz.backends.cuda_prog import (
     OP_IMM,
     OP_SEND,
     OP_SPIN,
+    OP_TMA,
     OP_VALUE,
     OP_WRITE,
     WatchShape,
@@ -88,8 +89,8 @@ class RefMachine:
         code, region, off, length, v0, step, aux, qp = (int(x) for x in rec)
         v = (v0 + step * e) & MASK64
         name = ops.REGIONS[region]
-        if code in (OP_WRITE, OP_IMM) and length:
-            shift = aux if code == OP_WRITE else 0
+        if code in (OP_WRITE, OP_TMA, OP_IMM) and length:  # a TMA Write lands as a Write, in this order
+            shift = aux if code != OP_IMM else 0
             for k in range(length // CHUNK):
                 chunk = payload_chunk(self.lay, self.crc0, self.deltas, e, off + shift + CHUNK * k)
                 self.mem[ops.DATA][off + CHUNK * k:off + CHUNK * (k + 1)] = chunk.view(np.uint8)

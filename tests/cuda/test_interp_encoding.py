@@ -15,7 +15,9 @@ from epfuzz.backends.cuda_judge import EntryView, judge
 from epfuzz.backends.cuda_prog import (
     OP_ADD,
     OP_FENCE,
+    OP_PFENCE,
     OP_SPIN,
+    OP_TMA,
     OP_WRITE,
     PARAM_FIELDS,
     crc_at,
@@ -25,6 +27,8 @@ from epfuzz.backends.cuda_prog import (
     final_images,
     kernel_source,
     payload_tables,
+    tma_refusal,
+    uses_tma,
     watch_shape,
 )
 from epfuzz.backends.cuda_ref import RefMachine, payload_chunk
@@ -52,9 +56,7 @@ REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed":
                                                                   "ce_signal_override", "ce_signal_override_fixed")},
            # issue 30's sender-side layer (epfuzz.model.source) and the stale-frontier quiet: sim only
            "stale_quiet": "stale frontier", "stale_quiet_fixed": "SrcClear is a GPU access to a send buffer",
-           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access",
-           "tma_flag": "TMA bulk store", "tma_flag_fixed": "TMA bulk store",
-           "mixed_plane": "TMA bulk store", "mixed_plane_fixed": "TMA bulk store"}
+           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access"}
 NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 
@@ -130,6 +132,52 @@ def test_records_of_a_dispatch_sender():
     scn, proto, lay, progs, *_ = machine("flush_other_qp", channels=1, tokens=4)
     codes = [int(x) for x in progs[0, :, 0]]
     assert codes == [OP_WRITE, OP_WRITE, OP_FENCE, OP_ADD, OP_WRITE, OP_WRITE, OP_FENCE, OP_ADD, 0]
+
+
+def test_tma_writes_and_the_proxy_fence_are_records_of_their_own():
+    """tma_flag's data are TMA Writes (cp.async.bulk on sm_90), its fix adds the ProxyFence before the signal;
+    a plain Flush stays OP_FENCE (a generic-proxy fence: the kernel orders no bulk store with it)."""
+    codes = {}
+    for name in ("tma_flag", "tma_flag_fixed"):
+        scn, proto, lay, progs, *_ = machine(name, channels=2, tokens=4)
+        codes[name] = [int(x) for x in progs[0, :, 0]]
+        assert uses_tma(progs)
+        first = progs[0, 0]
+        assert (int(first[0]), int(first[2]), int(first[3])) == (OP_TMA, 0, lay.token_bytes)
+    assert codes["tma_flag"] == [OP_TMA, OP_TMA, OP_ADD, 0]
+    assert codes["tma_flag_fixed"] == [OP_TMA, OP_TMA, OP_PFENCE, OP_ADD, 0]
+    assert OP_FENCE not in codes["tma_flag_fixed"]
+    _, _, _, plain, *_ = machine("deepep_v2_dispatch_fixed")
+    assert not uses_tma(plain)
+
+
+def _function(src: str, signature: str) -> str:
+    start = src.index(signature)
+    depth = 0
+    for k in range(src.index("{", start), len(src)):
+        depth += {"{": 1, "}": -1}.get(src[k], 0)
+        if depth == 0:
+            return src[start:k + 1]
+    raise AssertionError(f"unbalanced braces after {signature}")
+
+
+def test_a_flush_and_the_fence_before_a_signal_order_no_bulk_store():
+    """tma_flag's bug must stay expressible: the interpreter's Flush (OP_FENCE) and the fence before each signal
+    are generic-proxy fences, with no bulk-group wait or proxy fence in them; only ProxyFence has those."""
+    src = kernel_source()
+    for sig in ("void before_signal(", "void fence_kind("):
+        body = _function(src, sig)
+        assert "proxy" not in body and "wait_group" not in body and "tma" not in body, sig
+    fence = _function(src, "void proxy_fence()")
+    assert fence.index("cp.async.bulk.wait_group 0;") < fence.index("fence.proxy.async;")
+    loop = _function(src, "__global__ void ip_producer(")
+    assert "else if ((int)threadIdx.x == sig_tid) proxy_fence();" in loop  # OP_PFENCE, on the signal thread
+
+
+def test_tma_ops_are_refused_below_sm_90_with_the_reason():
+    assert tma_refusal(90) == tma_refusal(100) == ""
+    why = tma_refusal(80, 1)
+    assert "sm_90" in why and "GPU 1 is sm_80" in why and "\n" not in why
 
 
 def test_epoch_dependent_values_become_base_and_step():

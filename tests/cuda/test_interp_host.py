@@ -15,6 +15,7 @@ from epfuzz.backends import cuda_interp
 from epfuzz.backends.cuda_prog import PARAM_FIELDS
 from epfuzz.backends.cuda_ref import RefMachine
 from epfuzz.encoding import codec
+from epfuzz.infra.errors import Unsupported
 from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
 
@@ -30,7 +31,8 @@ class FakeArray:
         self.a.fill(v)
 
 
-def fake_cupy(consumer) -> types.ModuleType:
+def fake_cupy(consumer, cc: str = "90") -> types.ModuleType:
+    """`cc`: every GPU's compute capability as CuPy's Device gives it ("90" for an H200)."""
     cp = types.ModuleType("cupy")
     runtime = types.SimpleNamespace(getDeviceCount=lambda: 2, deviceSynchronize=lambda: None,
                                     deviceCanAccessPeer=lambda a, b: 1, deviceEnablePeerAccess=lambda o: None,
@@ -38,6 +40,8 @@ def fake_cupy(consumer) -> types.ModuleType:
     class Device(nullcontext):  # CuPy's Device: a context manager that can also synchronize
         def __init__(self, d):
             super().__init__()
+
+        compute_capability = cc
 
         def synchronize(self):
             pass
@@ -49,7 +53,7 @@ def fake_cupy(consumer) -> types.ModuleType:
 
     class Module:
         def __init__(self, code, options):
-            pass
+            cp.compiled = True  # type: ignore[attr-defined]
 
         def get_function(self, name):
             return consumer if name == "ip_consumer" else (lambda *a, **k: None)
@@ -58,12 +62,8 @@ def fake_cupy(consumer) -> types.ModuleType:
     return cp
 
 
-@pytest.mark.parametrize("name, stale", [("deepep_v2_dispatch_fixed", False), ("stale_epoch_counter", True)])
-def test_run_judges_every_round_of_every_launch(monkeypatch, name, stale):
-    proto = get_protocol(name)
-    scn = codec.load_dict({"protocol": name, "payload": {"num_tokens": 6, "hidden_bytes": 96},
-                              "topology": {"num_channels": 2}, "signal": {"interval": 2}})
-    pl = cuda_interp.plan(scn, proto)
+def ref_consumer(pl, proto, scn):
+    """The consumer kernel, played by the sequentially consistent reference."""
     crc0, deltas, _ = pl.tables
     ref = RefMachine(pl.lay, pl.shape, pl.programs, pl.prologue, pl.nprolog, crc0, tuple(int(d) for d in deltas),
                      poison=proto.poison, reset=proto.reset_signals,
@@ -79,10 +79,43 @@ def test_run_judges_every_round_of_every_launch(monkeypatch, name, stale):
                 at = ((r - P["R0"]) * maxe + k) * eb
                 log[at:at + ent.size] = ent
             nent[r - P["R0"]] = len(entries)
+    return consumer
 
+
+@pytest.mark.parametrize("cc, refused", [("90", False), ("100", False), ("80", True)])
+def test_tma_ops_run_from_sm_90_and_are_refused_below_before_any_compile(monkeypatch, cc, refused):
+    name = "tma_flag_fixed"
+    proto = get_protocol(name)
+    scn = codec.load_dict({"protocol": name, "payload": {"num_tokens": 6, "hidden_bytes": 96},
+                           "topology": {"num_channels": 2}})
+    pl = cuda_interp.plan(scn, proto)
+    cp = fake_cupy(ref_consumer(pl, proto, scn), cc)
     cuda_interp._functions.cache_clear()
     cuda_interp._peer.cache_clear()
-    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(consumer))
+    monkeypatch.setitem(sys.modules, "cupy", cp)
+    try:
+        if refused:
+            with pytest.raises(Unsupported, match=f"tma_flag_fixed: TMA bulk stores .* need sm_90 or newer; GPU 0 is "
+                                                  f"sm_{cc}"):
+                cuda_interp.run(pl, 5, "p2p")
+            assert not hasattr(cp, "compiled")
+        else:
+            res = cuda_interp.run(pl, 5, "p2p")
+            assert (res.rounds, res.error, res.verdicts.stale, res.verdicts.hangs) == (5, 0, 0, 0)
+    finally:
+        cuda_interp._functions.cache_clear()
+        cuda_interp._peer.cache_clear()
+
+
+@pytest.mark.parametrize("name, stale", [("deepep_v2_dispatch_fixed", False), ("stale_epoch_counter", True)])
+def test_run_judges_every_round_of_every_launch(monkeypatch, name, stale):
+    proto = get_protocol(name)
+    scn = codec.load_dict({"protocol": name, "payload": {"num_tokens": 6, "hidden_bytes": 96},
+                              "topology": {"num_channels": 2}, "signal": {"interval": 2}})
+    pl = cuda_interp.plan(scn, proto)
+    cuda_interp._functions.cache_clear()
+    cuda_interp._peer.cache_clear()
+    monkeypatch.setitem(sys.modules, "cupy", fake_cupy(ref_consumer(pl, proto, scn)))
     monkeypatch.setattr(cuda_interp, "LOG_BUDGET", 7 * pl.max_entries * pl.shape.entry_bytes)  # 7 rounds a launch
     res = cuda_interp.run(pl, 20, "p2p")
     cuda_interp._functions.cache_clear()
