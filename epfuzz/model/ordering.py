@@ -165,10 +165,12 @@ NVLINK_CLAUSES: dict[str, NvClause] = {c.name: c for c in (
     NvClause("NV-async-proxy", True, "TMA bulk stores (cp.async.bulk) are async-proxy operations: a generic-proxy "
              "release or fence (red.release.sys, fence.sc.sys) does not order them; only fence.proxy.async after "
              "their completion (cp.async.bulk.wait_group) brings them into the generic proxy's order",
-             "not measured here (no sm_90 run): NCCL 3f29db27, hybrid_ep dispatch/combine flags before TMA data"),
+             "one H200, same GPU, 2 shapes x 0/7 stress CTAs: 0 in 400k (the window never showed; bench/cuda/"
+             "tma-cells.jsonl); NCCL 3f29db27, hybrid_ep dispatch/combine flags before TMA data"),
     NvClause("NV-proxy-fenced", False, "fence.proxy.async after cp.async.bulk.wait_group 0 on the issuing thread: "
              "the TMA stores are ordered before its later generic-proxy accesses, so the signal's own clause "
-             "decides (NCCL 3f29db27's fix)", "not measured here (no sm_90 run): NCCL 3f29db27"),
+             "decides (NCCL 3f29db27's fix)",
+             "one H200, same GPU, tma_flag_fixed: 0 in 400k (bench/cuda/tma-cells.jsonl)"),
     NvClause("NV-fence-gpu-same", False, "__threadfence orders for an observer on the same GPU (GPU scope)",
              "same GPU, __threadfence: 0 in 1M"),
 )}
