@@ -227,31 +227,6 @@ class _Mem:
         raise AssertionError("not read")
 
 
-def test_the_tutorials_combine_receiver_works_as_written():
-    """docs/tutorial.md section 5: its receiver, with the section 1 sender, waits for every source and
-    finds the same A2b overtake the mailbox does."""
-    page = (ROOT / "docs" / "tutorial.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
-    combine = next(b for b in blocks if "class CombineReceiver" in b)
-    ns: dict[str, Any] = {}
-    exec(blocks[0] + "\n" + combine, ns)  # noqa: S102 - the repository's own documentation
-
-    class Combine(ns["SeqFlag"]):  # type: ignore[misc, name-defined]
-        def receiver(self, scn, layout):
-            return ns["CombineReceiver"](layout)
-
-    proto = Combine()
-    scn = codec.load_dict({"protocol": "dispatch_any", "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True,
-                                                                 "reorder_window": 4},
-                           "payload": {"num_tokens": 2}, "topology": {"num_channels": 2}})
-    found = explore(scn, proto, max_states=50_000)
-    assert found.violation is not None and found.violation.kind == "stale-accept"
-    rx = proto.receiver(scn, proto.layout(scn))
-    rx.start_epoch(0)
-    assert rx.poll(_Mem({ops.SIGNAL: [1, 0]}), 0) == [] and not rx.done()
-    assert [c.channel for c in rx.poll(_Mem({ops.SIGNAL: [1, 1]}), 0)] == [0, 1] and rx.done()
-
-
 def _nvlink(name: str, rng: random.Random, fence: str) -> Any:
     from dataclasses import replace
 
