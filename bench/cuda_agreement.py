@@ -13,6 +13,7 @@ A protocol without a row (a new pair) gets every cell with one command, here, on
 
     python bench/cuda_agreement.py add PROTOCOL...   # sim row, cuda plan, verbs (guest), agreement.md
     python bench/cuda_agreement.py md                # agreement.md again from the committed rows
+    python bench/cuda_agreement.py add --redo NAME   # its rows again (a backend learnt its ops, say)
 
 `add` computes the sim row, asks the cuda interpreter whether it can express the protocol (its
 refusal, or "not run (needs nvidia-h200-x2)": the GPU rows are measured on the H200 pair), runs the
@@ -378,8 +379,18 @@ def write_md(md: Path | None = None) -> None:
     tmp.replace(md)
 
 
-def cmd_add(names: list[str], jobs: int, guest: bool) -> None:
-    """Every cell of the rows these protocols lack (rows already there are kept), then agreement.md."""
+def _drop(path: Path, names: set[str]) -> None:
+    """`path` without the rows of `names`, written atomically."""
+    if path.exists():
+        keep = [x for x in path.read_text().splitlines() if json.loads(x)["protocol"] not in names]
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text("".join(x + "\n" for x in keep))
+        tmp.replace(path)
+
+
+def cmd_add(names: list[str], jobs: int, guest: bool, redo: bool = False) -> None:
+    """Every cell of the rows these protocols lack (rows already there are kept, unless `redo`: then their
+    sim, cuda plan and verbs rows are made again; measured GPU rows are never dropped), then agreement.md."""
     import subprocess
 
     from bench.verbs_agreement import verbs_scenario
@@ -391,6 +402,9 @@ def cmd_add(names: list[str], jobs: int, guest: bool) -> None:
             raise InputError(f"{n} is not a row of the table: the rows are protocols() (every family of "
                              "epfuzz.protocols.FAMILY_PROTOCOLS but the deep sets, and no dispatch_any); a new "
                              "pair's family goes in FAMILY_PROTOCOLS")
+    if redo:
+        for path in (SIM, PLAN, VERBS):
+            _drop(path, set(names))
     cmd_sim(SIM, jobs, names)
     cmd_plan(PLAN, names)
     done, run = _done(VERBS), []
@@ -434,6 +448,8 @@ def main() -> int:
     ap.add_argument("--searches", type=int, help=f"random schedules (default {BUDGET['searches']:,}; "
                     f"add: {ADD_BUDGET['searches']:,})")
     ap.add_argument("--no-guest", action="store_true", help="add: print the guest command for the verbs rows")
+    ap.add_argument("--redo", action="store_true", help="add: make the named protocols' sim, cuda plan and verbs "
+                    "rows again (after a backend or the protocol changed); measured GPU rows are kept")
     a = ap.parse_args()
     base = ADD_BUDGET if a.step == "add" else BUDGET
     BUDGET.update(max_states=a.max_states or base["max_states"], searches=a.searches or base["searches"])
@@ -448,7 +464,7 @@ def main() -> int:
         elif a.step == "plan":
             cmd_plan(files[0], a.only)
         elif a.step == "add":
-            cmd_add(a.files, a.jobs, not a.no_guest)
+            cmd_add(a.files, a.jobs, not a.no_guest, a.redo)
         elif a.step == "md":
             write_md()
         else:

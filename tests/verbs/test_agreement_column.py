@@ -95,3 +95,7 @@ def test_add_gives_a_new_row_every_cell_in_one_command(tmp_path, monkeypatch, ca
     assert sim["budget"] == agreement.ADD_BUDGET and sim["spec"] == "safe"
     agreement.cmd_add(["ce_batch_signal_fixed"], 1, guest=False)  # rows already there are kept
     assert len(agreement.SIM.read_text().splitlines()) == len(agreement.VERBS.read_text().splitlines()) == 1
+    agreement.PLAN.write_text(agreement.PLAN.read_text().replace("copy-engine batches", "stale words"))
+    agreement.cmd_add(["ce_batch_signal_fixed"], 1, guest=False, redo=True)  # made again, not appended
+    assert len(agreement.SIM.read_text().splitlines()) == len(agreement.VERBS.read_text().splitlines()) == 1
+    assert len(agreement.PLAN.read_text().splitlines()) == 4 and "stale words" not in agreement.PLAN.read_text()
