@@ -210,7 +210,8 @@ def litmus() -> str:
 
 def agreement() -> str:
     table = _script("cuda_agreement").cmd_table(BENCH / "cuda/agreement-sim.jsonl",
-                                                [BENCH / "cuda/agreement-cuda.jsonl"],
+                                                [BENCH / "cuda/agreement-cuda.jsonl",
+                                                 BENCH / "cuda/agreement-cuda-plan.jsonl"],
                                                 BENCH / "cuda/agreement-verbs.jsonl")
     return "".join(_stamp(f"cuda/agreement-{k}.jsonl") for k in ("sim", "cuda", "verbs")) + table + "\n"
 

@@ -6,30 +6,20 @@ the sampler and random inputs, and exploration proves the small shape clean unde
 
 from __future__ import annotations
 
-import itertools
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from epfuzz.encoding import codec
 from epfuzz.ir import ops
-from epfuzz.protocols import REGISTRY, deepep_paths, field2026, get_protocol
+from epfuzz.protocols import deepep_paths, field2026, get_protocol
 from epfuzz.protocols.deepep_paths import COMBINE_DONE, ll_count
-from epfuzz.search.sampler import SamplerSearch
 from epfuzz.sim.engine import simulate
 from epfuzz.sim.explore import explore
+from tests.zoo.family import Bad, Family, scenario
 
-ROOT = Path(__file__).resolve().parents[2]
 PAIRS = deepep_paths.PAIRS + field2026.PAIRS
-#: bad -> (seed, budget, kind): the sampler's executions to the first finding with that seed, measured
-#: (December 2026: 49, 0, 11, 56, 25, 1, 72 with seed 1; flush_before_poll 10), times ~4 and at least 100
-SAMPLER = {"deepep_combine": (1, 400, "stale-accept"), "deepep_ll_dispatch": (1, 100, "stale-accept"),
-           "deepep_ll_combine": (1, 100, "stale-accept"), "deepep_direct": (1, 400, "stale-accept"),
-           "signal_baseline": (1, 200, "hang"), "frozen_flag": (1, 100, "stale-accept"),
-           "init_zeroing": (1, 400, "hang"), "flush_before_poll": (1, 100, "stale-accept")}
-FIXED_EXECS = 300
 _W = {"reorder_window": 4}
 #: the smallest shapes that show each bad form; the fixed form is explored on the same shape under
 #: every platform setting
@@ -45,74 +35,21 @@ SMALL: dict[str, dict[str, Any]] = {
     "init_zeroing": {"knobs": _W, "payload": {"num_tokens": 2}},
     "flush_before_poll": {"knobs": _W, "payload": {"num_tokens": 2}},
 }
+#: (seed, budget, kind): the sampler's executions to the first finding with that seed, measured
+#: (December 2026: 49, 0, 11, 56, 25, 1, 72 with seed 1; flush_before_poll 10), times ~4 and at least 100
+SAMPLER = {"deepep_combine": (1, 400, "stale-accept"), "deepep_ll_dispatch": (1, 100, "stale-accept"),
+           "deepep_ll_combine": (1, 100, "stale-accept"), "deepep_direct": (1, 400, "stale-accept"),
+           "signal_baseline": (1, 200, "hang"), "frozen_flag": (1, 100, "stale-accept"),
+           "init_zeroing": (1, 400, "hang"), "flush_before_poll": (1, 100, "stale-accept")}
 #: bad forms that are wrong in arrival order too: a logic bug, no reordering needed
 IN_ARRIVAL_ORDER = {"frozen_flag"}
-PLATFORM = {"nic_relaxed_ordering": (False, True), "atomic_mode": (0, 4), "hca_o920": (False, True),
-            "adaptive_routing": (False, True)}
+FAMILY = Family(PAIRS, {bad: Bad(seed, budget, kind, SMALL[bad], in_arrival_order=bad in IN_ARRIVAL_ORDER)
+                        for bad, (seed, budget, kind) in SAMPLER.items()})
+globals().update(FAMILY.tests())
 
 
 def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
-    shape = {**shape, "knobs": {**shape.get("knobs", {}), **knobs}}
-    return codec.load_dict({"protocol": name, **shape})
-
-
-def test_pairs_have_sources_harnesses_and_seeds():
-    assert {bad for _, bad, _ in PAIRS} == set(SAMPLER) == set(SMALL)
-    for _, bad, fixed in PAIRS:
-        assert REGISTRY.items[bad].expect == "finding" and REGISTRY.items[fixed].expect == "clean"
-        for name in (bad, fixed):
-            assert REGISTRY.items[name].sources, name
-            assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
-            assert any((ROOT / "corpus" / f"{name}_fuzzer").iterdir()), name
-
-
-@pytest.mark.parametrize("bad", sorted(SAMPLER))
-def test_bad_found_by_the_sampler_from_nothing(bad):
-    seed, budget, kind = SAMPLER[bad]
-    proto = get_protocol(bad)
-    search = SamplerSearch(bad, proto, seed)
-    for _ in range(budget):
-        run = simulate(search.next_scenario(), proto)
-        if run.violation is not None:
-            assert run.violation.kind == kind, run.violation.summary()
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled executions (seed {seed})")
-
-
-@pytest.mark.parametrize("bad", sorted(SMALL))
-def test_small_shape_explored(bad):
-    """Some allowed order breaks the bad form; arrival order alone does not (the schedule matters), except
-    for the frozen flag, whose stale colour is there before any traffic of the round."""
-    scn = _scn(bad, SMALL[bad])
-    assert (simulate(scn, get_protocol(bad)).violation is None) == (bad not in IN_ARRIVAL_ORDER)
-    found = explore(scn, get_protocol(bad), max_states=50_000)
-    assert found.violation is not None and found.violation.kind == SAMPLER[bad][2]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("bad", sorted(SMALL))
-def test_fixed_small_shape_proven_clean_on_every_platform(bad):
-    fixed = f"{bad}_fixed"
-    proto = get_protocol(fixed)
-    free = {k: v for k, v in PLATFORM.items() if f"knobs.{k}" not in proto.fixed}  # what it does not pin
-    for values in itertools.product(*free.values()):
-        knobs = dict(zip(free, values))
-        for tokens in (2, 3):
-            shape = {**SMALL[bad], "payload": {**SMALL[bad]["payload"], "num_tokens": tokens}}
-            proof = explore(_scn(fixed, shape, **knobs), proto, max_states=400_000)
-            assert proof.violation is None, (knobs, tokens, proof.violation.summary())
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fixed", [p[2] for p in PAIRS])
-def test_fixed_clean_under_sampler_and_random(fixed):
-    proto = get_protocol(fixed)
-    search = SamplerSearch(fixed, proto, 11)
-    rng = random.Random(11)
-    for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
-            run = simulate(scn, proto)
-            assert run.violation is None, (run.violation.summary(), scn.to_json(None))
+    return scenario(name, shape, **knobs)
 
 
 # ---------------------------------------------------------------- what each path does
@@ -225,31 +162,6 @@ class _Mem:
 
     def read(self, region: str, offset: int, length: int) -> bytes:
         raise AssertionError("not read")
-
-
-def test_the_tutorials_combine_receiver_works_as_written():
-    """docs/tutorial.md section 5: its receiver, with the section 1 sender, waits for every source and
-    finds the same A2b overtake the mailbox does."""
-    page = (ROOT / "docs" / "tutorial.md").read_text()
-    blocks = [b.split("```", 1)[0] for b in page.split("```python\n")[1:]]
-    combine = next(b for b in blocks if "class CombineReceiver" in b)
-    ns: dict[str, Any] = {}
-    exec(blocks[0] + "\n" + combine, ns)  # noqa: S102 - the repository's own documentation
-
-    class Combine(ns["SeqFlag"]):  # type: ignore[misc, name-defined]
-        def receiver(self, scn, layout):
-            return ns["CombineReceiver"](layout)
-
-    proto = Combine()
-    scn = codec.load_dict({"protocol": "dispatch_any", "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True,
-                                                                 "reorder_window": 4},
-                           "payload": {"num_tokens": 2}, "topology": {"num_channels": 2}})
-    found = explore(scn, proto, max_states=50_000)
-    assert found.violation is not None and found.violation.kind == "stale-accept"
-    rx = proto.receiver(scn, proto.layout(scn))
-    rx.start_epoch(0)
-    assert rx.poll(_Mem({ops.SIGNAL: [1, 0]}), 0) == [] and not rx.done()
-    assert [c.channel for c in rx.poll(_Mem({ops.SIGNAL: [1, 1]}), 0)] == [0, 1] and rx.done()
 
 
 def _nvlink(name: str, rng: random.Random, fence: str) -> Any:

@@ -11,7 +11,6 @@ exhaustive exploration. The sampler and `explore` are the engine-independent par
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -21,11 +20,16 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.deep2 import DEEP2_ZOO, Deep2Dispatch, StampReceiver
-from epfuzz.search.sampler import SamplerSearch, sample_schedule
 from epfuzz.sim.engine import simulate
-from epfuzz.sim.explore import explore
+from tests.zoo.family import (
+    check_corner_fixed_clean,
+    check_explored,
+    check_fixed_clean,
+    check_registered,
+    corner_finding,
+    sampler_finding,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 #: (seed, budget): the sampler's executions to the first finding with that seed, measured (December 2026),
 #: times ~3-5: deep2_head_stamp 53 (seed 2), deep2_head_trailer 118 (seed 2), deep2_notify 128 (seed 4),
 #: deep2_packed 12 (seed 4), deep2_spin_qp 19 (seed 1)
@@ -65,12 +69,10 @@ def test_deep2_zoo_has_six_pairs_with_sources_harnesses_and_seeds():
     assert len(DEEP2_ZOO) >= 6
     assert {z[2] for z in DEEP2_ZOO} == set(SAMPLER) | set(CORNER)
     for _, _, bad, fixed in DEEP2_ZOO:
-        assert REGISTRY.items[bad].expect == "finding" and REGISTRY.items[fixed].expect == "clean"
-        for name in (bad, fixed):
-            proto = REGISTRY.items[name]
-            assert proto.sources and proto.doc, name
-            assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
-            assert any((ROOT / "corpus" / f"{name}_fuzzer").iterdir()), name
+        assert REGISTRY.items[bad].expect == "finding"
+        check_registered(bad, fixed)
+        assert REGISTRY.items[bad].doc and REGISTRY.items[fixed].doc, bad
+
 
 
 def test_no_pair_relies_on_the_trailer_check_alone():
@@ -117,25 +119,13 @@ def test_a_stamp_receiver_waits_for_its_stamp(check, chunk):
 @pytest.mark.parametrize("bad", sorted(SAMPLER))
 def test_deep2_bad_protocol_found_by_the_sampler(bad):
     seed, budget = SAMPLER[bad]
-    proto = get_protocol(bad)
-    search = SamplerSearch(bad, proto, seed)
-    for _ in range(budget):
-        run = simulate(search.next_scenario(), proto)
-        if run.violation is not None:
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled schedules (seed {seed})")
+    sampler_finding(bad, seed, budget)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fixed", [z[3] for z in DEEP2_ZOO])
 def test_deep2_fixed_protocol_clean_under_sampler_and_random(fixed):
-    proto = get_protocol(fixed)
-    search = SamplerSearch(fixed, proto, 11)
-    rng = random.Random(11)
-    for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
-            run = simulate(scn, proto)
-            assert run.violation is None, (run.violation.summary(), scn.to_json(None))
+    check_fixed_clean(fixed, FIXED_EXECS)
 
 
 @pytest.mark.slow
@@ -143,37 +133,22 @@ def test_deep2_fixed_protocol_clean_under_sampler_and_random(fixed):
 def test_deep2_corner_bug_found_by_sampled_schedules(bad):
     """Inside its corner the bug needs only the reordering; in arrival order the corner is safe."""
     shape, seed, budget = CORNER[bad]
-    proto = get_protocol(bad)
-    base = _corner(bad, shape)
-    assert simulate(base, proto).violation is None  # arrival order is safe: the schedule matters
-    rng = random.Random(seed)
-    for _ in range(budget):
-        if simulate(base.replace(schedule=sample_schedule(base, proto, rng)), proto).violation is not None:
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled schedules of its corner (seed {seed})")
+    corner_finding(bad, _corner(bad, shape), seed, budget)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", sorted(CORNER))
 def test_deep2_corner_fixed_clean_where_the_bad_is_found(bad):
     fixed = f"{bad}_fixed"
-    proto = get_protocol(fixed)
-    base = _corner(fixed, CORNER[bad][0])
-    rng = random.Random(5)
-    for _ in range(FIXED_EXECS):
-        run = simulate(base.replace(schedule=sample_schedule(base, proto, rng)), proto)
-        assert run.violation is None, (run.violation.summary(), run.scenario.to_json(None))
+    check_corner_fixed_clean(fixed, _corner(fixed, CORNER[bad][0]), FIXED_EXECS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", sorted(SMALL))
 def test_deep2_corner_explored_exhaustively(bad):
     """The same small shape: some visibility order breaks the bad form, none breaks the fixed one."""
-    found = explore(_corner(bad, SMALL[bad]), get_protocol(bad), max_states=50_000)
-    assert found.violation is not None and found.violation.kind == "stale-accept"
-    fixed = f"{bad}_fixed"
-    proof = explore(_corner(fixed, SMALL[bad]), get_protocol(fixed), max_states=400_000)
-    assert proof.violation is None
+    check_explored(bad, f"{bad}_fixed", SMALL[bad])
+
 
 
 def test_spin_qp_holds_while_the_spin_covers_the_shared_qp():

@@ -8,7 +8,6 @@ How deep they are for random inputs is measured by bench/depth.py (docs/zoo.md).
 from __future__ import annotations
 
 import random
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,11 +17,16 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.deep import DEEP_ZOO, GuardedReceiver
-from epfuzz.search.sampler import SamplerSearch, sample_schedule
 from epfuzz.sim.engine import simulate
-from epfuzz.sim.explore import explore
+from tests.zoo.family import (
+    check_corner_fixed_clean,
+    check_explored,
+    check_fixed_clean,
+    check_registered,
+    corner_finding,
+    sampler_finding,
+)
 
-ROOT = Path(__file__).resolve().parents[2]
 #: (seed, budget): the sampler's executions to the first finding with that seed, measured, times ~2-4
 #: deep_notify_qp: 1,552 with seed 4 since a Flush waits for its data's ACK through the port queue (issue 34.3);
 #: before, the signal could arrive ahead of flushed data and A2b alone sufficed (989 with seed 1)
@@ -62,11 +66,8 @@ def test_deep_zoo_has_eight_pairs_with_sources_harnesses_and_seeds():
     assert len(DEEP_ZOO) >= 8
     assert {z[2] for z in DEEP_ZOO} == set(SAMPLER) | set(CORNER)
     for _, _, bad, fixed in DEEP_ZOO:
-        assert REGISTRY.items[bad].expect == "finding" and REGISTRY.items[fixed].expect == "clean"
-        for name in (bad, fixed):
-            assert REGISTRY.items[name].sources, name
-            assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
-            assert any((ROOT / "corpus" / f"{name}_fuzzer").iterdir()), name
+        assert REGISTRY.items[bad].expect == "finding"
+        check_registered(bad, fixed)
 
 
 def test_guarded_receiver_waits_for_the_trailer():
@@ -83,25 +84,13 @@ def test_guarded_receiver_waits_for_the_trailer():
 @pytest.mark.parametrize("bad", sorted(SAMPLER))
 def test_deep_bad_protocol_found_by_the_sampler(bad):
     seed, budget = SAMPLER[bad]
-    proto = get_protocol(bad)
-    search = SamplerSearch(bad, proto, seed)
-    for _ in range(budget):
-        run = simulate(search.next_scenario(), proto)
-        if run.violation is not None:
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled schedules (seed {seed})")
+    sampler_finding(bad, seed, budget)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("fixed", [z[3] for z in DEEP_ZOO])
 def test_deep_fixed_protocol_clean_under_sampler_and_random(fixed):
-    proto = get_protocol(fixed)
-    search = SamplerSearch(fixed, proto, 11)
-    rng = random.Random(11)
-    for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
-            run = simulate(scn, proto)
-            assert run.violation is None, (run.violation.summary(), scn.to_json(None))
+    check_fixed_clean(fixed, FIXED_EXECS)
 
 
 @pytest.mark.slow
@@ -109,37 +98,21 @@ def test_deep_fixed_protocol_clean_under_sampler_and_random(fixed):
 def test_deep_corner_bug_found_by_sampled_schedules(bad):
     """Inside its corner the bug needs only the reorderings; outside it the bad form behaves as the fixed."""
     shape, seed, budget = CORNER[bad]
-    proto = get_protocol(bad)
-    base = _corner(bad, shape)
-    assert simulate(base, proto).violation is None  # arrival order is safe: the schedule matters
-    rng = random.Random(seed)
-    for _ in range(budget):
-        if simulate(base.replace(schedule=sample_schedule(base, proto, rng)), proto).violation is not None:
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled schedules of its corner (seed {seed})")
+    corner_finding(bad, _corner(bad, shape), seed, budget)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", sorted(CORNER))
 def test_deep_corner_fixed_clean_where_the_bad_is_found(bad):
     fixed = f"{bad}_fixed"
-    proto = get_protocol(fixed)
-    base = _corner(fixed, CORNER[bad][0])
-    rng = random.Random(5)
-    for _ in range(FIXED_EXECS):
-        run = simulate(base.replace(schedule=sample_schedule(base, proto, rng)), proto)
-        assert run.violation is None, (run.violation.summary(), run.scenario.to_json(None))
+    check_corner_fixed_clean(fixed, _corner(fixed, CORNER[bad][0]), FIXED_EXECS)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("bad", sorted(SMALL))
 def test_deep_corner_explored_exhaustively(bad):
     """The same small shape: some visibility order breaks the bad form, none breaks the fixed one."""
-    found = explore(_corner(bad, SMALL[bad]), get_protocol(bad), max_states=50_000)
-    assert found.violation is not None and found.violation.kind == "stale-accept"
-    fixed = f"{bad}_fixed"
-    proof = explore(_corner(fixed, SMALL[bad]), get_protocol(fixed), max_states=400_000)
-    assert proof.violation is None
+    check_explored(bad, f"{bad}_fixed", SMALL[bad])
 
 
 def _remainder(scn: Scenario, lay: Layout) -> bool:

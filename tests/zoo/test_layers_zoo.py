@@ -7,106 +7,34 @@ random inputs, and exploration proves the small shape clean under every platform
 
 from __future__ import annotations
 
-import itertools
-import random
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from epfuzz.encoding import codec
 from epfuzz.ir import ops
-from epfuzz.protocols import REGISTRY, cebatch, get_protocol, pull
-from epfuzz.search.sampler import SamplerSearch
-from epfuzz.sim.engine import simulate
+from epfuzz.protocols import cebatch, get_protocol, pull
 from epfuzz.sim.explore import explore
-from epfuzz.triage.explain import explain
+from tests.zoo.family import Bad, Family, scenario
 
-ROOT = Path(__file__).resolve().parents[2]
 PAIRS = pull.PAIRS + cebatch.PAIRS
-#: bad -> (seed, budget, the layer's clause its finding rests on, kind): the sampler's executions to the first
-#: finding with seed 1, measured (December 2026: 4, 72, 1, 2), times ~4 and at least 100
-SAMPLER = {"read_flush_unfenced": (1, 100, "IB-read-unfenced", "stale-accept"),
-           "read_flush_other_qp": (1, 300, "xQP", "stale-accept"),
-           "ce_batch_signal": (1, 100, "CE-batch", "stale-accept"),
-           "ce_signal_override": (1, 100, "CE-batch", "hang")}
-FIXED_EXECS = 300
-SMALL: dict[str, dict[str, Any]] = {
-    "read_flush_unfenced": {"knobs": {"reorder_window": 4}, "payload": {"num_tokens": 2}},
-    "read_flush_other_qp": {"knobs": {"reorder_window": 4}, "payload": {"num_tokens": 2},
-                            "topology": {"num_qps": 2}},
-    "ce_batch_signal": {"knobs": {"reorder_window": 4}, "payload": {"num_tokens": 2}},
-    "ce_signal_override": {"knobs": {"reorder_window": 4}, "payload": {"num_tokens": 2, "epochs": 2}},
-}
-PLATFORM = {"atomic_mode": (0, 4), "hca_o920": (False, True), "adaptive_routing": (False, True)}
+_W = {"reorder_window": 4}
+#: sampler budgets: the executions to the first finding with seed 1, measured (December 2026: 4, 72, 1, 2),
+#: times ~4 and at least 100; each finding rests on the layer's clause, which `explain` names
+FAMILY = Family(PAIRS, {
+    "read_flush_unfenced": Bad(1, 100, "stale-accept", {"knobs": _W, "payload": {"num_tokens": 2}},
+                               clause="IB-read-unfenced"),
+    "read_flush_other_qp": Bad(1, 300, "stale-accept", {"knobs": _W, "payload": {"num_tokens": 2},
+                                                        "topology": {"num_qps": 2}}, clause="xQP"),
+    "ce_batch_signal": Bad(1, 100, "stale-accept", {"knobs": _W, "payload": {"num_tokens": 2}}, clause="CE-batch"),
+    "ce_signal_override": Bad(1, 100, "hang", {"knobs": _W, "payload": {"num_tokens": 2, "epochs": 2}},
+                              clause="CE-batch"),
+}, platform={"atomic_mode": (0, 4), "hca_o920": (False, True), "adaptive_routing": (False, True)})
+globals().update(FAMILY.tests())
 
 
 def _scn(name: str, shape: dict[str, Any], **knobs: Any) -> Any:
-    shape = {**shape, "knobs": {**shape.get("knobs", {}), **knobs}}
-    return codec.load_dict({"protocol": name, **shape})
-
-
-def test_pairs_have_sources_harnesses_and_seeds():
-    assert {bad for _, bad, _ in PAIRS} == set(SAMPLER) == set(SMALL)
-    for _, bad, fixed in PAIRS:
-        assert REGISTRY.items[bad].expect == "finding" and REGISTRY.items[fixed].expect == "clean"
-        for name in (bad, fixed):
-            assert REGISTRY.items[name].sources, name
-            assert (ROOT / "harnesses" / f"{name}_fuzzer.py").exists(), name
-            assert any((ROOT / "corpus" / f"{name}_fuzzer").iterdir()), name
-
-
-@pytest.mark.parametrize("bad", sorted(SAMPLER))
-def test_bad_found_by_the_sampler_from_nothing(bad):
-    seed, budget, clause, kind = SAMPLER[bad]
-    proto = get_protocol(bad)
-    search = SamplerSearch(bad, proto, seed)
-    for _ in range(budget):
-        scn = search.next_scenario()
-        run = simulate(scn, proto)
-        if run.violation is not None:
-            assert run.violation.kind == kind, run.violation.summary()
-            assert clause in {rule for _, _, rule in run.tlp_inversions}, run.tlp_inversions
-            text = explain(scn, proto).text()  # explain names the layer's clause among its overtakes
-            overtakes = text.split("\novertakes\n", 1)[1].split("\n\n", 1)[0].splitlines()
-            assert any(line.startswith(f"  {clause}: ") for line in overtakes), text
-            return
-    pytest.fail(f"{bad}: no finding in {budget} sampled executions (seed {seed})")
-
-
-@pytest.mark.parametrize("bad", sorted(SMALL))
-def test_small_shape_explored(bad):
-    scn = _scn(bad, SMALL[bad])
-    proto = get_protocol(bad)
-    assert simulate(scn, proto).violation is None  # arrival order alone is clean: the schedule matters
-    found = explore(scn, proto, max_states=50_000)
-    assert found.violation is not None and found.violation.kind == SAMPLER[bad][3]
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("bad", sorted(SMALL))
-def test_fixed_small_shape_proven_clean_on_every_platform(bad):
-    fixed = f"{bad}_fixed"
-    proto = get_protocol(fixed)
-    free = {k: v for k, v in PLATFORM.items() if f"knobs.{k}" not in proto.fixed}  # what it does not pin
-    for values in itertools.product(*free.values()):
-        knobs = dict(zip(free, values))
-        for tokens in (2, 3):
-            shape = {**SMALL[bad], "payload": {**SMALL[bad]["payload"], "num_tokens": tokens}}
-            proof = explore(_scn(fixed, shape, **knobs), proto, max_states=400_000)
-            assert proof.violation is None, (knobs, tokens, proof.violation.summary())
-
-
-@pytest.mark.slow
-@pytest.mark.parametrize("fixed", [p[2] for p in PAIRS])
-def test_fixed_clean_under_sampler_and_random(fixed):
-    proto = get_protocol(fixed)
-    search = SamplerSearch(fixed, proto, 11)
-    rng = random.Random(11)
-    for _ in range(FIXED_EXECS):
-        for scn in (search.next_scenario(), codec.decode(rng.randbytes(rng.randrange(0, 129)), fixed)):
-            run = simulate(scn, proto)
-            assert run.violation is None, (run.violation.summary(), scn.to_json(None))
+    return scenario(name, shape, **knobs)
 
 
 def test_the_pairs_differ_only_in_the_fence_or_the_reads_qp():
