@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from epfuzz.encoding.codec_compile import Decoder, compile_plan
+from epfuzz.encoding.codec_compile import Decoder, Encoder, compile_encoder, compile_plan
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import ScenarioError
 from epfuzz.ir.choices import ChoiceReader, ChoiceWriter
@@ -40,7 +40,7 @@ class _Slot:
 class _Plan:
     """The compiled schema of one dataclass under one set of pins (implements `fields.Nested`)."""
 
-    __slots__ = ("_compiled", "cls", "names", "slots")
+    __slots__ = ("_compiled", "_encoder", "cls", "names", "slots")
 
     def __init__(self, cls: type, prefix: str, fixed: Mapping[str, Any]) -> None:
         self.cls = cls
@@ -52,6 +52,7 @@ class _Plan:
             self.slots.append(_Slot(name, path, spec, fixed.get(path, _FREE), nested))
         self.names = frozenset(s.name for s in self.slots)
         self._compiled: Decoder | None = None
+        self._encoder: Encoder | None = None
 
     def decode(self, r: ChoiceReader, values: Values) -> Any:
         """Decode through the plan compiled to straight-line code (`epfuzz.encoding.codec_compile`), built on
@@ -82,11 +83,30 @@ class _Plan:
         return s.spec.draw(r, values, s.nested)
 
     def encode(self, w: ChoiceWriter, values: Values, obj: Any) -> None:
+        """Encode through the plan's compiled encoder (`codec_compile.compile_encoder`), built on first use."""
+        fn = self._encoder
+        if fn is None:
+            fn = self._encoder = compile_encoder(self, _FREE)
+        fn(w, values, obj)
+
+    def walk_encode(self, w: ChoiceWriter, values: Values, obj: Any) -> None:
+        """The plan walked slot by slot: what the compiled encoder must equal (tests compare the two)."""
         for s in self.slots:
             v = getattr(obj, s.name)
             values[s.path] = v
-            if s.fixed is _FREE:
-                s.spec.write(w, values, v, s.nested)
+            if s.fixed is not _FREE:
+                continue
+            if isinstance(s.spec, (SectionField, ItemsField)):  # nested plans walked too, as `_walk_slot`
+                nested = s.nested
+                assert nested is not None
+                if isinstance(s.spec, SectionField):
+                    nested.walk_encode(w, values, v)
+                    continue
+                w.write(0, s.spec.max_len, len(v))
+                for item in v:
+                    nested.walk_encode(w, values, item)
+                continue
+            s.spec.write(w, values, v, s.nested)
 
     def load(self, prefix: str, raw: Any, values: Values) -> Any:
         if not isinstance(raw, Mapping):

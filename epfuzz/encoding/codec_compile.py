@@ -1,4 +1,4 @@
-"""A (protocol, preset) decode plan compiled to one straight-line Python function.
+"""A (protocol, preset) decode plan, and its encode walk, compiled to straight-line Python functions.
 
 The fuzzer decodes every input, and walking the plan costs three calls per field
 (slot -> spec.draw -> draw_int -> ChoiceReader.draw) plus one per section. The
@@ -16,8 +16,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from epfuzz.ir.choices import ChoiceReader, _width
-from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, SectionField, Values
+from epfuzz.ir.choices import ChoiceReader, ChoiceWriter, _width
+from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, SectionField, Values, write_int
 
 
 class SlotLike(Protocol):
@@ -136,4 +136,73 @@ def compile_plan(plan: PlanLike, free: object) -> Decoder:
     namespace = dict(src.env)
     exec(compile(code, f"<decoder {plan.cls.__name__}>", "exec"), namespace)  # noqa: S102 - our own source
     fn: Decoder = namespace["decode"]
+    return fn
+
+
+# ---------------------------------------------------------------- the encoder
+
+Encoder = Callable[[ChoiceWriter, Values, Any], None]
+
+#: one-byte draws as bytes objects, so that a one-byte write appends a shared constant
+_BYTE = tuple(bytes([i]) for i in range(256))
+
+
+def _put(lo: int, hi: int, x: str) -> list[str]:
+    """`ChoiceWriter.write(lo, hi, x)` with constant bounds, inlined (`x` names a local int)."""
+    span = hi - lo + 1
+    if span <= 1:
+        return []
+    check = f"if not {lo} <= {x} <= {hi}: raise ValueError(f'{{{x}}} outside [{lo}, {hi}]')"
+    if span <= 256:
+        return [check, f"append(_BYTE[{x} - {lo}])"]
+    return [check, f"append(({x} - {lo}).to_bytes({_width(span)}, 'big'))"]
+
+
+def _write_lines(src: _Source, v: str, s: SlotLike) -> list[str]:
+    """Statements that write slot `s`'s value `v` as its spec's `write` does."""
+    spec = s.spec
+    if isinstance(spec, BoolField):
+        return ["_x = int(" + v + ")", *_put(0, 1, "_x")]
+    if isinstance(spec, ChoiceField):
+        lines = [f"_x = {src.const(spec.options)}.index({v})"]  # raises for a value not among the options
+        n = len(spec.options)
+        return lines + (["append(_BYTE[_x])"] if 1 < n <= 256 else _put(0, n - 1, "_x"))
+    if isinstance(spec, IntField):
+        if not (spec.log or spec.hi_fn is not None or spec.hi_from is not None):
+            return _put(spec.lo, spec.hi, v)
+        if spec.hi_fn is not None:
+            hi = f"max({spec.lo}, min({spec.hi}, {src.const(spec.hi_fn)}(values)))"
+        elif spec.hi_from is not None:
+            hi = f"min({spec.hi}, int(values[{spec.hi_from!r}]) - 1)"
+        else:
+            hi = str(spec.hi)
+        return [f"write_int(w, {spec.lo}, {hi}, {spec.log}, {v})"]
+    return [f"{src.const(spec)}.write(w, values, {v}, {src.const(s.nested)})"]
+
+
+def _emit_encode(src: _Source, plan: PlanLike, obj: str, free: object) -> None:
+    """Append the lines that write the instance `obj` of `plan.cls` (sections inlined)."""
+    for s in plan.slots:
+        v = src.var()
+        src.lines.append(f"    {v} = {obj}.{s.name}")
+        src.lines.append(f"    values[{s.path!r}] = {v}")
+        if s.fixed is not free:
+            continue
+        if isinstance(s.spec, SectionField):
+            _emit_encode(src, s.nested, v, free)
+        else:
+            src.lines += [f"    {line}" for line in _write_lines(src, v, s)]
+
+
+def compile_encoder(plan: PlanLike, free: object) -> Encoder:
+    """The encoder of `plan`: `_Plan.encode`'s slot walk as straight-line code, writing the same bytes
+    (constant bounds baked in, one-byte writes as shared constants, sections inlined) and raising the
+    same `ValueError` for a value out of its field's range. The guided search encodes every mutant."""
+    src = _Source()
+    src.lines.append("    append = w.parts.append")
+    _emit_encode(src, plan, "obj", free)
+    code = "def encode(w, values, obj):\n" + "\n".join(src.lines) + "\n"
+    namespace = {**src.env, "_BYTE": _BYTE, "write_int": write_int}
+    exec(compile(code, f"<encoder {plan.cls.__name__}>", "exec"), namespace)  # noqa: S102 - our own source
+    fn: Encoder = namespace["encode"]
     return fn

@@ -18,12 +18,18 @@ from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
 from epfuzz.protocols.base import Layout
 
+#: the op classes each check applies to, as tuples built once: an `A | B` in `isinstance` builds a
+#: types.UnionType on every call (about five times the cost of the check itself, per op, compiled or not)
+_SPAN_OPS = (ops.Write, ops.WriteImm, ops.Read, ops.CeCopy)
+_WORD_OPS = (ops.WriteValue, ops.AtomicAdd, ops.CeValue)
+_SRC_OPS = (ops.SrcStore, ops.SrcClear)
+
 
 def _span(op: ops.Op) -> tuple[str, int, int] | None:
     """(region, offset, length) an op writes (or a READ reads) at the receiver, or None for GPU-side ops."""
-    if isinstance(op, ops.Write | ops.WriteImm | ops.Read | ops.CeCopy):
+    if isinstance(op, _SPAN_OPS):
         return op.region, op.offset, op.length
-    if isinstance(op, ops.WriteValue | ops.AtomicAdd | ops.CeValue):
+    if isinstance(op, _WORD_OPS):
         return op.region, op.offset, 8
     return None
 
@@ -37,7 +43,7 @@ def _problem(op: ops.Op, channel: int, layout: Layout, sizes: dict[str, int]) ->
             return f"region {region!r} is none of {sorted(sizes)}"
         if off < 0 or length < 0 or off + length > sizes[region]:
             return f"bytes [{off}, {off + length}) are outside region {region!r} of {sizes[region]} bytes"
-    if isinstance(op, ops.SrcStore | ops.SrcClear):  # source bytes mirror the data region's (a Write's offsets)
+    if isinstance(op, _SRC_OPS):  # source bytes mirror the data region's (a Write's offsets)
         size = sizes.get(ops.DATA, 0)
         if op.offset < 0 or op.length < 0 or op.offset + op.length > size:
             return f"source bytes [{op.offset}, {op.offset + op.length}) are outside the data region of {size} bytes"

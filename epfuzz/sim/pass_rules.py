@@ -8,14 +8,12 @@ the clause that permits the pass, or None; that name is what findings report.
 
 from __future__ import annotations
 
-from typing import Any
-
 from epfuzz.model.cebatch import CE_BATCH
 from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
 from epfuzz.model.rdma_read import UNFENCED
 from epfuzz.sim.adversary import PassRule
-from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
+from epfuzz.sim.packets import LocalStore, Packet, Tlp, TlpAction
 from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
@@ -82,12 +80,14 @@ _FETCH = TlpAction.FETCH
 def packet_pass_rule(adaptive_routing: bool) -> PassRule:
     """Adaptive routing lets a packet overtake earlier ones; without it the wire is FIFO per QP."""
 
-    def rule(later: Any, earlier: Any) -> str | None:  # Any: any object with epoch and qp (not checked as Packet)
+    def rule(later: Packet, earlier: Packet) -> str | None:
+        # every Packet carries after/fence_read/batch (-1 unless its WR set them: `Packet.__init__`), so
+        # the issue-30 layers cost two compares here, not getattr lookups, when a scenario does not use them
         if not adaptive_routing or later.epoch != earlier.epoch:
             return None
-        if getattr(later, "batch", -1) >= 0 or getattr(earlier, "batch", -1) >= 0:
+        if later.batch >= 0 or earlier.batch >= 0:
             return None  # a copy engine's copies cross no fabric (CE-no-fabric)
-        after = max(getattr(later, "after", -1), getattr(later, "fence_read", -1))
+        after = later.after if later.after > later.fence_read else later.fence_read
         if after >= 0 and earlier.wr <= after:  # sent once the READ's response was back, which
             return None  # needed every packet before the READ (stricter across QPs: IB-fence-read, IB-read-response)
         return "AR" if later.qp == earlier.qp else "cross-QP"

@@ -39,6 +39,10 @@ _NEVER = 1 << 62        # a time after every event
 # attribute hook (~0.15 us), which the requester would otherwise pay per WR
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
                                                PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
+# op classes as tuples built once: an `A | B` in `isinstance` builds a types.UnionType per call (per WR here)
+_PAYLOAD_OPS = (ops.Write, ops.CeCopy)   # timed as MTU pieces (a copy-engine copy as a WRITE on its lane)
+_WORD_OPS = (ops.WriteValue, ops.CeValue)
+_CE_OPS = (ops.CeCopy, ops.CeValue)      # `epfuzz.model.cebatch`
 
 
 #: the ops that become a WR (`Spin`, `Flush` only pace the channel); `Strong`: those with a strong-ordering flag
@@ -146,7 +150,7 @@ class SendQueues:
         if op.fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
             start = a.arrive + self.lat[qp]
         w.start = start
-        if isinstance(op, ops.Write | ops.CeCopy):  # a copy-engine copy is timed as a WRITE on its lane
+        if isinstance(op, _PAYLOAD_OPS):  # a copy-engine copy is timed as a WRITE on its lane
             ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift if isinstance(op, ops.Write)
                                   else 0, 0, channel, index, qp, wid, start)
         elif isinstance(op, ops.WriteImm):
@@ -154,7 +158,7 @@ class SendQueues:
                                   wid, start)
         else:  # one packet: an 8-byte value, an atomic or a send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            if isinstance(op, ops.WriteValue | ops.CeValue):
+            if isinstance(op, _WORD_OPS):
                 self._packet(channel, index, qp, wid, _VALUE, op.region, op.offset, 8, op.value, True, ready, 0)
             elif isinstance(op, ops.AtomicAdd):
                 self._packet(channel, index, qp, wid, _ATOMIC, op.region, op.offset, 8, op.delta, True, ready, 0)
@@ -167,7 +171,7 @@ class SendQueues:
                              op.slot)
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
-        batch = op.batch if isinstance(op, ops.CeCopy | ops.CeValue) else -1  # epfuzz.model.cebatch
+        batch = op.batch if isinstance(op, _CE_OPS) else -1  # epfuzz.model.cebatch
         for i in range(first, len(self.pkts)) if w.after >= 0 or w.fence_read >= 0 or batch >= 0 else ():
             self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
         if self.track:

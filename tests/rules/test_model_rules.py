@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from epfuzz.model.ordering import Attrs, TlpType
-from epfuzz.sim.packets import LocalStore, Tlp, TlpAction
+from epfuzz.sim.packets import LocalStore, Packet, Tlp, TlpAction
 from epfuzz.sim.pass_rules import packet_pass_rule, tlp_pass_rule
 
 rule = tlp_pass_rule()
@@ -54,9 +54,10 @@ def test_receiver_store_without_barrier_races_the_epoch():
 
 
 def test_packets_keep_order_without_adaptive_routing():
-    class P:
-        def __init__(self, seq: int, qp: int = 0) -> None:
-            self.seq, self.qp, self.epoch = seq, qp, 0
+    def P(seq: int, qp: int = 0) -> Packet:  # a real Packet: the rule reads its issue-30 fields unguarded
+        p = Packet()
+        p.seq, p.qp, p.epoch, p.wr = seq, qp, 0, seq
+        return p
 
     assert packet_pass_rule(False)(P(1), P(0)) is None
     assert packet_pass_rule(True)(P(1), P(0)) == "AR"
