@@ -87,8 +87,8 @@ class RxCache:
 
     def read(self, mem: bytearray, offset: int, length: int, epoch: int,
              invalidate: bool = False) -> tuple[bytes, list[tuple[int, int]]]:
-        """The bytes a read of [offset, offset + length) sees, and (line offset, fill epoch) of each line it
-        was served from whose bytes differ from memory's (RX-stale-line); lines not present are filled."""
+        """The bytes a read of [offset, offset + length) sees, and (line offset, fill epoch) of each line that
+        served some of them other than memory holds (RX-stale-line); lines not present are filled."""
         if length <= 0:
             return b"", []
         first, last = offset // LINE, (offset + length - 1) // LINE
@@ -103,8 +103,10 @@ class RxCache:
             now = bytes(mem[i * LINE:(i + 1) * LINE])
             if got is None:
                 got = lines[i] = (now, epoch)  # RX-line-fill
-            elif got[0] != now:
-                stale.append((i * LINE, got[1]))
+            else:  # only the bytes this read takes from the line count
+                lo, hi = max(offset - i * LINE, 0), min(offset + length - i * LINE, LINE)
+                if got[0][lo:hi] != now[lo:hi]:
+                    stale.append((i * LINE, got[1]))
             seen += got[0]
         start = offset - first * LINE
         return bytes(seen[start:start + length]), stale

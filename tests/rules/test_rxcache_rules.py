@@ -71,6 +71,7 @@ def test_rx_stale_line_a_nic_write_leaves_a_present_line_as_it_was():
     mem[16:32] = b"\x01" * 16  # a NIC write lands in memory (bytes outside the first read: same line)
     seen, stale = cache.read(mem, 16, 16, epoch=1)
     assert seen == bytes(16) and stale == [(0, 0)]  # the line as filled in epoch 0
+    assert cache.read(mem, 0, 16, epoch=1) == (bytes(16), [])  # the bytes it serves here are memory's too
     # through the sim: the second call's reduction reads the first call's partials
     run = simulate(_scn(2), get_protocol("stale_cache"))
     v = run.violation
