@@ -134,3 +134,26 @@ def test_backends_that_cannot_run_a_cached_receive_heap_say_why(monkeypatch):
         assert str(refused.value) == why
         with pytest.raises(Unsupported, match="receive heap is mapped"):
             encode_programs(proto, scn, proto.layout(scn))
+
+
+@pytest.mark.slow
+def test_under_nvlink_the_stale_line_is_found_even_fenced_and_the_fix_is_clean_when_fenced():
+    """platform_expect.BREADTH_NVLINK["cache bug"]: the layer does not look at the preset, so a system-scope
+    fence orders the peer's stores and leaves the lines stale; the uncached fixed form is clean when fenced."""
+    from dataclasses import replace
+
+    from epfuzz.protocols.platform_expect import BREADTH_NVLINK
+    from epfuzz.search.sampler import sample_schedule
+
+    assert BREADTH_NVLINK["cache bug"] == ("stale_cache",)
+    for name in ("stale_cache", "stale_cache_fixed"):
+        rng = random.Random(5)
+        proto = get_protocol(name)
+        found = []
+        for _ in range(300):
+            scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), name, "nvlink")
+            scn = scn.replace(gpu=replace(scn.gpu, fence="threadfence_system", path="p2p"))
+            v = simulate(scn.replace(schedule=sample_schedule(scn, proto, rng)), proto).violation
+            if v is not None:
+                found.append(v.extra.get("rx_cache"))
+        assert (found and set(found) == {"RX-stale-line"}) if name == "stale_cache" else not found, found
