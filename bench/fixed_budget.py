@@ -26,12 +26,13 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from epfuzz.protocols import ZOO, cebatch, deepep_paths, field2026, gpu2026, pull  # noqa: E402
+from epfuzz.protocols import ZOO, cebatch, deepep_paths, field2026, gpu2026, pull, rxcache  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 from epfuzz.protocols.deep2 import DEEP2_ZOO  # noqa: E402
 
 FIXED = ([z[3] for z in ZOO] + ["write_imm_signal"] + [z[3] for z in DEEP_ZOO] + [z[3] for z in DEEP2_ZOO]
-         + [p[2] for p in deepep_paths.PAIRS + field2026.PAIRS + pull.PAIRS + cebatch.PAIRS + gpu2026.PAIRS])
+         + [p[2] for p in deepep_paths.PAIRS + field2026.PAIRS + pull.PAIRS + cebatch.PAIRS + gpu2026.PAIRS
+            + rxcache.PAIRS])
 
 
 Row = tuple[str, int, float, bool, str, str]   # name, executions, seconds, finding, date, machine

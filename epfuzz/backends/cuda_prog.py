@@ -21,6 +21,7 @@ from epfuzz.infra.errors import Unsupported
 from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK, token_image
 from epfuzz.ir.scenario import Scenario
+from epfuzz.model.rxcache import COHERENT
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 
 HERE = Path(__file__).resolve().parent
@@ -115,6 +116,11 @@ def encode_programs(proto: Protocol, scn: Scenario, lay: Layout) -> np.ndarray:
     why = getattr(proto, "cuda_refusal", "")
     if why:
         raise Unsupported(f"cuda: {proto.name}: {why}")
+    rx_map = getattr(proto, "rx_map", COHERENT)
+    if rx_map != COHERENT:
+        raise Unsupported(f"cuda: {proto.name}'s receive heap is mapped {rx_map} (epfuzz.model.rxcache: a GPU L2 that "
+                          "a NIC's writes bypass); the interpreter's consumer reads through an NVIDIA L2, which "
+                          "every writer's stores reach (sim only)")
     runs = {e: [[_record(op, c, lay) for op in prog]
                 for c, prog in enumerate(apply_spins(proto.sender(scn, lay, e), scn))] for e in PROBE_EPOCHS}
     base, nxt = runs[0], runs[1]

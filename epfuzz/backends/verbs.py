@@ -26,6 +26,7 @@ from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, HarnessError, I
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation
+from epfuzz.model.rxcache import COHERENT
 
 if TYPE_CHECKING:
     from epfuzz.protocols.base import Protocol
@@ -73,7 +74,13 @@ def refusal(scn: Scenario, proto: Protocol) -> str:
     """Why verbs cannot run this protocol's ops, or "": a copy-engine copy (`ops.CeCopy`, `ops.CeValue`) is a
     GPU DMA engine's, with no work request to post; a READ's bytes must fit the sender's scratch; the
     sender-side source layer (`epfuzz.model.source`), TMA stores and the stale-frontier quiet are the sim's
-    alone. Asked on the host, before a guest is booted."""
+    alone, and so is a receive heap mapped through a GPU's cache (`epfuzz.model.rxcache`). Asked on the host,
+    before a guest is booted."""
+    rx_map = getattr(proto, "rx_map", COHERENT)
+    if rx_map != COHERENT:
+        return (f"backend verbs: {proto.name}'s receive heap is mapped {rx_map} for a GPU's reads "
+                "(epfuzz.model.rxcache); the guest's receiver is a CPU, whose caches the NIC's DMA keeps coherent "
+                "(sim only)")
     lay = proto.layout(scn)
     for epoch in range(min(scn.payload.epochs, 2)):  # senders vary per epoch in values, not in op kinds
         for prog in proto.sender(scn, lay, epoch):

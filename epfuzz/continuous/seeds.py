@@ -107,6 +107,9 @@ def seed_scenarios(protocol: str) -> list[Scenario]:
     if protocol == "dispatch_any":  # the GPU message-passing litmus, for the cuda backend (64K words)
         out.append(codec.load_dict({"protocol": protocol, "signal": {"kind": "write", "at_end_only": True},
                                     "payload": {"num_tokens": 16, "hidden_bytes": 16384}}))
+    if getattr(REGISTRY.items[protocol], "rx_map", "coherent") != "coherent":  # a stale L2 line needs a second epoch
+        out.append(codec.load_dict({"protocol": protocol, "payload": {"num_tokens": 3, "epochs": 2},
+                                    "topology": {"num_channels": 2}}))
     pinned = {k.split(".")[1]: v for k, v in REGISTRY.items[protocol].fixed.items() if k.startswith("knobs.")}
     out.append(codec.load_dict(_with(SEED_661, protocol=protocol, preset="spec",
                                      knobs={"reorder_window": 16, **pinned})))

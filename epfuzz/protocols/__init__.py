@@ -60,12 +60,15 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "epfuzz.protocols.gpu2026": ("stale_quiet", "stale_quiet_fixed", "source_no_flush", "source_no_flush_fixed",
                                  "tma_flag", "tma_flag_fixed", "ro_only_strict_mr", "ro_only_strict_mr_fixed",
                                  "mixed_plane", "mixed_plane_fixed"),
+    # issue 30's receiver-side pair (the receiver cache layer, epfuzz.model.rxcache)
+    "epfuzz.protocols.rxcache": ("stale_cache", "stale_cache_fixed"),
 }
 #: the families with tables of their own instead of `pattern` links (deep.DEEP_ZOO, deep2.DEEP2_ZOO; the
 #: breadth modules' PAIRS)
 UNLINKED_FAMILIES: tuple[str, ...] = ("epfuzz.protocols.deep", "epfuzz.protocols.deep2",
                                       "epfuzz.protocols.deepep_paths", "epfuzz.protocols.field2026",
-                                      "epfuzz.protocols.pull", "epfuzz.protocols.cebatch", "epfuzz.protocols.gpu2026")
+                                      "epfuzz.protocols.pull", "epfuzz.protocols.cebatch", "epfuzz.protocols.gpu2026",
+                                      "epfuzz.protocols.rxcache")
 #: the families whose `pattern` links make the bug-zoo table
 ZOO_FAMILIES: tuple[str, ...] = tuple(m for m in FAMILY_PROTOCOLS if m not in UNLINKED_FAMILIES)
 #: a built-in protocol's name -> the module that defines it

@@ -65,6 +65,9 @@ class Consume:
     length: int
     channel: int
     what: str  # e.g. "slots [3, 6) of channel 1"
+    #: the receiver invalidates the cache lines of these bytes before it reads them (`buffer_inv sc1`, or loads
+    #: that bypass L2): under `Protocol.rx_map` "cached" the read refills them from memory (epfuzz.model.rxcache)
+    invalidate: bool = False
 
 
 class MemoryView(TypingProtocol):
@@ -148,6 +151,10 @@ class Protocol(abc.ABC):
     #: done (an x86 write-combining mapping with no mfence between them, NCCL a12d73a8), so it is ordered
     #: only after what had arrived at the receiver's previous look, not after the completion it follows
     flush_before_poll: bool = False
+    #: how the receive heap (the data region) is mapped for the receiver's reads (epfuzz.model.rxcache):
+    #: "coherent" (reads see every landed byte), "cached" (a GPU L2 that a NIC's writes bypass: a line read
+    #: once serves later reads until invalidated, mori #610), "uncached" (hipDeviceMallocUncached: memory)
+    rx_map: str = "coherent"
     #: PCIe completer of each region (0 = one path for all); different completers are unordered
     targets: dict[str, int] = {}
     #: the bug-zoo pattern this protocol is the buggy (expect "finding") or fixed ("clean") side of

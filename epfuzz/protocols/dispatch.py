@@ -83,7 +83,7 @@ class DispatchProtocol(Protocol):
         self.no_signal = bool(options.pop("no_signal", False))
         self.wrong_stride = bool(options.pop("wrong_stride", False))
         self._take_options(options, ("reset_signals", "poison", "release_at_accept", "flush_on_accept",
-                                     "flush_before_poll", "targets"), "DispatchProtocol")
+                                     "flush_before_poll", "targets", "rx_map"), "DispatchProtocol")
 
     def epoch_prologue(self, scn: Scenario, lay: Layout, epoch: int) -> list[tuple[str, int, int, bool]]:
         """With `prologue_reset`, the receiver zeroes its tail words itself between epochs."""

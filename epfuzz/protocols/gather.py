@@ -170,7 +170,7 @@ class PathProtocol(Protocol):
     """A protocol as data: pinned fields, a sender, a receiver factory, an optional prologue.
 
     `options` sets the `Protocol` attributes (reset_signals, poison, release_at_accept,
-    flush_on_accept, targets, signature_knobs).
+    flush_on_accept, targets, signature_knobs, rx_map).
     """
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str, sources: tuple[str, ...],
@@ -180,7 +180,7 @@ class PathProtocol(Protocol):
         self.expect = expect  # type: ignore[assignment]
         self._sender, self._receiver, self._prologue = sender, receiver, prologue
         self._take_options(options, ("reset_signals", "poison", "release_at_accept", "flush_on_accept", "targets",
-                                     "signature_knobs"), "PathProtocol")
+                                     "signature_knobs", "rx_map"), "PathProtocol")
 
     def sender(self, scn: Scenario, layout: Layout, epoch: int) -> list[list[ops.Op]]:
         return self._sender(scn, layout, epoch)

@@ -81,6 +81,10 @@ BREADTH_NVLINK = {
     # an NVLink-only bug (gpu2026.tma_flag, pinned to threadfence_system on p2p): found under nvlink in 56 of 300
     # sampled inputs, clean under the RDMA presets, where a TMA store is an RDMA WRITE
     "nvlink bug": ("tma_flag",),
+    # the receiver cache layer does not look at the preset (epfuzz.model.rxcache; the same 300 inputs): stale_cache
+    # 137 findings with threadfence_system, every one RX-stale-line; stale_cache_fixed 0 fenced, 59 with no fence
+    # ("clean if fenced", as every fixed form)
+    "cache bug": ("stale_cache",),
 }
 
 

@@ -51,8 +51,11 @@ class SimRun:
 
     @property
     def rules_fired(self) -> frozenset[str]:
-        return frozenset(r for _, _, r in self.tlp_inversions) | frozenset(
-            r for _, _, r in self.packet_inversions)
+        """The clauses of the run's passes, and the receiver-cache clause of a read served by stale L2 lines
+        (`epfuzz.model.rxcache`: no pass, the clause the finding rests on)."""
+        out = frozenset(r for _, _, r in self.tlp_inversions) | frozenset(r for _, _, r in self.packet_inversions)
+        v = self.violation
+        return out | {v.extra["rx_cache"]} if v is not None and "rx_cache" in v.extra else out
 
     def culprit_rules(self) -> frozenset[str]:
         """The rule clauses of the reorderings the finding depends on.
@@ -60,7 +63,8 @@ class SimRun:
         For a stale accept: inversions where an earlier-arrived TLP overlapping the
         accepted bytes was still invisible when the receiver accepted, and the TLP
         that passed it was already visible (plus the packet-level overtakes of those
-        stale TLPs' packets). Other reorderings in the run are noise for dedup.
+        stale TLPs' packets), and the receiver-cache clause of a read served by stale L2 lines
+        (`epfuzz.model.rxcache`). Other reorderings in the run are noise for dedup.
         """
         v = self.violation
         if v is None:
@@ -85,6 +89,8 @@ class SimRun:
         for _, pb, r in self.packet_inversions:
             if pb.seq in stale_pkts:
                 out.add(r)
+        if "rx_cache" in v.extra:
+            out.add(v.extra["rx_cache"])
         return frozenset(out)
 
     def fingerprint(self) -> tuple[object, ...]:

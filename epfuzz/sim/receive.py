@@ -13,9 +13,12 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
+
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation, judge
+from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.sim.memory import Memory, Starts, expected_data
 from epfuzz.sim.nvlink import is_nvlink
@@ -80,12 +83,16 @@ class Receiving:
             self.spans = {r: None if wb.get(r) is None else _merged(wb[r]) for r in self.watch}
         #: polls skipped because the TLP changed nothing the receiver reads (what tests check)
         self.skipped = 0
+        #: the receiver's L2 lines over the data region, under a cached receive heap (epfuzz.model.rxcache)
+        self.cache = RxCache() if check_map(getattr(proto, "rx_map", COHERENT), self.name) == CACHED else None
 
     def start_epoch(self, epoch: int) -> None:
         if not self.proto.release_at_accept:
             self.reading = ()  # the credit follows the read: the sender waits for it
         self.epoch = epoch
         self.mem.start_epoch(epoch, poison=self.proto.poison, reset=self.proto.reset_signals)
+        if self.cache is not None and (self.proto.poison or epoch == 0):  # the poison is the GPU's own store
+            self.cache.store(self.mem.bufs[ops.DATA], 0, len(self.mem.bufs[ops.DATA]))
         self.rx.start_epoch(epoch)
         self.pending_local = self.local_left.get(epoch, 0)
 
@@ -99,11 +106,14 @@ class Receiving:
     def state(self) -> tuple[Any, ...]:
         """Everything `land` changes except memory (see `key`/`snapshot`)."""
         return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local, self.arrived,
-                self.look, None if self.polls is None else len(self.polls))
+                self.look, None if self.polls is None else len(self.polls),
+                None if self.cache is None else self.cache.state())
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n = state
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n, cs = state
         self.rx.restore(rs)
+        if self.cache is not None:
+            self.cache.restore(cs)
         if self.polls is not None:
             del self.polls[n:]
 
@@ -111,19 +121,42 @@ class Receiving:
         """What the receiver's future depends on, given the set of visible TLPs (for state merging)."""
         m = self.mem.regions
         return (self.rx.state(), self.reading, self.deferred, m[ops.SIGNAL].tobytes(), m[ops.CQ].tobytes(),
-                self.look if self.early else 0)
+                self.look if self.early else 0, None if self.cache is None else self.cache.state())
 
     def _verify(self, c: Consume, epoch: int, trigger: int, position: int) -> Violation | None:
         """Judge one accept; `trigger` is the seq of the TLP that woke the receiver (-1: the epoch's
         first look, which no TLP woke)."""
         mem = self.mem
         lay = mem.layout
+        if self.cache is not None and c.region == ops.DATA:
+            return self._verify_cached(c, epoch, trigger, position)
         if (c.region == ops.DATA and epoch == mem.epoch and c.offset >= 0 and c.length >= 0
                 and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
             return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         v = judge(c, self.mem.regions[c.region], expected_data(lay, epoch), lay, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
+        return v
+
+    def _verify_cached(self, c: Consume, epoch: int, trigger: int, position: int) -> Violation | None:
+        """Judge an accept whose read goes through the receiver's L2 lines (`epfuzz.model.rxcache`): what the
+        read saw is memory with the lines it was served from laid over it."""
+        assert self.cache is not None
+        mem = self.mem
+        buf = mem.bufs[ops.DATA]
+        if not 0 <= c.offset <= c.offset + c.length <= len(buf):  # judge's one-line error for a bad range
+            return judge(c, mem.regions[ops.DATA], expected_data(mem.layout, epoch), mem.layout, self.name, epoch)
+        seen, stale = self.cache.read(buf, c.offset, c.length, self.epoch, c.invalidate)
+        if epoch == mem.epoch and seen == mem.expected[c.offset:c.offset + c.length].tobytes():
+            return None
+        region = mem.regions[ops.DATA].copy()
+        region[c.offset:c.offset + c.length] = np.frombuffer(seen, dtype=np.uint8)
+        v = judge(c, region, expected_data(mem.layout, epoch), mem.layout, self.name, epoch)
+        if v is not None:
+            v.trigger, v.position = trigger, position
+            if stale:  # RX-stale-line: (line offset, epoch of its fill) of the first lines served stale
+                v.extra["rx_cache"] = "RX-stale-line"
+                v.extra["rx_lines"] = [list(x) for x in stale[:8]]
         return v
 
     def wake(self, position: int) -> Violation | None:
@@ -158,6 +191,8 @@ class Receiving:
             self.arrived = t.seq + t.n
         if t.local:
             self.pending_local -= 1
+            if self.cache is not None and t.region == ops.DATA:  # RX-own-store
+                self.cache.store(self.mem.bufs[ops.DATA], t.off, t.length)
         v = self._still_reading(t, position)
         if v is not None:
             return v

@@ -16,6 +16,7 @@ from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import DEVICE_CLAUSES, RO_ONLY_MODEL, mr_relaxed
 from epfuzz.model.ordering import TlpType
+from epfuzz.model.rxcache import LINE, RX_CLAUSES
 from epfuzz.model.source import SOURCE_CLAUSES
 from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import SimRun, simulate
@@ -175,7 +176,7 @@ def overtake_lines(run: SimRun) -> list[str]:
            for a, b, r in run.tlp_inversions]
     out += [f"{r}: packet {a.seq} (QP {a.qp} PSN {a.psn}) arrived before packet {b.seq} (QP {b.qp} PSN {b.psn})"
             for a, b, r in run.packet_inversions]
-    return out + source_lines(run)
+    return out + source_lines(run) + cache_lines(run)
 
 
 def _ro_only_key(run: SimRun) -> str:
@@ -207,6 +208,17 @@ def source_lines(run: SimRun) -> list[str]:
         out.append(f"... and {len(stale) - SOURCE_SHOWN} more packet(s) read from the send buffer so "
                    f"({', '.join(sorted({p.stale for p in stale[SOURCE_SHOWN:]}))})")
     return out
+
+
+def cache_lines(run: SimRun) -> list[str]:
+    """One line per L2 line of the receiver's cache (`epfuzz.model.rxcache`) that served the accepted read
+    bytes other than memory held: the receiver-side clause and the epoch whose read filled the line."""
+    v = run.violation
+    if v is None or v.extra.get("rx_cache") != "RX-stale-line":
+        return []
+    clause = RX_CLAUSES["RX-stale-line"]
+    return [f"RX-stale-line: the receiver read {v.region} bytes {off}-{off + LINE - 1} from an L2 line its read in "
+            f"epoch {filled} filled; {clause.rule} ({clause.source})" for off, filled in v.extra["rx_lines"]]
 
 
 def _no_overtake_reason(run: SimRun) -> str:

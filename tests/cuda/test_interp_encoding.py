@@ -56,7 +56,9 @@ REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed":
                                                                   "ce_signal_override", "ce_signal_override_fixed")},
            # issue 30's sender-side layer (epfuzz.model.source) and the stale-frontier quiet: sim only
            "stale_quiet": "stale frontier", "stale_quiet_fixed": "SrcClear is a GPU access to a send buffer",
-           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access"}
+           "source_no_flush": "SrcStore is a GPU access", "source_no_flush_fixed": "SrcStore is a GPU access",
+           # issue 30's receiver cache layer (epfuzz.model.rxcache): an L2 that a NIC's writes bypass, sim only
+           "stale_cache": "receive heap is mapped cached", "stale_cache_fixed": "receive heap is mapped uncached"}
 NAMES = sorted(set(REGISTRY.items) - set(REFUSED)) + ["examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic"]
 
 
