@@ -57,6 +57,11 @@ IN_PROCESS = ("guided", "random", "sampler")
 #: line-coverage harness): rendered where a file has them, no longer run
 LEGACY = ("libfuzzer+feedback", "libfuzzer")
 STAT = re.compile(r"stat::number_of_executed_units:\s+(\d+)")
+#: issue 27's criterion for a deep bug, which looks at the random baseline only (never at the search being
+#: judged): random bytes find it in fewer than half of their trials within DEEP_EXECS executions each
+DEEP_EXECS = 10_000
+DEEP_CRITERION = (f"deep = random finds it in fewer than half of its trials (fewer than 10 of 20) within "
+                  f"{DEEP_EXECS:,} executions")
 
 
 def in_process(kind: str, name: str, seed: int, budget: float, execs: int = 0) -> dict[str, Any]:
@@ -142,6 +147,21 @@ def bugs(which: str) -> list[str]:
     return {"deep": deep, "deep2": deep2, "zoo": zoo, "all": deep + deep2 + zoo}[which]
 
 
+def depth(trials: list[dict[str, Any]], cap: int) -> dict[str, str]:
+    """Each bug's class by DEEP_CRITERION, from random's trials ("deep" or "shallow"; a bug with no
+    random trial is not classed). Trials bounded below DEEP_EXECS cannot tell: an error, not a guess."""
+    if cap and cap < DEEP_EXECS:
+        raise ValueError(f"the deep criterion needs random trials of {DEEP_EXECS:,} executions; these stop at {cap:,}")
+    out: dict[str, str] = {}
+    for bug in sorted({t["bug"] for t in trials if t["fuzzer"] == "random"}):
+        rs = [t for t in trials if t["bug"] == bug and t["fuzzer"] == "random"]
+        if not cap and any(not t["found"] for t in rs):
+            raise ValueError(f"{bug}: random trials bounded in seconds only cannot tell the deep criterion")
+        hits = sum(t["found"] and t["execs"] <= DEEP_EXECS for t in rs)
+        out[bug] = "deep" if 2 * hits < len(rs) else "shallow"
+    return out
+
+
 def summarize(trials: list[dict[str, Any]], budget: float, execs: int = 0) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for (bug, kind) in sorted({(t["bug"], t["fuzzer"]) for t in trials}):
@@ -180,6 +200,10 @@ def render(res: dict[str, Any]) -> str:
              "| bug | fuzzer | found | median execs | median s | RMST s | p vs random | A12 vs random |"
              + (" RMST execs | p execs | A12 execs |" if ex else ""),
              "| --- | --- | --- | --- | --- | --- | --- | --- |" + (" --- | --- | --- |" if ex else "")]
+    try:
+        klass = depth(res.get("trials", []), ex)
+    except ValueError:
+        klass = {}
     for bug, row in res["summary"].items():
         for kind in (*FUZZERS, *LEGACY):
             if kind not in row:
@@ -195,6 +219,10 @@ def render(res: dict[str, Any]) -> str:
                 ae = "-" if r.get("a12_execs_vs_random") is None else f"{r['a12_execs_vs_random']:.2f}"
                 row_ += f" {r['rmst_execs']} | {pe} | {ae} |"
             lines.append(row_)
+    if klass:
+        names = {k: ", ".join(f"`{b}`" for b in klass if klass[b] == k) or "none" for k in ("deep", "shallow")}
+        lines += ["", f"By issue 27's criterion ({DEEP_CRITERION}), from these random trials: deep: "
+                  f"{names['deep']}; shallow: {names['shallow']}."]
     return "\n".join(lines) + "\n"
 
 

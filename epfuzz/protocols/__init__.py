@@ -44,7 +44,9 @@ FAMILY_PROTOCOLS: dict[str, tuple[str, ...]] = {
     "epfuzz.protocols.deep2": ("deep2_head_stamp", "deep2_head_stamp_fixed", "deep2_mid_stamp",
                                "deep2_mid_stamp_fixed", "deep2_head_trailer", "deep2_head_trailer_fixed",
                                "deep2_notify", "deep2_notify_fixed", "deep2_packed", "deep2_packed_fixed",
-                               "deep2_spin_qp", "deep2_spin_qp_fixed"),
+                               "deep2_spin_qp", "deep2_spin_qp_fixed", "deep2_seq_stride",
+                               "deep2_seq_stride_fixed", "deep2_meta_qp", "deep2_meta_qp_fixed",
+                               "deep2_cqe_packets", "deep2_cqe_packets_fixed"),
     # issue 30's breadth: DeepEP's other paths and the 2026 field patterns, pairs listed in their modules' PAIRS
     "epfuzz.protocols.deepep_paths": ("deepep_combine", "deepep_combine_fixed", "deepep_ll_dispatch",
                                       "deepep_ll_dispatch_fixed", "deepep_ll_combine", "deepep_ll_combine_fixed",

@@ -11,13 +11,22 @@ looks better than it is. Each pair here is a write-then-signal bug from the fiel
 - a header AND a trailer stamp together,
 - a NOTIFY word: the count the sender announced for this call, which a stale tail cannot fake,
 - a PACKED counter: every channel's count in one word, as lanes,
-- a TIMING assumption across QPs: a GPU spin "long enough" for the data before a signal on another QP.
+- a TIMING assumption across QPs: a GPU spin "long enough" for the data before a signal on another QP,
+- SEQUENCE WORDS checked on a sample of chunks: the last 16 bytes of every KiB (NCCL LL128's flag per
+  line, coarser), or a checksum over the first and last 16 bytes of every MTU packet,
+- an epoch-stamped entry in a separate METADATA region as the count, instead of a tail word.
+
+Which of these bugs are deep is measured, not declared: by issue 27's criterion (bench/search.py
+DEEP_CRITERION: random finds it in fewer than half of its trials within 10,000 executions), deep2_notify,
+deep2_packed and deep2_spin_qp are shallow (bench/search-issue27.json) and are judged with the shallow zoo;
+deep2_seq_stride, deep2_meta_qp and deep2_cqe_packets were added to keep six deep bugs in the set.
 
 Each bad form takes its unsafe path only in a corner of the configuration (a remainder batch, a
 multi-token WR, a split token on several QPs, a channel whose count overflows its lane, a second
-call, channels sharing QPs) and then needs a schedule that the defence makes rare; outside its
-corner it posts what its fixed form posts (tests/zoo/test_deep2_zoo.py checks the senders). The
-fixed forms close the corner the way the real fixes did.
+call, channels sharing QPs, a split token's flag WRITE, a remainder batch's epilogue or host-path
+CQE) and then needs a schedule that the defence makes rare; outside its corner it posts what its
+fixed form posts (tests/zoo/test_deep2_zoo.py checks the senders). The fixed forms close the corner
+the way the real fixes did.
 """
 
 from __future__ import annotations
@@ -28,11 +37,17 @@ from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView
-from epfuzz.protocols.deep import _RO_RMW, GuardedDispatch, GuardedReceiver
+from epfuzz.protocols.deep import _GDR_TARGETS, _RO_RMW, GuardedDispatch, GuardedReceiver
 from epfuzz.protocols.dispatch import FINISH, data_wrs, pack2, unpack2
 
 #: where a receiver looks for this call's stamp in a slot, as a chunk index of the slot
-CHECKS = ("head", "middle", "both", "trailer", "none")
+CHECKS = ("head", "middle", "both", "trailer", "none", "stride", "packets")
+#: "stride": a sequence word in the last 16 bytes of every KiB of a slot (NCCL LL128's flag per line, at a
+#: coarser grain), checked there only
+STRIDE = 1024
+#: "packets": the first and last 16 bytes of every MTU packet of a slot (4 KiB, DeepEP's IB MTU; the
+#: slot's last packet ends with it), a checksum over that sample
+PACKET = 4096
 
 
 class StampReceiver(GuardedReceiver):
@@ -43,22 +58,30 @@ class StampReceiver(GuardedReceiver):
     `notify`: the sender first writes pack2(epoch + 1, n) into the channel's notify word (recv entry 0
     of the channel, DeepEP's notify_dispatch count); slots are read only up to that count and only
     once it names this call. `lanes`: all channels add into signal word 0, `lanes` bits per channel,
-    and a count is rebuilt from its lane modulo 2**lanes (a wrapping counter).
+    and a count is rebuilt from its lane modulo 2**lanes (a wrapping counter). `meta`: no tail word:
+    the channel's entry in a separate metadata region (the same recv word) carries pack2(epoch + 1,
+    tail), and the receiver reads slots up to a tail whose stamp names this call.
     """
 
     def __init__(self, scn: Scenario, lay: Layout, check: str = "none", notify: bool = False, lanes: int = 0,
-                 **opts: Any) -> None:
-        super().__init__(scn, lay, with_cqes=False, **opts)
+                 meta: bool = False, **opts: Any) -> None:
+        super().__init__(scn, lay, **opts)
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}")
         self.check = check
         self.notify = notify
         self.lanes = lanes
-        if notify:
+        self.meta = meta
+        if notify or meta:
             self.watch = self.watch | {ops.RECV}
 
     def _chunks(self) -> tuple[int, ...]:
         last = self.lay.token_bytes // CHUNK - 1
+        if self.check == "stride":
+            return tuple(range(STRIDE // CHUNK - 1, last + 1, STRIDE // CHUNK))
+        if self.check == "packets":
+            per = PACKET // CHUNK
+            return tuple(sorted({k for s in range(0, last + 1, per) for k in (s, min(s + per - 1, last))}))
         return {"head": (0,), "middle": ((last + 1) // 2,), "both": (0, last), "trailer": (last,),
                 "none": ()}[self.check]
 
@@ -73,6 +96,9 @@ class StampReceiver(GuardedReceiver):
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         n = self.lay.tokens_in_channel[c]
+        if self.meta:  # the metadata entry is the count: trusted only when it names this call
+            stamp, tail = unpack2(mem.u64(ops.RECV, c * self.lay.max_signals * 16))
+            return [(int(tail >= n), tail)] if stamp == epoch + 1 else [(0, 0)]
         if self.lanes:
             mask = (1 << self.lanes) - 1
             lane = (mem.u64(ops.SIGNAL, 0) >> (self.lanes * c)) & mask
@@ -88,7 +114,7 @@ class StampReceiver(GuardedReceiver):
         return [(int(f and t >= count), min(t, count)) for f, t in seen]
 
     def poll(self, mem: MemoryView, epoch: int) -> list[Any]:
-        if self.notify or self.lanes:
+        if self.notify or self.lanes or self.meta:
             self.snap = None  # the words read are not only the tail words: read them at every wake-up
         return super().poll(mem, epoch)
 
@@ -107,15 +133,19 @@ class Deep2Dispatch(GuardedDispatch):
     `lanes`: add each batch's count into lane c of the one packed signal word.
     `spin_other_qp`: a channel whose QP is shared (channels outnumber QPs) signals on the next QP
     after a GPU spin of `spin_ns` instead of on its data QP.
+    `meta`: each batch is published by an RDMA WRITE of pack2(epoch + 1, tail) into the channel's
+    entry of the metadata region (no tail word); `meta_epilogue`: a channel's last, partial batch
+    writes its entry after the loop on the next QP (the epilogue's metadata QP), after a flush.
+    The base class's options (`split_flag`, `remainder_imm`, ...) go with the signals they change.
     """
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str, sources: tuple[str, ...] = (), *,
                  check: str = "none", batch_flag: bool = False, rail_split: bool = False, notify: bool = False,
                  lanes: int = 0, spin_other_qp: bool = False, spin_ns: int = 0, remote_reset: bool = False,
-                 notify_on_data_qp: bool = False, flush_all: bool = False, **options: Any) -> None:
+                 notify_on_data_qp: bool = False, flush_all: bool = False, meta: bool = False,
+                 meta_epilogue: bool = False, **options: Any) -> None:
         super().__init__(name, doc, fixed, expect, sources, **options)
-        self.receiver_opts = {**self.receiver_opts, "check": check, "notify": notify, "lanes": lanes}
-        self.receiver_opts.pop("with_cqes", None)
+        self.receiver_opts = {**self.receiver_opts, "check": check, "notify": notify, "lanes": lanes, "meta": meta}
         self.receiver_cls = StampReceiver
         self.batch_flag = batch_flag
         self.rail_split = rail_split
@@ -126,13 +156,15 @@ class Deep2Dispatch(GuardedDispatch):
         self.remote_reset = remote_reset
         self.notify_on_data_qp = notify_on_data_qp
         self.flush_all = flush_all
+        self.meta = meta
+        self.meta_epilogue = meta_epilogue
 
     @property
     def cuda_refusal(self) -> str:
         """Why the cuda interpreter cannot judge this protocol ("" = it can): its log keeps one class per
         slot body and one for the trailer, so a stamp read inside the body would look unlanded until the
         whole body has landed, hiding exactly the accepts this receiver makes."""
-        if self.receiver_opts["check"] in ("head", "middle", "both"):
+        if self.receiver_opts["check"] in ("head", "middle", "both", "stride", "packets"):
             return (f"its receiver reads a stamp inside the slot body ({self.receiver_opts['check']}), and the "
                     "interpreter's log keeps one class for a slot's whole body")
         return ""
@@ -177,7 +209,8 @@ class Deep2Dispatch(GuardedDispatch):
                         prog.extend(ops.Flush(q) for q in sorted(used))
                     if sqp != dqp:
                         prog.append(ops.Spin(self.spin_ns))
-                    prog.append(self._signal2(scn, lay, c, sqp, signaled, done, n, k, epoch))
+                    qp = (dqp + 1) % nq if self.meta_epilogue and self._remainder(scn, done, n) else sqp
+                    prog.append(self._signal2(scn, lay, c, qp, signaled, done, n, k, epoch))
                     signaled, k = done, k + 1
             if n == 0:
                 prog.append(self._signal2(scn, lay, c, sqp, 0, 0, 0, 0, epoch))
@@ -187,6 +220,8 @@ class Deep2Dispatch(GuardedDispatch):
     def _signal2(self, scn: Scenario, lay: Layout, c: int, qp: int, old: int, tail: int, n: int, k: int,
                  epoch: int) -> ops.Op:
         finish = FINISH if tail == n else 0
+        if self.meta:
+            return ops.WriteValue(qp, ops.RECV, c * lay.max_signals * 16, pack2(epoch + 1, tail))
         if self.lanes:
             return ops.AtomicAdd(qp, ops.SIGNAL, 0, (tail - old) << (self.lanes * c))
         if self.batch_flag and scn.chunking.tokens_per_wr > 1 and tail - old > 1:
@@ -260,6 +295,35 @@ _PAIRS2 = (
         "the data QP must lag behind the other QP by more than the spin", "the signal on the data QP",
         dict(_STRICT), ("mori db3a42c9", "uccl #374", "nccl#2302", "DeepEP #715"),
         {"spin_other_qp": True, "spin_ns": 100_000}, {"spin_ns": 100_000})),
+    (2, "flag WRITE on the split-token path behind per-KiB sequence words", _pair2(
+        "deep2_seq_stride", "RO window, mode-0 atomics; every KiB of a slot ends in a sequence word (this call and "
+        "token) and the receiver checks those words only (NCCL LL128's flag per line, at a coarser grain: a sample, "
+        "not every line); the tail is raised by the fetch-and-add except on the path that posts each token in "
+        "several WRs (tokens_per_wr 1, splits > 1), which kept the RDMA WRITE of pack2(finish, tail): the flag and "
+        "every sequence word after an unchecked TLP must pass it (A2b)", "every path raises the tail by the "
+        "fetch-and-add", dict(_RO_RMW), (*_FLAG, "NCCL LL128", "shs-ccl-docs #21"),
+        {"check": "stride", "split_flag": True}, {"check": "stride"})),
+    (4, "epoch-stamped metadata entry written on another QP in the epilogue", _pair2(
+        "deep2_meta_qp", "strict MR, mode-0 atomics; no tail word: each batch is published by an RDMA WRITE of "
+        "pack2(call + 1, tail) into the channel's entry of a separate metadata region, which the receiver trusts "
+        "only when its stamp names this call (last call's entry cannot fake it); full batches write it on the data "
+        "QP, ordered behind their data, but a channel's last, partial batch writes it after the loop on the next QP "
+        "after a flush (local completion only; DeepEP's gpu_barrier epilogue); the slots also carry a sequence word "
+        "at the end of every KiB, checked: the data QP must lag behind that QP (xQP) after its last checked word",
+        "the epilogue's entry on the data QP after the flush", dict(_STRICT),
+        ("DeepEP notify_dispatch", "DeepEP gpu_barrier", "nccl#2302", "DeepEP #700", "NCCL LL128"),
+        {"check": "stride", "meta": True, "meta_epilogue": True, "flush_before_signal": True},
+        {"check": "stride", "meta": True, "flush_before_signal": True})),
+    (9, "remainder completion through a host-memory CQE, a checksum over each packet's ends", _pair2(
+        "deep2_cqe_packets", "RO window, mode-0 atomics; the receiver checks a sample of each slot: the first and "
+        "last 16 bytes of every 4 KiB MTU packet (a checksum over a subset); full batches raise the GPU-memory "
+        "tail by the fetch-and-add, a channel's last, partial batch is completed by a zero-length WRITE_WITH_IMM "
+        "whose CQE lands in host memory (another PCIe path) and is trusted without a flush: the CQE and every "
+        "sampled TLP after it must pass an unsampled TLP of the batch (A2b)",
+        "a flush read before use (NCCL's ncclIbIflush)", dict(_RO_RMW),
+        ("NVSHMEM #75", "NCCL #2439", "NCCL #2092", "NCCL #1688"),
+        {"check": "packets", "targets": _GDR_TARGETS, "remainder_imm": True},
+        {"check": "packets", "targets": _GDR_TARGETS, "remainder_imm": True, "flush_on_accept": True})),
 )
 
 #: (pattern, title, bad name, fixed name), like deep.DEEP_ZOO

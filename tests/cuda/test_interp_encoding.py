@@ -46,6 +46,8 @@ from epfuzz.protocols import REGISTRY, get_protocol
 REFUSED = {"deep2_head_stamp": "inside the slot body", "deep2_head_stamp_fixed": "inside the slot body",
            "deep2_mid_stamp": "inside the slot body", "deep2_mid_stamp_fixed": "inside the slot body",
            "deep2_head_trailer": "inside the slot body", "deep2_head_trailer_fixed": "inside the slot body",
+           **{f"deep2_{n}{f}": "inside the slot body" for n in ("seq_stride", "meta_qp", "cqe_packets")
+              for f in ("", "_fixed")},
            "deep2_notify": "copies the cq and recv regions only", "deep2_notify_fixed": "copies the cq and recv",
            "signal_baseline": "stores before epoch 0", "signal_baseline_fixed": "stores before epoch 0",
            "init_zeroing": "stores before epoch 0", "init_zeroing_fixed": "stores before epoch 0",

@@ -20,7 +20,10 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 from epfuzz.protocols.deep2 import DEEP2_ZOO, Deep2Dispatch, StampReceiver
+from epfuzz.protocols.dispatch import pack2
+from epfuzz.search.sampler import SamplerSearch, sample_schedule
 from epfuzz.sim.engine import simulate
+from epfuzz.triage.explain import explain
 from tests.zoo.family import (
     check_corner_fixed_clean,
     check_explored,
@@ -32,9 +35,10 @@ from tests.zoo.family import (
 
 #: (seed, budget): the sampler's executions to the first finding with that seed, measured (December 2026),
 #: times ~3-5: deep2_head_stamp 53 (seed 2), deep2_head_trailer 118 (seed 2), deep2_notify 128 (seed 4),
-#: deep2_packed 12 (seed 4), deep2_spin_qp 19 (seed 1)
+#: deep2_packed 12 (seed 4), deep2_spin_qp 19 (seed 1), deep2_meta_qp 47 (seed 3), deep2_cqe_packets 267 (seed 2)
 SAMPLER = {"deep2_head_stamp": (2, 250), "deep2_head_trailer": (2, 500), "deep2_notify": (4, 500),
-           "deep2_packed": (4, 60), "deep2_spin_qp": (1, 100)}
+           "deep2_packed": (4, 60), "deep2_spin_qp": (1, 100), "deep2_meta_qp": (3, 200),
+           "deep2_cqe_packets": (2, 1000)}
 FIXED_EXECS = 300   # per search (sampler, random) per fixed protocol; the 100k run: bench/fixed_budget.md
 _RO = {"nic_relaxed_ordering": True, "reorder_window": 64}
 #: bad protocol -> (scenario in its configuration corner, seed, budget): sampled schedules over that one
@@ -44,7 +48,12 @@ CORNER = {
                          "topology": {"num_channels": 1, "num_qps": 2}}, 1, 30),
     "deep2_notify": ({"knobs": _RO, "payload": {"epochs": 2, "num_tokens": 1},
                       "topology": {"num_channels": 1, "num_qps": 2, "channel_qp": [1]}}, 1, 150),
+    "deep2_seq_stride": ({"knobs": _RO, "chunking": {"tokens_per_wr": 1, "splits_per_token": 2},
+                          "payload": {"num_tokens": 2}}, 1, 50),
 }
+#: the rule each bad form's finding needs, which `explain` names among its overtakes (A2b: a relaxed-ordered
+#: write passes an earlier one; xQP: no order across QPs; path: a completion on another PCIe path)
+RULE = {"deep2_seq_stride": "A2b", "deep2_meta_qp": "xQP", "deep2_cqe_packets": "path"}
 #: the smallest shapes of the corners: exhaustive exploration finds the bad form and proves the fixed one
 #: clean (every allowed visibility order, the window bounding the states)
 SMALL = {
@@ -58,6 +67,12 @@ SMALL = {
                      "topology": {"num_channels": 1, "num_qps": 2, "channel_qp": [1]}},
     "deep2_spin_qp": {"knobs": {**_RO, "reorder_window": 1}, "payload": {"num_tokens": 3},
                       "topology": {"num_channels": 3, "num_qps": 2, "channel_qp": [0, 0, 0]}},
+    "deep2_seq_stride": {"knobs": {**_RO, "reorder_window": 4}, "chunking": {"tokens_per_wr": 1, "splits_per_token": 2},
+                         "payload": {"num_tokens": 1}},
+    "deep2_meta_qp": {"knobs": {**_RO, "reorder_window": 1}, "signal": {"interval": 2},
+                      "topology": {"num_channels": 1, "num_qps": 2}, "payload": {"num_tokens": 3}},
+    "deep2_cqe_packets": {"knobs": {**_RO, "reorder_window": 4}, "signal": {"interval": 2},
+                          "payload": {"num_tokens": 3}},
 }
 
 
@@ -84,7 +99,8 @@ def test_no_pair_relies_on_the_trailer_check_alone():
             assert proto.receiver_opts["check"] != "trailer", name
 
 
-@pytest.mark.parametrize("check, chunk", [("head", 0), ("middle", 450), ("both", 899)])
+@pytest.mark.parametrize("check, chunk", [("head", 0), ("middle", 450), ("both", 899), ("stride", 127),
+                                          ("packets", 255), ("packets", 768)])
 def test_a_stamp_receiver_waits_for_its_stamp(check, chunk):
     """The defence itself: with the signal seen, a slot whose stamp chunk is still poison is not read;
     once the stamp lands it is (the rest of the slot is there too)."""
@@ -113,6 +129,63 @@ def test_a_stamp_receiver_waits_for_its_stamp(check, chunk):
 
     assert rx.poll(Mem(chunk), 0) == []
     assert [c.length for c in rx.poll(Mem(-1), 0)] == [lay.token_bytes]
+
+
+def test_the_sampled_checks_read_their_chunks_only():
+    """The stride and packet samples of a DeepEP slot (900 chunks of 16 bytes): the last chunk of every KiB
+    (the slot's last 64 bytes unchecked), and the first and last chunk of every 4 KiB packet."""
+    scn = codec.load_dict({"protocol": "deep2_seq_stride_fixed", "payload": {"num_tokens": 1}})
+    lay = get_protocol("deep2_seq_stride_fixed").layout(scn)
+    assert StampReceiver(scn, lay, check="stride")._chunks() == tuple(range(63, 896, 64))
+    assert StampReceiver(scn, lay, check="packets")._chunks() == (0, 255, 256, 511, 512, 767, 768, 899)
+
+
+def test_a_metadata_entry_counts_only_when_it_names_this_call():
+    """deep2_meta_qp's defence: last call's entry (same count, older stamp) reads as no count at all."""
+    scn = codec.load_dict({"protocol": "deep2_meta_qp_fixed", "payload": {"num_tokens": 1},
+                           "topology": {"num_channels": 1}})
+    lay = get_protocol("deep2_meta_qp_fixed").layout(scn)
+    rx = StampReceiver(scn, lay, check="none", meta=True)
+    rx.start_epoch(1)
+
+    class Mem:
+        def __init__(self, entry: int) -> None:
+            self.entry = entry
+
+        def u64(self, region: str, offset: int) -> int:
+            return self.entry if region == ops.RECV else 0
+
+        def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+            return (1, 0, 0, 0)
+
+        def read(self, region: str, offset: int, length: int) -> bytes:
+            return bytes(length)
+
+    assert rx.poll(Mem(pack2(1, 1)), 1) == []  # the entry of call 0
+    assert [c.length for c in rx.poll(Mem(pack2(2, 1)), 1)] == [lay.token_bytes]
+    assert rx.done()
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("bad", sorted(RULE))
+def test_explain_names_the_rule_each_new_bug_needs(bad):
+    """The finding's explanation names the ordering rule that broke the defence (the run needs it too)."""
+    if bad in CORNER:
+        shape, seed, budget = CORNER[bad]
+        proto, base, rng = get_protocol(bad), _corner(bad, shape), random.Random(seed)
+        draws = (base.replace(schedule=sample_schedule(base, proto, rng)) for _ in range(budget))
+    else:
+        seed, budget = SAMPLER[bad]
+        proto = get_protocol(bad)
+        search = SamplerSearch(bad, proto, seed)
+        draws = (search.next_scenario() for _ in range(budget))
+    for scn in draws:
+        run = simulate(scn, proto)
+        if run.violation is not None:
+            assert RULE[bad] in run.culprit_rules(), run.culprit_rules()
+            assert any(line.startswith(RULE[bad] + ":") for line in explain(scn, proto).overtakes)
+            return
+    pytest.fail(f"{bad}: no finding in {budget} draws (seed {seed})")
 
 
 @pytest.mark.slow
@@ -191,12 +264,17 @@ IN_CORNER = {
     "deep2_notify": lambda scn, lay: any(scn.qp_of_channel(c) != 0 for c in range(lay.num_channels)),
     "deep2_spin_qp": lambda scn, lay: any(get_protocol("deep2_spin_qp").shared_qp(scn, c)  # type: ignore[attr-defined]
                                           for c in range(lay.num_channels)),
+    "deep2_seq_stride": lambda scn, lay: _split(scn),
+    "deep2_meta_qp": lambda scn, lay: _remainder(scn, lay) and scn.topology.num_qps > 1,
+    "deep2_cqe_packets": _remainder,
 }
 
 
 @pytest.mark.parametrize("bad", sorted(IN_CORNER))
 def test_deep2_bad_differs_from_fixed_only_in_its_corner(bad):
-    """Depth comes from the corner: the bad sender posts the fixed sender's ops exactly when outside it."""
+    """Depth comes from the corner: the bad sender posts the fixed sender's ops exactly when outside it
+    (deep2_cqe_packets: the senders are one; a host-path completion only inside it, and outside it the
+    fixed form's flush cannot matter)."""
     proto, fixed = get_protocol(bad), get_protocol(f"{bad}_fixed")
     rng = random.Random(3)
     seen = {True: 0, False: 0}
@@ -205,5 +283,8 @@ def test_deep2_bad_differs_from_fixed_only_in_its_corner(bad):
         lay = proto.layout(scn)
         inside = IN_CORNER[bad](scn, lay)
         seen[inside] += 1
-        assert (proto.sender(scn, lay, 1) != fixed.sender(scn.replace(protocol=fixed.name), lay, 1)) == inside
+        if bad == "deep2_cqe_packets":
+            assert inside == any(isinstance(op, ops.WriteImm) for prog in proto.sender(scn, lay, 1) for op in prog)
+        else:
+            assert (proto.sender(scn, lay, 1) != fixed.sender(scn.replace(protocol=fixed.name), lay, 1)) == inside
     assert seen[True] and seen[False]

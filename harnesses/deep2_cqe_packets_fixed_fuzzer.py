@@ -1,0 +1,16 @@
+#!/usr/bin/env python3
+"""atheris harness for the `deep2_cqe_packets_fixed` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+
+    python harnesses/deep2_cqe_packets_fixed_fuzzer.py corpus/deep2_cqe_packets_fixed_fuzzer -max_total_time=60
+
+Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
+(epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
+`epfuzz fuzz` runs.
+"""
+
+import sys
+
+from epfuzz.continuous.harness import main
+
+if __name__ == "__main__":
+    main("deep2_cqe_packets_fixed", sys.argv)
