@@ -252,6 +252,9 @@ def render(results: list[dict[str, Any]]) -> str:
                    f"({r['rss_growth']:+.0%}); targets (over 30 min): >= 80% kept {cpu_target}per wall-clock "
                    f"second {'met' if r['kept'] >= 0.8 else 'missed'}; "
                    f"RSS within 10%: {'met' if abs(r['rss_growth']) <= 0.1 else 'missed'}")
+            if "loadavg_start" in r:   # what the wall-clock figures also measured
+                fig += (f"; machine load average {r['loadavg_start'][0]} at the start, {r['loadavg_end'][0]} "
+                        "at the end")
         lines.append(f"| {r['date']} | {r['machine']} | `{r['command']}` | {fig} |")
     return "\n".join(lines) + "\n"
 
