@@ -50,6 +50,8 @@ class Context:
     #: full made a schedule move re-run its parent's configuration more often as the corpus grew)
     bases: OrderedDict[Scenario, Any] = field(default_factory=OrderedDict)
     base_runs: int = 0                        # configurations `base` had to run (not kept)
+    #: the built form of each configuration in `bases` (`Built.lean`), handed back to the form cache on use
+    forms: dict[Scenario, Any] = field(default_factory=dict)
     #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
     #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
     running: Scenario | None = None
@@ -66,13 +68,18 @@ class Context:
 
     def base(self, config: Scenario) -> Any:
         """The configuration's run in arrival order, replayed (its polls say what the receiver reads);
-        its `starts` (the images a replay begins from) are not kept."""
-        from epfuzz.sim.engine import simulate
+        its `starts` (the images a replay begins from) are not kept. The configuration's built form, kept
+        beside it (`Built.lean`: the lists the run holds anyway), goes back into the emulator's form cache,
+        so the mutant this move makes, which has the same configuration, runs without building it again."""
+        from epfuzz.sim.engine import FORMS, simulate
 
         bases = self.bases
         run = bases.get(config)
         if run is not None:
             bases.move_to_end(config)
+            form = self.forms.get(config)
+            if form is not None:
+                FORMS.put(config, self.proto, form.lean())   # a copy: what the cache adds to it is not kept here
             return run
         self.running = config
         run = simulate(config, self.proto)
@@ -81,8 +88,10 @@ class Context:
         # a base is read (its TLPs, packets and polls), never replayed: it does not keep its built form's
         # epoch-start images alive once the form cache (epfuzz.sim.engine) lets the form go
         run = bases[config] = dataclasses.replace(run, starts=None)
+        self.forms[config] = FORMS.get(config, self.proto).lean()   # the form `simulate` just used
         while len(bases) > BASES:
-            bases.popitem(last=False)
+            old, _ = bases.popitem(last=False)
+            self.forms.pop(old, None)
         return run
 
 

@@ -168,6 +168,17 @@ class Built:
             a = self._arrived[net] = self.arrive(scn, list(net))
         return a
 
+    def lean(self) -> Built:
+        """A new form sharing this one's lists, with only its arrival order without net overtakes and no
+        epoch-start images: what a search keeps beside a configuration's base run (which holds those
+        lists already) costs no more memory than that run, and a copy of it handed back to the cache
+        (`FormCache.put`) spares the next run of that configuration its build."""
+        b = Built(self.proto, self.layout, self.wrs, self.packets, self.flushes, self.prologue)
+        a = self._arrived.get(())
+        if a is not None:
+            b._arrived[()] = a
+        return b
+
     def arrive(self, scn: Scenario, net: list[tuple[int, int]],
                arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> Arrived:
         pkts = self.packets
@@ -286,6 +297,24 @@ class FormCache:
             forms.popitem(last=False)
         self._last = (proto, cfg, f)
         return f
+
+    def put(self, scn: Scenario, proto: Protocol, form: Built) -> None:
+        """Make `form`, the built form of `scn`'s configuration under `proto` (a `Built.lean` copy of one
+        the caller kept), the most recent entry, unless one is cached already (then that one is). The
+        guided search does so for the parent of a schedule move: fresh inputs and IR mutants each add a
+        form, so with a corpus of hundreds of configurations a parent's had mostly left the cache by the
+        time it was mutated again, and its child paid the build (issue 27: a cost that grew with the
+        corpus). Results cannot depend on it: the form is what a miss would build."""
+        cfg = self.key(scn)
+        key = (id(proto), cfg)
+        forms = self.forms
+        f = forms.get(key)
+        if f is None or f.proto is not proto:
+            f = forms[key] = form
+        forms.move_to_end(key)
+        while len(forms) > self.maxsize:
+            forms.popitem(last=False)
+        self._last = (proto, cfg, f)
 
     def clear(self) -> None:
         self.forms.clear()

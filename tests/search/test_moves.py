@@ -124,6 +124,30 @@ def test_the_runs_kept_for_schedule_moves_are_a_bounded_lru(monkeypatch):
     assert all(run.starts is None for run in ctx.bases.values())
 
 
+def test_a_schedule_move_hands_its_parents_form_back_to_the_cache(monkeypatch):
+    """Fresh inputs and IR mutants push a parent's built form out of the emulator's form cache; a schedule
+    move on it (its base run kept) puts the form back, so its mutant runs without a build (issue 27: the
+    per-execution cost grew with the corpus through these builds), and the forms kept beside the base
+    runs leave with them."""
+    from epfuzz.sim import engine
+
+    monkeypatch.setattr(mv, "BASES", 2)
+    monkeypatch.setattr(engine, "FORMS", engine.FormCache(maxsize=2))
+    ctx, rng = _ctx(), random.Random(3)
+    parent = codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3}})
+    ctx.base(parent)
+    for n in (4, 5):                                       # two other configurations fill the cache
+        engine.simulate(codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}), ctx.proto)
+    child = ctx.decode(mv.extend(ctx, codec.encode(parent), rng))
+    assert ctx.base_runs == 1 and child.replace(schedule=()) == parent
+    misses = engine.FORMS.misses
+    engine.simulate(child, ctx.proto)
+    assert engine.FORMS.misses == misses                   # the child ran over the parent's form
+    for n in (6, 7):
+        ctx.base(codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}))
+    assert set(ctx.forms) == set(ctx.bases) and len(ctx.forms) == 2
+
+
 def test_a_fresh_sampled_draw_runs_nothing_and_keeps_no_run():
     """fresh+pct is the sampler baseline's draw: its schedule comes from the configuration's built form,
     so it neither replays the configuration (a second execution per draw) nor pushes the parents' runs

@@ -155,3 +155,43 @@ def test_the_last_form_shortcut_checks_the_configuration() -> None:
     assert cache.get(other, proto) is not form and cache.misses == 2
     assert cache.get(scn, proto) is form  # from the LRU this time
     assert cache.get(scn, DispatchProtocol("dispatch_any", "", {}, "clean")) is not form
+
+
+def test_schedules_over_a_lean_copy_match_the_full_build() -> None:
+    """`Built.lean` (what the guided search keeps beside a base run and hands back through `put`) keeps
+    only the arrival order without net overtakes and no epoch-start images: replays over it, with PCIe
+    and net overtakes, still agree with building from scratch."""
+    rng = random.Random(41)
+    scns = _scenarios(120, 41)
+    cache = engine.FormCache(maxsize=256)
+    for scn in scns:
+        proto = get_protocol(scn.protocol)
+        full = cache.get(scn, proto)
+        engine.simulate_over(full, scn.replace(schedule=()))   # the net-free arrival order, as a base run makes it
+        lean = full.lean()
+        assert lean is not full and lean.packets is full.packets and lean.starts == {}
+        cache.put(scn, proto, lean)                            # one is cached: it stays
+        assert cache.get(scn, proto) is full
+    fresh = engine.FormCache(maxsize=256)
+    for scn in scns:
+        fresh.put(scn, get_protocol(scn.protocol), cache.get(scn, get_protocol(scn.protocol)).lean())
+    misses = fresh.misses
+    bad = _mismatches(fresh, scns, rng)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:2]}"
+    assert fresh.misses == misses          # every replay ran over a lean copy: nothing was built
+
+
+def test_put_is_most_recent_and_bounded() -> None:
+    cache = engine.FormCache(maxsize=2)
+    proto = get_protocol("dispatch_any")
+    scns = [codec.decode(b"", "dispatch_any").with_path("payload.num_tokens", k) for k in range(1, 4)]
+    forms = [engine.build_form(s, proto) for s in scns]
+    cache.put(scns[0], proto, forms[0])
+    cache.get(scns[1], proto)
+    cache.put(scns[0], proto, forms[0].lean())             # cached already: that one stays, now most recent
+    assert cache.get(scns[0], proto) is forms[0]
+    cache.put(scns[2], proto, forms[2])                    # evicts scns[1], the least recently used
+    assert len(cache.forms) == 2 and cache.get(scns[2], proto) is forms[2]
+    misses = cache.misses
+    cache.get(scns[1], proto)
+    assert cache.misses == misses + 1
