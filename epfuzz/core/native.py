@@ -32,8 +32,8 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 COMPILED: tuple[str, ...] = (
     "epfuzz.sim.packets", "epfuzz.sim.adversary", "epfuzz.sim.responder", "epfuzz.sim.pass_rules",
     "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.requester", "epfuzz.sim.memory", "epfuzz.sim.receive",
-    "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload", "epfuzz.model.epoch",
-    "epfuzz.model.oracle",
+    "epfuzz.sim.run", "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload",
+    "epfuzz.model.epoch", "epfuzz.model.oracle",
 )
 MANIFEST = PACKAGE_DIR / "_core_manifest.json"
 

@@ -48,8 +48,9 @@ def test_the_deep_criterion_looks_at_random_only_and_its_boundary(bench_search):
 def test_the_deep_criterion_on_the_measured_benchmark(bench_search):
     """The criterion against bench/search-issue27.json: every bug of the first deep set is deep by it (random
     found each in at most 7 of 20), so are six of the second set's nine (the three added in December measured
-    too); deep2_notify, deep2_packed and deep2_spin_qp (random: 19-20 of 20) and every zoo bug are shallow. The gap (9 vs 19) is the data's, not
-    the threshold's: a bug near 10 of 20 would be decided by its next run."""
+    too); deep2_notify, deep2_packed and deep2_spin_qp (random: 19-20 of 20) and every zoo bug are shallow.
+    The gap (9 vs 19) is the data's, not the threshold's: a bug near 10 of 20 would be decided by its next
+    run."""
     import json
 
     d = json.loads((ROOT / "bench" / "search-issue27.json").read_text())
