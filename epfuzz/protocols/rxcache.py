@@ -20,25 +20,18 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Receiver
-from epfuzz.protocols.dispatch import data_wrs
+from epfuzz.protocols.deepep_paths import ll_combine_sender
 from epfuzz.protocols.gather import GatherReceiver, PathProtocol, ReceiverFactory
 
 _STRICT = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.kind": "faa", "signal.fence": False}
 _N6 = ("ROCm/mori #610", "mori 31af7e73", "InferenceX #3119")
 
 
-def _sender(scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
-    """Each source (channel) puts its partials, then adds 1 to its signal word on the same QP."""
-    programs = []
-    for c in range(lay.num_channels):
-        qp = scn.qp_of_channel(c)
-        prog: list[ops.Op] = [ops.Write(qp, ops.DATA, off, length) for _, _, off, length in data_wrs(scn, lay, c)]
-        prog.append(ops.AtomicAdd(qp, ops.SIGNAL, c * 8, 1))
-        programs.append(prog)
-    return programs
+#: each source (channel) puts its partials, then adds 1 to its signal word on the same QP: the put-then-add
+#: of DeepEP's V1 low-latency combine, which mori's InterNodeV1 combine shares
+_sender = ll_combine_sender
 
 
 class InvalidatingReceiver(GatherReceiver):
