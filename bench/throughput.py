@@ -179,7 +179,7 @@ def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
     if pure:
         env["EPFUZZ_PURE"] = "1"
     code = (f"import sys, json; sys.path.insert(0, {str(ROOT)!r}); sys.path.insert(0, {str(ROOT / 'bench')!r})\n"
-            "import throughput\nfrom epfuzz import native\n"
+            "import throughput\nfrom epfuzz.core import native\nfrom epfuzz.infra.proc import tune_gc\ntune_gc()\n"
             f"out = throughput.rates({seconds}); out.update(throughput.schedule_rates({seconds / 2}))\n"
             "out['path'] = native.running(); print(json.dumps(out))\n")
     res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, env=env)
@@ -288,6 +288,9 @@ def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
 
 
 def main() -> int:
+    from epfuzz.infra.proc import tune_gc
+
+    tune_gc()  # the collector as the CLI and the harnesses set it (`bench/run.py` does the same)
     print(json.dumps({"rates": {**rates(), **schedule_rates()}, "scaling": scaling(),
                       "instrumentation": instrumentation()}, indent=2))
     return 0

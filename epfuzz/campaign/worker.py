@@ -25,6 +25,9 @@ def main(argv: list[str]) -> int:
     except (IndexError, ValueError) as e:  # started by hand: not by epfuzz.campaign.guided_jobs
         sys.stderr.write(f"epfuzz: worker: bad job argument ({e}); usage: python -m epfuzz.campaign.worker JSON\n")
         return 2
+    from epfuzz.infra.proc import tune_gc
+
+    tune_gc()
     try:
         return run_worker(args)
     except EpfuzzError as e:

@@ -64,6 +64,9 @@ def main(argv: list[str] | None = None) -> int:
         signal.signal(signal.SIGINT, old)
     if held:
         return 128 + signal.SIGINT
+    from epfuzz.infra.proc import tune_gc
+
+    tune_gc()  # after the imports: what they made is frozen out of the collector's walks
     try:
         return cli_main(argv)
     except KeyboardInterrupt:  # between the parser and the command's own handler

@@ -163,5 +163,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
     # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from epfuzz.infra.proc import tune_gc
+
+    tune_gc()
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
