@@ -67,6 +67,13 @@ for _p in PRESETS.values():
     assert set(_p.fixed) <= PLATFORM_FIELDS, f"preset {_p.name} pins a non-platform field"
 
 
+def model_of(preset: str) -> str:
+    """The ordering model a scenario's preset selects (`Preset.model`); "pcie" for a name no preset has (a
+    scenario's name is checked where it is read: the sim's stages ask only which rules apply)."""
+    p = PRESETS.get(preset)
+    return "pcie" if p is None else p.model
+
+
 def get_preset(name: str) -> Preset:
     try:
         return PRESETS[name]

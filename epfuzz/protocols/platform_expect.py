@@ -99,9 +99,8 @@ def refine(promise: str, scn: Scenario | None, protocol: str) -> str:
     model for a scenario whose signal orders nothing ("": no promise, see the module doc)."""
     if promise != "clean" or scn is None or protocol in ORDER_FREE:
         return promise
-    from epfuzz.ir.presets import PRESETS
+    from epfuzz.ir.presets import model_of
 
-    preset = PRESETS.get(scn.preset)
-    if preset is None or preset.model not in GPU_MODELS:
+    if model_of(scn.preset) not in GPU_MODELS:
         return promise
     return "clean" if signal_orders(scn) else ""

@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, mixed_pass, nvlink_pass
 from epfuzz.sim.adversary import PassRule
@@ -22,8 +22,7 @@ from epfuzz.sim.pass_rules import tlp_pass_rule
 
 
 def is_nvlink(scn: Scenario) -> bool:
-    p = PRESETS.get(scn.preset)
-    return p is not None and p.model == "nvlink"
+    return model_of(scn.preset) == "nvlink"
 
 
 def issue_order(packets: Sequence[Packet], wrs: Sequence[Wr]) -> list[Packet]:
@@ -65,8 +64,7 @@ def pass_rule(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) 
     `mixed-nvlink-rdma` the PCIe/IB rules except that an RDMA-plane TLP may pass the same sender's earlier
     NVLink store (a TMA store) unless a system-scope fence orders them (`ordering.MIX_CLAUSES`)."""
     base = tlp_pass_rule()
-    preset = PRESETS.get(scn.preset)
-    if preset is not None and preset.model == "mixed":
+    if model_of(scn.preset) == "mixed":
         nv = {p.seq for p in packets if wrs and isinstance(op := wrs[p.wr].op, ops.Write) and op.tma}
         fence = scn.gpu.fence
 

@@ -15,7 +15,7 @@ additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
 from __future__ import annotations
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
@@ -55,8 +55,7 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        preset = PRESETS.get(scn.preset)
-        mr_ro = mr_relaxed(k.mr_relaxed, preset is not None and preset.model == RO_ONLY_MODEL)[0]
+        mr_ro = mr_relaxed(k.mr_relaxed, model_of(scn.preset) == RO_ONLY_MODEL)[0]
         self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
         self.nf = k.num_functions
         self.ido = k.ido

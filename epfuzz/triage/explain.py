@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from epfuzz.infra.errors import InputError
-from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import DEVICE_CLAUSES, RO_ONLY_MODEL, mr_relaxed
 from epfuzz.model.ordering import TlpType
@@ -182,8 +182,7 @@ def overtake_lines(run: SimRun) -> list[str]:
 def _ro_only_key(run: SimRun) -> str:
     """The device clause behind an RO TLP of an MR the protocol asked strict (`epfuzz.model.device`), or ""."""
     scn = run.scenario
-    preset = PRESETS.get(scn.preset)
-    ro_only = preset is not None and preset.model == RO_ONLY_MODEL
+    ro_only = model_of(scn.preset) == RO_ONLY_MODEL
     _, clause = mr_relaxed(scn.knobs.mr_relaxed, ro_only)
     if clause != "RO-only-key":
         return ""
