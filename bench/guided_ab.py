@@ -1,0 +1,143 @@
+#!/usr/bin/env python3
+"""The guided engine's executions per CPU second on the deep zoo, this tree against an older commit (issue 31).
+
+Issue 31's target is relative ("the guided engine's executions per second on the deep set >= 3x today's"):
+a figure from another day or machine cannot be divided by this one, so both trees run here, in the same
+invocation, on the same machine. The older tree is a `git archive` of the commit (or a tar of one), unpacked
+into a temporary folder, with its compiled core built there as `make install` builds it; each (tree,
+protocol) runs in a fresh interpreter, `--parallel` at a time, for `--steps` guided steps from an empty
+corpus with seed 1 (a step is one execution; a finding does not stop it), and reports steps per CPU second
+of that process. This tree runs twice: with the collector as the CLI sets it (`epfuzz.infra.proc.tune_gc`,
+what a user's `epfuzz fuzz` runs) and with CPython's defaults, so that its share of the gain is shown apart.
+
+    .venv/bin/python bench/guided_ab.py --base f997269 --out bench/guided_ab.json
+    .venv/bin/python bench/guided_ab.py --base-tar base.tar --out ...   # a tree without git (the device)
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+DEEP = ("deep_ro_signal", "deep_remainder_flag", "deep_flag_write", "deep_notify_qp", "deep_other_qp",
+        "deep_imm_other_qp", "deep_gdr", "deep_reset_race")
+
+#: an editable install of another checkout (`pip install -e`) maps `epfuzz` there ahead of sys.path
+UNEDIT = ('sys.meta_path = [f for f in sys.meta_path '
+          'if not str(getattr(f, "__module__", "")).startswith("__editable__")]')
+#: run in a fresh interpreter with the tree first on sys.path: the older tree's engine was `epfuzz.greybox`
+ONE = r"""
+import json, sys, time
+tree, bad, steps, tune = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "1"
+sys.path.insert(0, tree)
+{unedit}
+from epfuzz.protocols import get_protocol
+try:
+    from epfuzz.search.engines.guided import Guided as Engine
+    from epfuzz.core.native import running
+except ImportError:
+    from epfuzz.greybox import Greybox as Engine
+    from epfuzz.native import running
+if tune:
+    from epfuzz.infra.proc import tune_gc
+    tune_gc()
+loop = Engine(bad, get_protocol(bad), 1)
+first = None
+t0 = time.process_time()
+for i in range(steps):
+    if loop.step().run.violation is not None and first is None:
+        first = i + 1
+dt = time.process_time() - t0
+print(json.dumps({"path": running(), "exec_per_s": round(steps / dt, 1), "first_finding": first}))
+""".replace("{unedit}", UNEDIT)
+
+
+def one(tree: Path, bad: str, steps: int, tune: bool) -> dict[str, Any]:
+    env = {k: v for k, v in os.environ.items() if k not in ("EPFUZZ_PURE", "PYTHONPATH")}
+    env["OPENBLAS_NUM_THREADS"] = "1"  # what the CLI sets: no BLAS threads spinning on this process's CPU clock
+    res = subprocess.run([sys.executable, "-c", ONE, str(tree), bad, str(steps), "1" if tune else "0"],
+                         capture_output=True, text=True, env=env, cwd=tree, check=False)
+    if res.returncode != 0:
+        raise SystemExit(f"guided_ab: {tree} {bad}: {res.stderr.strip().splitlines()[-1:]}")
+    out: dict[str, Any] = json.loads(res.stdout.strip().splitlines()[-1])
+    return out
+
+
+def build(tree: Path) -> str:
+    """The older tree's compiled core, as its own `make install` built it; 'compiled' or why not."""
+    for mod in ("epfuzz.core.corebuild", "epfuzz.corebuild"):
+        if (tree / Path(*mod.split("."))).with_suffix(".py").exists():
+            code = (f"import runpy, sys; sys.path.insert(0, {str(tree)!r}); {UNEDIT}; "
+                    f"runpy.run_module({mod!r}, run_name='__main__')")
+            res = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=False)
+            return "compiled" if res.returncode == 0 else f"build failed: {res.stderr.strip()[-200:]}"
+    return "no corebuild module"
+
+
+def unpack(args: argparse.Namespace, into: Path) -> tuple[Path, str]:
+    if args.base_tar:
+        tar = Path(args.base_tar)
+    else:
+        tar = into / "base.tar"
+        subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "-o", str(tar)], check=True)
+    with tarfile.open(tar) as t:
+        t.extractall(into / "tree", filter="data")
+    tree = into / "tree"
+    inner = [p for p in tree.iterdir() if p.is_dir()]
+    if not (tree / "epfuzz").exists() and len(inner) == 1:  # an archive made with --prefix
+        tree = inner[0]
+    return tree, args.base or tar.name
+
+
+def mean(rows: dict[str, dict[str, Any]]) -> float:
+    return round(sum(r["exec_per_s"] for r in rows.values()) / len(rows), 1)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    src = ap.add_mutually_exclusive_group(required=True)
+    src.add_argument("--base", help="the older commit (git archive of this repository)")
+    src.add_argument("--base-tar", help="a tar of the older tree")
+    ap.add_argument("--steps", type=int, default=3000)
+    ap.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    ap.add_argument("--protocols", default=",".join(DEEP), help="comma-separated (default: the deep zoo's)")
+    ap.add_argument("--no-build", action="store_true", help="run the older tree's pure-Python path (tests)")
+    ap.add_argument("--out", required=True)
+    args = ap.parse_args(argv)
+    with tempfile.TemporaryDirectory() as tmp:
+        base, name = unpack(args, Path(tmp))
+        base_build = "not built (--no-build)" if args.no_build else build(base)
+        protocols = [p for p in args.protocols.split(",") if p]
+        jobs = [(tree, bad, tune) for bad in protocols for tree, tune in ((base, False), (ROOT, False), (ROOT, True))]
+        with ThreadPoolExecutor(args.parallel) as pool:
+            got = list(pool.map(lambda j: one(j[0], j[1], args.steps, j[2]), jobs))
+    runs: dict[str, dict[str, dict[str, Any]]] = {"base": {}, "this": {}, "this_tuned_gc": {}}
+    for (tree, bad, tune), r in zip(jobs, got):
+        runs["base" if tree != ROOT else "this_tuned_gc" if tune else "this"][bad] = r
+    out = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} python {platform.python_version()}",
+           "cores": os.cpu_count(), "parallel": args.parallel, "steps": args.steps, "seed": 1,
+           "base": name, "base_build": base_build,
+           "method": "guided steps per CPU second of a fresh interpreter per (tree, protocol), both trees in one "
+                     "invocation on one machine; 'this_tuned_gc' is what `epfuzz fuzz` runs",
+           "runs": runs, "mean": {k: mean(v) for k, v in runs.items()}}
+    out["ratio"] = round(out["mean"]["this_tuned_gc"] / out["mean"]["base"], 2)
+    tmp_out = Path(args.out).with_suffix(".tmp")
+    tmp_out.write_text(json.dumps(out, indent=2) + "\n")
+    os.replace(tmp_out, args.out)
+    print(json.dumps(out["mean"]), "ratio", out["ratio"])
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

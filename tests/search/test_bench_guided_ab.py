@@ -1,0 +1,39 @@
+"""bench/guided_ab.py: both trees run, each in its own interpreter, and the file says which ran what."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_guided_ab_runs_both_trees(tmp_path: Path) -> None:
+    if not (ROOT / ".git").exists():
+        pytest.skip("needs the repository's git history (git archive of the older tree)")
+    out = tmp_path / "ab.json"
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "guided_ab.py"), "--base", "HEAD", "--no-build",
+                          "--protocols", "deep_gdr", "--steps", "40", "--parallel", "2", "--out", str(out)],
+                         capture_output=True, text=True, timeout=600)
+    assert res.returncode == 0, res.stderr
+    doc = json.loads(out.read_text())
+    assert set(doc["runs"]) == {"base", "this", "this_tuned_gc"}
+    for rows in doc["runs"].values():
+        assert set(rows) == {"deep_gdr"}
+        assert rows["deep_gdr"]["exec_per_s"] > 0
+    # the older tree ran from its own unpacked copy: unbuilt there, so its pure path
+    assert doc["runs"]["base"]["deep_gdr"]["path"] == "pure"
+    # one engine, one seed, the same steps: the first finding is the same step in every run of one tree
+    assert doc["runs"]["this"]["deep_gdr"]["first_finding"] == doc["runs"]["this_tuned_gc"]["deep_gdr"]["first_finding"]
+    assert doc["ratio"] == round(doc["mean"]["this_tuned_gc"] / doc["mean"]["base"], 2)
+
+
+def test_guided_ab_refuses_without_a_base(tmp_path: Path) -> None:
+    res = subprocess.run([sys.executable, str(ROOT / "bench" / "guided_ab.py"), "--out", str(tmp_path / "x.json")],
+                         capture_output=True, text=True, timeout=60)
+    assert res.returncode == 2 and "--base" in res.stderr
+    assert not (tmp_path / "x.json").exists()
