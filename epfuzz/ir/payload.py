@@ -11,6 +11,7 @@ is therefore detected, and classified.
 
 from __future__ import annotations
 
+import struct
 import zlib
 from functools import lru_cache
 
@@ -19,6 +20,7 @@ import numpy as np
 CHUNK = 16
 CANARY_TAG = 0xC0DE0000
 TRAILER_TAG = 0x7A110000
+_CANARY = struct.Struct("<4I")
 
 
 def pad16(n: int) -> int:
@@ -44,17 +46,14 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
 def canary(epoch: int, nbytes: int) -> np.ndarray:
     """Poison for epoch `epoch`: recognisably not payload, and different each epoch (read-only).
 
-    Not cached across runs: a cache's miss path would make atheris coverage depend on what ran
-    before (`make prune` compares coverage of differently ordered corpora).
+    One 16-byte chunk repeated by bytes multiplication (a single C loop) and viewed, not filled column by
+    column: four numpy assignments cost more than the rest of it at the sizes a scenario has, and a fresh
+    scenario makes two of these (issue 31). Not cached across runs: a cache's miss path would make
+    atheris coverage depend on what ran before (`make prune` compares coverage of differently ordered
+    corpora).
     """
-    words = np.empty((nbytes // CHUNK, 4), dtype="<u4")
-    words[:, 0] = CANARY_TAG | (epoch & 0xFFFF)
-    words[:, 1] = 0xFFFFFFFF
-    words[:, 2] = 0xFFFFFFFF
-    words[:, 3] = 0xDEADBEEF
-    out = words.view(np.uint8).reshape(-1)
-    out.flags.writeable = False
-    return out
+    chunk = _CANARY.pack(CANARY_TAG | (epoch & 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0xDEADBEEF)
+    return np.frombuffer(chunk * (nbytes // CHUNK), dtype=np.uint8)  # over bytes: read-only
 
 
 def classify_chunk(chunk: bytes, epoch: int) -> str:

@@ -60,3 +60,21 @@ def test_classify_chunks_at_once_equals_one_by_one() -> None:
     words = np.frombuffer(b"".join(rows), dtype="<u4").reshape(-1, 4)
     for epoch in range(4):
         assert classify_chunks(words, epoch) == [classify_chunk(r, epoch) for r in rows]
+
+
+def test_canary_words_and_read_only() -> None:
+    """Every 16-byte chunk of the poison is (tag | epoch low 16 bits, ~0, ~0, 0xDEADBEEF), little-endian u32s,
+    over nbytes // 16 chunks; the array is read-only (memory copies it before writing)."""
+    import numpy as np
+
+    from epfuzz.ir.payload import CANARY_TAG
+
+    for epoch in (0, 1, 7, 0xFFFF, 0x12345):
+        for nbytes in (0, 15, 16, 48, 7184, 14400 * 3):
+            img = canary(epoch, nbytes)
+            assert img.dtype == np.uint8 and img.shape == (nbytes // 16 * 16,)
+            assert not img.flags.writeable
+            words = img.view("<u4").reshape(-1, 4)
+            assert (words[:, 0] == (CANARY_TAG | (epoch & 0xFFFF))).all()
+            assert (words[:, 1] == 0xFFFFFFFF).all() and (words[:, 2] == 0xFFFFFFFF).all()
+            assert (words[:, 3] == 0xDEADBEEF).all()
