@@ -52,8 +52,12 @@ def canary(epoch: int, nbytes: int) -> np.ndarray:
     atheris coverage depend on what ran before (`make prune` compares coverage of differently ordered
     corpora).
     """
-    chunk = _CANARY.pack(CANARY_TAG | (epoch & 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0xDEADBEEF)
-    return np.frombuffer(chunk * (nbytes // CHUNK), dtype=np.uint8)  # over bytes: read-only
+    return np.frombuffer(canary_bytes(epoch, nbytes), dtype=np.uint8)  # over bytes: read-only
+
+
+def canary_bytes(epoch: int, nbytes: int) -> bytes:
+    """`canary` as bytes."""
+    return _CANARY.pack(CANARY_TAG | (epoch & 0xFFFF), 0xFFFFFFFF, 0xFFFFFFFF, 0xDEADBEEF) * (nbytes // CHUNK)
 
 
 def classify_chunk(chunk: bytes, epoch: int) -> str:

@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.ir.payload import CHUNK, canary, token_image
+from epfuzz.ir.payload import CHUNK, canary, canary_bytes, token_image
 from epfuzz.protocols.base import Layout
 
 #: regions the receiver zeroes before an epoch (behind the epoch barrier)
@@ -60,16 +60,22 @@ def _expected_per_token(layout: Layout, epoch: int, src: int, img: np.ndarray) -
 
 def start_writes(layout: Layout, epoch: int, poison: bool = True,
                  reset: bool = True) -> list[tuple[str, np.ndarray]]:
-    """(region, bytes from offset 0) to write before epoch `epoch`.
+    """(region, bytes from offset 0) to write before epoch `epoch`, as read-only uint8 arrays.
 
     Epoch 0 always starts from poisoned slots and zeroed signals: a protocol that
     skips the poison or the reset does so between its own epochs, never on memory
     it has not set up.
     """
+    return [(name, np.frombuffer(image, dtype=np.uint8)) for name, image in start_images(layout, epoch, poison, reset)]
+
+
+def start_images(layout: Layout, epoch: int, poison: bool = True, reset: bool = True) -> list[tuple[str, bytes]]:
+    """`start_writes` as bytes: what the sim's memory copies in (one pass over each region, not an array
+    made and then copied out)."""
     sizes = layout.sizes
-    out: list[tuple[str, np.ndarray]] = []
+    out: list[tuple[str, bytes]] = []
     if poison or epoch == 0:
-        out.append((ops.DATA, canary(epoch, sizes[ops.DATA])))
+        out.append((ops.DATA, canary_bytes(epoch, sizes[ops.DATA])))
     if reset or epoch == 0:
-        out += [(name, np.zeros(sizes[name], dtype=np.uint8)) for name in RESET_REGIONS]
+        out += [(name, bytes(sizes[name])) for name in RESET_REGIONS]
     return out

@@ -10,7 +10,7 @@ import struct
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.model.epoch import expected_data, start_writes
+from epfuzz.model.epoch import expected_data, start_images
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.packets import Tlp, TlpAction
 
@@ -44,7 +44,7 @@ class Memory:
         #: the runs of one configuration (`engine.Built.starts`), so that only its first run makes the images
         self.starts = starts
         # made as epoch 0's start leaves them (its writes are the same whatever the protocol's poison and reset
-        # flags: `start_writes`), in one copy: zeroed buffers that the first `start_epoch(0)` then overwrote
+        # flags: `start_images`), in one copy: zeroed buffers that the first `start_epoch(0)` then overwrote
         # were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo (issue 31)
         first = dict(self._writes(0, True, True))
         self.bufs = {name: bytearray(first[name]) if name in first else bytearray(size)
@@ -74,7 +74,7 @@ class Memory:
         key = (epoch, poison, reset)
         writes = None if starts is None else starts.get(key)
         if writes is None:
-            writes = [(name, image.tobytes()) for name, image in start_writes(self.layout, epoch, poison, reset)]
+            writes = start_images(self.layout, epoch, poison, reset)
             if starts is not None:
                 starts[key] = writes
         return writes

@@ -1,12 +1,13 @@
 """Receiver memory made as epoch 0 starts it (`Memory.__init__`, issue 31) against the reference it replaced:
-zeroed buffers, then each `start_epoch`'s writes (`epfuzz.model.epoch.start_writes`) copied over them."""
+zeroed buffers, then each `start_epoch`'s writes copied over them: the epoch's canary over the data region when
+the protocol poisons, zeroed signal, CQ and receive regions when it resets, both always at epoch 0."""
 
 from __future__ import annotations
 
 import itertools
 
 from epfuzz.encoding import codec
-from epfuzz.model.epoch import start_writes
+from epfuzz.ir.payload import canary
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import build
 from epfuzz.sim.memory import Memory
@@ -15,8 +16,11 @@ from epfuzz.sim.memory import Memory
 def _reference(layout, calls):  # type: ignore[no-untyped-def]
     bufs = {name: bytearray(size) for name, size in layout.sizes.items()}
     for epoch, poison, reset in calls:
-        for name, image in start_writes(layout, epoch, poison, reset):
-            bufs[name][:] = image.tobytes()
+        if poison or epoch == 0:
+            bufs["data"][:] = canary(epoch, layout.sizes["data"]).tobytes()
+        if reset or epoch == 0:
+            for name in ("signal", "cq", "recv"):
+                bufs[name][:] = bytes(layout.sizes[name])
     return {k: bytes(v) for k, v in bufs.items()}
 
 
