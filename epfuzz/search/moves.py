@@ -34,6 +34,7 @@ from epfuzz.protocols.base import Protocol
 MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
 BASES = 256            # configurations whose unscheduled run is kept for the sampler (least recently used out)
+DECODED = 1024         # inputs whose decoded scenario `Context.decode` keeps (least recently used out)
 
 
 @dataclass
@@ -55,9 +56,42 @@ class Context:
     #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
     #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
     running: Scenario | None = None
+    #: inputs -> their decoded scenarios, least recently used first: a parent is picked many times, and each
+    #: schedule move on it decoded its bytes again (a bounded LRU, so memory does not grow with the corpus)
+    decoded: OrderedDict[bytes, Scenario] = field(default_factory=OrderedDict)
+    #: (bytes, scenario) of the input the last built-in move made from a scenario (`emit`), so the engine
+    #: runs that scenario instead of decoding the bytes it was just encoded to
+    made: tuple[bytes, Scenario] | None = None
 
     def decode(self, data: bytes) -> Scenario:
-        return codec.decode(data, self.protocol, self.preset)
+        """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
+        cache = self.decoded
+        scn = cache.get(data)
+        if scn is not None:
+            cache.move_to_end(data)
+            return scn
+        scn = codec.decode(data, self.protocol, self.preset)
+        self.remember(data, scn)
+        return scn
+
+    def remember(self, data: bytes, scn: Scenario) -> None:
+        """`scn` is what `data` decodes to (the engine's executor decoded it, or a move encoded it): a later
+        `decode` of `data` (a kept input picked as a parent) returns it."""
+        cache = self.decoded
+        cache[data] = scn
+        cache.move_to_end(data)
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+
+    def emit(self, scn: Scenario) -> bytes:
+        """`scn`'s bytes, and `scn` kept beside them in `made`. Only for a scenario that decodes back to
+        itself: one decoded under this context's protocol and preset (its pinned fields hold their values),
+        changed only within the codec's bounds (a schedule of at most MAX_SCHEDULE overtakes, each index an
+        `encodable` one, each distance in 1..64), as the schedule moves' are; tests/search/test_moves.py
+        checks `decode(encode(s)) == s` for what they make."""
+        data = codec.encode(scn)
+        self.made = (data, scn)
+        return data
 
     def decoder(self) -> Callable[[ChoiceReader], object]:
         return codec.decoder_for(self.protocol, self.preset)
@@ -154,7 +188,7 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     config = scn.replace(schedule=())
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
                             focus=True, base=ctx.base(config))
-    return codec.encode(scn.replace(schedule=sched))
+    return ctx.emit(scn.replace(schedule=sched))
 
 
 def fresh(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -172,11 +206,11 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
     from epfuzz.search.sampler import sample_schedule
     from epfuzz.sim.engine import FORMS, build_over
 
-    scn = ctx.decode(_random_bytes(rng))
+    scn = codec.decode(_random_bytes(rng), ctx.protocol, ctx.preset)   # a one-off: not through the cache
     ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
     base = build_over(FORMS.get(scn, ctx.proto), scn.replace(schedule=()))  # its built form is the run's next
     ctx.running = None
-    return codec.encode(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base)))
+    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base)))
 
 
 def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -206,7 +240,7 @@ def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
         if not 0 <= index <= MAX_INDEX:
             index = o.index - step
         sched[i] = dataclasses.replace(o, index=encodable(index))
-    return codec.encode(scn.replace(schedule=tuple(sched)))
+    return ctx.emit(scn.replace(schedule=tuple(sched)))
 
 
 def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:
