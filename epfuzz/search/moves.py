@@ -53,6 +53,8 @@ class Context:
     base_runs: int = 0                        # configurations `base` had to run (not kept)
     #: the built form of each configuration in `bases` (`Built.lean`), handed back to the form cache on use
     forms: dict[Scenario, Any] = field(default_factory=dict)
+    #: what the receiver hinges on in each base run (`sampler._marked`), made on first use; leaves with its run
+    marks: dict[Scenario, list[Any]] = field(default_factory=dict)
     #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
     #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
     running: Scenario | None = None
@@ -126,7 +128,18 @@ class Context:
         while len(bases) > BASES:
             old, _ = bases.popitem(last=False)
             self.forms.pop(old, None)
+            self.marks.pop(old, None)
         return run
+
+    def marked(self, config: Scenario, run: Any) -> list[Any]:
+        """`sampler._marked(run)` for the base run of `config`, kept beside it: a function of that run alone,
+        which each focused change point on a parent of this configuration made again."""
+        from epfuzz.search.sampler import _marked
+
+        got = self.marks.get(config)
+        if got is None:
+            got = self.marks[config] = _marked(run)
+        return got
 
 
 @dataclass(frozen=True)
@@ -186,8 +199,9 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     keep = scn.schedule if extend else ()
     keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
     config = scn.replace(schedule=())
+    base = ctx.base(config)
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
-                            focus=True, base=ctx.base(config))
+                            focus=True, base=base, marks=lambda: ctx.marked(config, base))
     return ctx.emit(scn.replace(schedule=sched))
 
 
