@@ -39,8 +39,10 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 from epfuzz.ir import ops
@@ -72,19 +74,48 @@ class Reads:
     watched: set[str]                                      # regions those TLPs landed in
 
 
+#: id(TLP list) -> (the list, its seq -> TLP): a built form's arrival order is shared by every run over it
+#: (`SimRun.tlps`, never changed once built), so the map is made once per arrival order, least recently
+#: used out; the list is held, so an id is never another list's while its entry lives
+_SEQS: OrderedDict[int, tuple[list[Any], dict[int, Any]]] = OrderedDict()
+SEQS = 64
+
+
+def _seqs(tlps: list[Any]) -> dict[int, Any]:
+    key = id(tlps)
+    hit = _SEQS.get(key)
+    if hit is not None and hit[0] is tlps:
+        _SEQS.move_to_end(key)
+        return hit[1]
+    seqs = {t.seq: t for t in tlps}
+    _SEQS[key] = (tlps, seqs)
+    if len(_SEQS) > SEQS:
+        _SEQS.popitem(last=False)
+    return seqs
+
+
 def reads_of(run: SimRun) -> Reads:
-    seqs = {t.seq: t for t in run.tlps}
     ranges: dict[tuple[int, str], list[tuple[int, int]]] = {}
     triggers: set[int] = set()
     watched: set[str] = set()
+    seqs: dict[int, Any] | None = None
     for p in run.polls:
-        if p.trigger >= 0:
-            triggers.add(p.trigger)
-            t = seqs.get(p.trigger)
+        trigger = p.trigger
+        if trigger >= 0:
+            triggers.add(trigger)
+            if seqs is None:
+                seqs = _seqs(run.tlps)
+            t = seqs.get(trigger)
             if t is not None:
                 watched.add(t.region)
+        e = p.epoch
         for c in p.consumes:
-            ranges.setdefault((p.epoch, c.region), []).append((c.offset, c.offset + max(c.length, 1)))
+            key = (e, c.region)
+            lst = ranges.get(key)
+            if lst is None:
+                lst = ranges[key] = []
+            off, ln = c.offset, c.length
+            lst.append((off, off + (ln if ln > 1 else 1)))
     return Reads(ranges, triggers, watched)
 
 
@@ -94,14 +125,29 @@ def _part(lo: int, hi: int, a: int, b: int) -> str:
     return "whole" if head and tail else "head" if head else "tail" if tail else "mid"
 
 
+#: (action, TLP type, RO) -> the TLP's name in its role ("data/POSTED/RO"): a handful of names, made once each
+_NAMES: dict[tuple[Any, Any, Any], str] = {}
+
+
+def _name(t: Any) -> str:
+    attrs = t.attrs
+    key = (t.action, attrs.type, attrs.ro)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _NAMES[key] = f"{_ACTION.get(t.action, '?')}/{attrs.type.name}{'/RO' if attrs.ro else ''}"
+    return name
+
+
 def role(t: Any, reads: Reads, token_bytes: int) -> str:
     """A TLP's role in the receiver's terms (see the module docstring)."""
-    name = f"{_ACTION.get(t.action, '?')}/{t.attrs.type.name}{'/RO' if t.attrs.ro else ''}"
+    name = _name(t)
     if t.local:
         return "local"
     if t.seq in reads.triggers:
         return f"trigger/{name}"
-    lo, hi = t.off, t.off + max(t.length, 1)
+    lo = t.off
+    ln = t.length
+    hi = lo + (ln if ln > 1 else 1)
     for a, b in reads.ranges.get((t.epoch, t.region), ()):
         if lo < b and a < hi:
             slot = ""
@@ -134,13 +180,20 @@ def _bucket(x: int) -> int:
     return x.bit_length() if x >= 0 else -(-x).bit_length()
 
 
+_LAND = attrgetter("n", "epoch", "region", "off", "length")
+
+
 def _landings(run: SimRun) -> dict[tuple[int, str], list[tuple[int, int, int]]]:
     """(epoch, region) -> (start, end, position after it became visible) of every TLP run."""
     out: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
     pos = 0
-    for t in run.order:
-        pos += t.n
-        out.setdefault((t.epoch, t.region), []).append((t.off, t.off + max(t.length, 1), pos))
+    for n, e, region, off, ln in map(_LAND, run.order):
+        pos += n
+        key = (e, region)
+        lst = out.get(key)
+        if lst is None:
+            lst = out[key] = []
+        lst.append((off, off + (ln if ln > 1 else 1), pos))
     return out
 
 
@@ -149,52 +202,96 @@ def _progress(k: int, n: int) -> int:
 
 
 def accept_features(run: SimRun) -> set[Feature]:
-    """Slack per (phase, part of the read range), reads-from, progress transitions."""
-    lay = run.layout
-    tb = lay.token_bytes or 16
-    land = _landings(run)
+    """Slack per (phase, part of the read range), reads-from, progress transitions.
+
+    Written as plain loops over locals (a run's features are computed at every execution): a part's last
+    landing is the last overlapping run in visibility order (positions only grow along a region's list),
+    and an epoch's progress tuple is made again only after a poll that consumed data moved it."""
     out: set[Feature] = set()
-    best: dict[tuple[Any, ...], int] = {}
-    done: dict[tuple[int, int], int] = {}
-    for p in run.polls:
-        e = p.epoch
-        before = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
-        for c in p.consumes:
-            a, b = c.offset, c.offset + max(c.length, 1)
-            last: dict[str, int] = {}
-            for lo, hi, pos in land.get((e, c.region), ()):
-                if lo < b and a < hi:
-                    part = _part(lo, hi, a, b)
-                    for q in (("head", "tail") if part == "whole" else (part,)):
-                        last[q] = max(last.get(q, 0), pos)
-            end = (c.offset + c.length) // tb - c.channel * lay.slots_per_channel
-            final = c.region == ops.DATA and end >= lay.tokens_in_channel[c.channel]
-            phase = (min(e, 3), "final" if final else "batch", c.region)
-            for q, pos in last.items():
-                slack = p.position - pos          # < 0: this part landed only after the accept
-                key = (*phase, q)
-                best[key] = min(best.get(key, slack), slack)
-            if c.region == ops.DATA:
-                done[(e, c.channel)] = done.get((e, c.channel), 0) + c.length // tb
-        after = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
-        for ch, (b, a) in enumerate(zip(before, after)):
-            if b != a:      # one channel's step, with what the other channels hold (not all C: 3^C tuples)
-                others = tuple(sorted({x for k, x in enumerate(after) if k != ch}))
-                out.add(("st", min(e, 3), b, a, others))
-    for key, slack in best.items():
-        out.add(("slack", *key, _bucket(slack)))
+    polls = run.polls
+    if polls:
+        lay = run.layout
+        tb = lay.token_bytes or 16
+        tokens = lay.tokens_in_channel
+        spc = lay.slots_per_channel
+        chans = range(lay.num_channels)
+        data = ops.DATA
+        land = _landings(run)
+        best: dict[tuple[Any, ...], int] = {}
+        done: dict[tuple[int, int], int] = {}
+        prog: dict[int, tuple[int, ...]] = {}     # epoch -> its channels' progress, as `done` says now
+        for p in polls:
+            e = p.epoch
+            e3 = e if e < 3 else 3
+            before = prog.get(e)
+            if before is None:
+                before = prog[e] = tuple(_progress(done.get((e, c), 0), tokens[c]) for c in chans)
+            moved = False
+            position = p.position
+            for c in p.consumes:
+                region, a, ln, ch = c.region, c.offset, c.length, c.channel
+                b = a + (ln if ln > 1 else 1)
+                last: dict[str, int] = {}
+                for lo, hi, pos in land.get((e, region), ()):
+                    if lo < b and a < hi:
+                        if lo <= a:
+                            last["head"] = pos
+                            if b <= hi:
+                                last["tail"] = pos
+                        elif b <= hi:
+                            last["tail"] = pos
+                        else:
+                            last["mid"] = pos
+                final = region == data and (a + ln) // tb - ch * spc >= tokens[ch]
+                phase = (e3, "final" if final else "batch", region)
+                for q, pos in last.items():
+                    slack = position - pos          # < 0: this part landed only after the accept
+                    key = (*phase, q)
+                    best[key] = min(best.get(key, slack), slack)
+                if region == data:
+                    done[(e, ch)] = done.get((e, ch), 0) + ln // tb
+                    moved = True
+            if moved:
+                after = prog[e] = tuple(_progress(done.get((e, c), 0), tokens[c]) for c in chans)
+                if after != before:
+                    for ch, (b, a) in enumerate(zip(before, after)):
+                        if b != a:      # one channel's step, with what the other channels hold (not 3^C tuples)
+                            others = tuple(sorted({x for k, x in enumerate(after) if k != ch}))
+                            out.add(("st", e3, b, a, others))
+        for key, slack in best.items():
+            out.add(("slack", *key, _bucket(slack)))
     v = run.violation
     if v is not None and v.kind != "hang":
         classes = {cls for _, cls in v.bad_chunks}
         mix = "mix" if v.bad_bytes < v.length or len(classes) > 1 else next(iter(classes), "?")
         out.add(("rf", v.region, mix))
-    elif run.polls:
+    elif polls:
         out.add(("rf", "fresh"))
     return out
 
 
+#: id(work requests) -> (them, the layout, their features): a run's shape is its built form's (the lists every
+#: run over the form shares, never changed once built), so it is read once per form, least recently used out
+_SHAPES: OrderedDict[int, tuple[list[Any], Any, frozenset[Feature]]] = OrderedDict()
+SHAPES = 64
+
+
 def shape_features(run: SimRun) -> set[Feature]:
     """Configuration waypoints: work-request kinds per QP relation, empty channels, epochs."""
+    wrs, lay = run.wrs, run.layout
+    key = id(wrs)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is wrs and hit[1] is lay:
+        _SHAPES.move_to_end(key)
+        return set(hit[2])
+    got = _shape(run)
+    _SHAPES[key] = (wrs, lay, frozenset(got))
+    if len(_SHAPES) > SHAPES:
+        _SHAPES.popitem(last=False)
+    return got
+
+
+def _shape(run: SimRun) -> set[Feature]:
     data_qps: dict[int, set[int]] = {}
     for w in run.wrs:
         if getattr(w.op, "region", None) == ops.DATA:

@@ -24,6 +24,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from epfuzz.encoding import codec
@@ -338,6 +339,8 @@ class MoveSet:
         self._index = {m.name: i for i, m in enumerate(self.moves)}
         self._weights = [m.weight for m in self.moves]
         self._fresh = [m for m in self.moves if m.kind == "fresh"]
+        self._cum: tuple[list[float], list[float]] = ([], [])
+        self._accumulate()
         self.adapt = adapt
         self.draws = [0.0] * len(self.moves)
         self.paid = [0.0] * len(self.moves)
@@ -347,10 +350,16 @@ class MoveSet:
     def weights(self) -> dict[str, float]:
         return {m.name: w for m, w in zip(self.moves, self._weights)}
 
+    def _accumulate(self) -> None:
+        """The cumulative weights `draw` hands to `random.choices`, made when the weights change: `choices`
+        makes exactly these from `weights` on every call (list(accumulate(weights))), so the draws are the same."""
+        w = self._weights
+        self._cum = (list(accumulate(w)), list(accumulate(w[self._index[m.name]] for m in self._fresh)))
+
     def draw(self, rng: random.Random, have_parent: bool = True) -> Move:
         if not have_parent and self._fresh:
-            return rng.choices(self._fresh, [self._weights[self._index[m.name]] for m in self._fresh])[0]
-        return rng.choices(self.moves, self._weights)[0]
+            return rng.choices(self._fresh, cum_weights=self._cum[1])[0]
+        return rng.choices(self.moves, cum_weights=self._cum[0])[0]
 
     def reward(self, name: str, paid: bool) -> None:
         """What the drawn move's input did: `paid` if it was kept or found something."""
@@ -371,6 +380,7 @@ class MoveSet:
             self._weights[i] = m.weight * max(1 / SPREAD, min(SPREAD, rate / total))
             self.draws[i] /= 2
             self.paid[i] /= 2
+        self._accumulate()
 
 
 def load(specs: Iterable[str]) -> list[Move]:

@@ -90,10 +90,16 @@ class Guided:
         else:
             ex = self.executor.run(data)
         feats: set[fb.Feature] = set()
-        seen = self.corpus.seen
+        ids = self.corpus.ids            # every feature seen so far
+        run = ex.run
         for f in self.feedbacks:
-            got = f.fn(ex.run)
-            self.monitor.new_features(f.name, sum(1 for k in got if k not in seen and k not in feats))
+            got = f.fn(run)
+            if type(got) is set or type(got) is frozenset:
+                # set differences test membership with the hashes the set holds: no feature hashed again
+                new = len(got.difference(feats).difference(ids))
+            else:
+                new = sum(1 for k in got if k not in ids and k not in feats)
+            self.monitor.new_features(f.name, new)
             feats |= got
         idx, changed = self.corpus.observe(data, feats, ex.units, move)
         if idx is not None:
