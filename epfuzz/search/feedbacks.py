@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import sys
 import zlib
+from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -201,12 +202,47 @@ def _progress(k: int, n: int) -> int:
     return 0 if k == 0 else (2 if k >= n else 1)
 
 
+#: a region's landings past this many are searched through their sorted starts (`_Sorted`), not one by one
+SCAN = 24
+_PARTS = ("head", "tail", "mid")
+
+
+class _Sorted:
+    """One (epoch, region)'s landings sorted by start, for a consumed range's overlapping ones without a walk
+    over all of them: a landing overlapping [a, b) starts before b and, being at most `span` bytes long,
+    after a - span."""
+
+    __slots__ = ("items", "los", "span")
+
+    def __init__(self, items: list[tuple[int, int, int]]) -> None:
+        self.items = sorted(items)
+        self.los = [x[0] for x in self.items]
+        self.span = max(hi - lo for lo, hi, _ in items)
+
+    def last(self, a: int, b: int) -> dict[str, int]:
+        """What the walk in visibility order gives: per part, the position of the last overlapping landing,
+        the parts in the order the walk first met them."""
+        items = self.items
+        first = [-1, -1, -1]        # per part (head, tail, mid): the first position met, the last one
+        last = [-1, -1, -1]
+        for j in range(bisect_right(self.los, a - self.span), bisect_left(self.los, b)):
+            lo, hi, pos = items[j]
+            if a < hi:
+                for q in ((0, 1) if b <= hi else (0,)) if lo <= a else (1,) if b <= hi else (2,):
+                    if pos > last[q]:
+                        last[q] = pos
+                    if first[q] < 0 or pos < first[q]:
+                        first[q] = pos
+        met = sorted((first[q], q) for q in range(3) if first[q] >= 0)   # a whole landing: head, then tail
+        return {_PARTS[q]: last[q] for _, q in met}
+
+
 def accept_features(run: SimRun) -> set[Feature]:
     """Slack per (phase, part of the read range), reads-from, progress transitions.
 
     Written as plain loops over locals (a run's features are computed at every execution): a part's last
-    landing is the last overlapping run in visibility order (positions only grow along a region's list),
-    and an epoch's progress tuple is made again only after a poll that consumed data moved it."""
+    landing is the last overlapping run in visibility order (positions only grow along a region's list;
+    a long list is searched by start, `_Sorted`), and an epoch's progress moves one channel at a time."""
     out: set[Feature] = set()
     polls = run.polls
     if polls:
@@ -214,52 +250,66 @@ def accept_features(run: SimRun) -> set[Feature]:
         tb = lay.token_bytes or 16
         tokens = lay.tokens_in_channel
         spc = lay.slots_per_channel
-        chans = range(lay.num_channels)
+        nch = lay.num_channels
         data = ops.DATA
         land = _landings(run)
+        index: dict[tuple[int, str], _Sorted] = {}
         best: dict[tuple[Any, ...], int] = {}
         done: dict[tuple[int, int], int] = {}
-        prog: dict[int, tuple[int, ...]] = {}     # epoch -> its channels' progress, as `done` says now
+        prog: dict[int, list[int]] = {}     # epoch -> its channels' progress (`_progress`), as `done` says now
         for p in polls:
             e = p.epoch
             e3 = e if e < 3 else 3
-            before = prog.get(e)
-            if before is None:
-                before = prog[e] = tuple(_progress(done.get((e, c), 0), tokens[c]) for c in chans)
+            state = prog.get(e)
+            if state is None:
+                state = prog[e] = [_progress(0, tokens[c]) for c in range(nch)]
+            before = tuple(state)
             moved = False
             position = p.position
             for c in p.consumes:
                 region, a, ln, ch = c.region, c.offset, c.length, c.channel
                 b = a + (ln if ln > 1 else 1)
-                last: dict[str, int] = {}
-                for lo, hi, pos in land.get((e, region), ()):
-                    if lo < b and a < hi:
-                        if lo <= a:
-                            last["head"] = pos
-                            if b <= hi:
+                key = (e, region)
+                lst = land.get(key) or []
+                if len(lst) > SCAN:
+                    srt = index.get(key)
+                    if srt is None:
+                        srt = index[key] = _Sorted(lst)
+                    last = srt.last(a, b)
+                else:
+                    last = {}
+                    for lo, hi, pos in lst:
+                        if lo < b and a < hi:
+                            if lo <= a:
+                                last["head"] = pos
+                                if b <= hi:
+                                    last["tail"] = pos
+                            elif b <= hi:
                                 last["tail"] = pos
-                        elif b <= hi:
-                            last["tail"] = pos
-                        else:
-                            last["mid"] = pos
+                            else:
+                                last["mid"] = pos
                 final = region == data and (a + ln) // tb - ch * spc >= tokens[ch]
                 phase = (e3, "final" if final else "batch", region)
                 for q, pos in last.items():
                     slack = position - pos          # < 0: this part landed only after the accept
-                    key = (*phase, q)
-                    best[key] = min(best.get(key, slack), slack)
+                    bk = (*phase, q)
+                    best[bk] = min(best.get(bk, slack), slack)
                 if region == data:
-                    done[(e, ch)] = done.get((e, ch), 0) + ln // tb
+                    k = done[(e, ch)] = done.get((e, ch), 0) + ln // tb
+                    if 0 <= ch < nch:
+                        state[ch] = _progress(k, tokens[ch])
                     moved = True
             if moved:
-                after = prog[e] = tuple(_progress(done.get((e, c), 0), tokens[c]) for c in chans)
+                after = tuple(state)
                 if after != before:
-                    for ch, (b, a) in enumerate(zip(before, after)):
+                    count = (after.count(0), after.count(1), after.count(2))
+                    for ch in range(nch):
+                        b, a = before[ch], after[ch]
                         if b != a:      # one channel's step, with what the other channels hold (not 3^C tuples)
-                            others = tuple(sorted({x for k, x in enumerate(after) if k != ch}))
+                            others = tuple(x for x in (0, 1, 2) if count[x] > (x == a))
                             out.add(("st", e3, b, a, others))
-        for key, slack in best.items():
-            out.add(("slack", *key, _bucket(slack)))
+        for bk, slack in best.items():
+            out.add(("slack", *bk, _bucket(slack)))
     v = run.violation
     if v is not None and v.kind != "hang":
         classes = {cls for _, cls in v.bad_chunks}

@@ -65,6 +65,8 @@ class Context:
     #: (bytes, scenario) of the input the last built-in move made from a scenario (`emit`), so the engine
     #: runs that scenario instead of decoding the bytes it was just encoded to
     made: tuple[bytes, Scenario] | None = None
+    #: inputs -> the byte offsets of their decoder's draws (`bounds`), least recently used first
+    starts: OrderedDict[bytes, list[int]] = field(default_factory=OrderedDict)
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -76,6 +78,19 @@ class Context:
         scn = codec.decode(data, self.protocol, self.preset)
         self.remember(data, scn)
         return scn
+
+    def bounds(self, data: bytes) -> list[int]:
+        """`field_bounds` of `data` under this context's decoder, kept (a bounded LRU, as `decoded`): the IR
+        moves read a parent's draws at every pick, and recording them is a decode through a Python reader."""
+        cache = self.starts
+        got = cache.get(data)
+        if got is not None:
+            cache.move_to_end(data)
+            return got
+        got = cache[data] = field_bounds(data, self.decoder())
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+        return got
 
     def remember(self, data: bytes, scn: Scenario) -> None:
         """`scn` is what `data` decodes to (the engine's executor decoded it, or a move encoded it): a later
@@ -201,8 +216,12 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
     config = scn.replace(schedule=())
     base = ctx.base(config)
+    form = ctx.forms.get(config)
+    # the base run's TLPs are its built form's arrival order without net overtakes: their QP streams are made
+    # once, on that arrival, and the executions over the form (the mutants) use the same
+    streams = form.arrived(config, ()).streams if form is not None else None
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
-                            focus=True, base=base, marks=lambda: ctx.marked(config, base))
+                            focus=True, base=base, marks=lambda: ctx.marked(config, base), streams=streams)
     return ctx.emit(scn.replace(schedule=sched))
 
 
@@ -223,9 +242,12 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
 
     scn = codec.decode(_random_bytes(rng), ctx.protocol, ctx.preset)   # a one-off: not through the cache
     ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
-    base = build_over(FORMS.get(scn, ctx.proto), scn.replace(schedule=()))  # its built form is the run's next
+    config = scn.replace(schedule=())
+    form = FORMS.get(scn, ctx.proto)
+    base = build_over(form, config)  # its built form is the run's next
     ctx.running = None
-    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base)))
+    streams = form.arrived(config, ()).streams       # the QP streams of `base`'s TLPs, kept on their arrival
+    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
 
 
 def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -259,7 +281,7 @@ def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
 
 
 def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:
-    starts = field_bounds(data, ctx.decoder())
+    starts = ctx.bounds(data)
     if not starts:
         return None
     i = rng.randrange(len(starts))

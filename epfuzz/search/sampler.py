@@ -102,8 +102,9 @@ class _Orders:
     parent with 14 overtakes replayed all 14 per change point). The order of a schedule's kept overtakes is
     kept across calls (`_KEPT`): a parent picked again is extended from the same order."""
 
-    def __init__(self, run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]]]) -> None:
-        self.run, self.moves = run, moves
+    def __init__(self, run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]]],
+                 streams: Callable[[int], QpStreams] | None = None) -> None:
+        self.run, self.moves, self.streams = run, moves, streams
         self.window = scn.knobs.reorder_window
         self.orders: dict[str, tuple[int, list[Any]]] = {}    # stage -> (moves applied, the order they make)
 
@@ -112,18 +113,19 @@ class _Orders:
         moves = self.moves[stage]
         done, order = self.orders.get(stage) or (0, None)
         if order is None:
-            order = _kept_order(self.run, stage, moves, self.window)
+            order = _kept_order(self.run, stage, moves, self.window, self.streams)
         elif done < len(moves):
-            order = _apply(self.run, stage, order, moves[done:], self.window)
+            order = _apply(self.run, stage, order, moves[done:], self.window, self.streams)
         self.orders[stage] = (len(moves), order)
         return order
 
 
-def _apply(run: Any, stage: str, items: Sequence[Any], moves: Sequence[tuple[int, int]], window: int) -> list[Any]:
+def _apply(run: Any, stage: str, items: Sequence[Any], moves: Sequence[tuple[int, int]], window: int,
+           streams: Callable[[int], QpStreams] | None = None) -> list[Any]:
     if stage == "net":
         return apply_overtakes(items, moves, packet_pass_rule(True), NET_WINDOW)[0]
-    tlps = run.tlps
-    return apply_tlp_overtakes(items, moves, tlp_pass_rule(), window, _streams(tlps, window))[0]
+    qp = streams(window) if streams is not None else _streams(run.tlps, window)
+    return apply_tlp_overtakes(items, moves, tlp_pass_rule(), window, qp)[0]
 
 
 #: (id of the events, stage, window, moves) -> (events, their order): the orders of kept schedules, least recently
@@ -132,7 +134,8 @@ _KEPT: OrderedDict[tuple[int, str, int, tuple[tuple[int, int], ...]], tuple[Any,
 KEPT_ORDERS = 64
 
 
-def _kept_order(run: Any, stage: str, moves: Sequence[tuple[int, int]], window: int) -> list[Any]:
+def _kept_order(run: Any, stage: str, moves: Sequence[tuple[int, int]], window: int,
+                streams: Callable[[int], QpStreams] | None = None) -> list[Any]:
     events = run.packets if stage == "net" else run.tlps
     if not moves:
         return list(events)
@@ -141,7 +144,7 @@ def _kept_order(run: Any, stage: str, moves: Sequence[tuple[int, int]], window: 
     if hit is not None and hit[0] is events:
         _KEPT.move_to_end(key)
         return hit[1]
-    order = _apply(run, stage, events, moves, window)
+    order = _apply(run, stage, events, moves, window, streams)
     _KEPT[key] = (events, order)
     if len(_KEPT) > KEPT_ORDERS:
         _KEPT.popitem(last=False)
@@ -192,14 +195,16 @@ def _change_point(run: Any, scn: Scenario, moves: dict[str, list[tuple[int, int]
 
 def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: int | None = None,
                     keep: Sequence[Overtake] = (), focus: bool = False, base: Any = None,
-                    marks: Callable[[], list[Any]] | None = None) -> tuple[Overtake, ...]:
+                    marks: Callable[[], list[Any]] | None = None,
+                    streams: Callable[[int], QpStreams] | None = None) -> tuple[Overtake, ...]:
     """d change points (1..MAX_DEPTH) over the scenario's arrival order, after the overtakes in `keep`.
 
     With `keep` (a kept input's schedule) this is a PCT move that adds to what came close
     instead of starting over: a depth-2 bug whose first reordering an input already makes
     needs one more change point, not two. `base`: the scenario's run without a schedule, if the
     caller keeps one (the guided loop mutates the same configuration many times); `marks`: what
-    `_marked` returns for it, if the caller keeps that too.
+    `_marked` returns for it, if the caller keeps that too; `streams(window)`: the `QpStreams` of its TLPs,
+    where the caller has them (`Arrived.streams` of the built form: the executions over it use the same).
     """
     run = base if base is not None else build(scn.replace(schedule=()), proto)
     d = depth or rng.randint(1, MAX_DEPTH)
@@ -213,7 +218,7 @@ def sample_schedule(scn: Scenario, proto: Protocol, rng: random.Random, depth: i
             if not memo:
                 memo.append(_marked(run))
             return memo[0]
-    orders = _Orders(run, scn, moves)
+    orders = _Orders(run, scn, moves, streams)
     out: list[Overtake] = list(keep)
     for _ in range(d):
         o = _change_point(run, scn, moves, rng, focus, marks, orders)
