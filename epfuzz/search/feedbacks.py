@@ -168,11 +168,16 @@ def _overlap(a: Any, b: Any) -> bool:
 
 
 def reorder_pairs(run: SimRun, reads: Reads | None = None) -> set[Feature]:
-    r = reads or reads_of(run)
-    tb = run.layout.token_bytes
-    out: set[Feature] = {("ro", role(a, r, tb), role(b, r, tb), rule, a.region, b.region, _overlap(a, b))
-                         for a, b, rule in run.tlp_inversions}
-    out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in run.packet_inversions}
+    out: set[Feature] = set()
+    tinv = run.tlp_inversions
+    if tinv:     # the roles need what the receiver read: a run without TLP inversions needs nothing of it
+        r = reads or reads_of(run)
+        tb = run.layout.token_bytes
+        out = {("ro", role(a, r, tb), role(b, r, tb), rule, a.region, b.region, _overlap(a, b))
+               for a, b, rule in tinv}
+    pinv = run.packet_inversions
+    if pinv:
+        out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in pinv}
     return out
 
 
