@@ -39,14 +39,16 @@ from __future__ import annotations
 
 import sys
 import zlib
-from bisect import bisect_left, bisect_right
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 from epfuzz.ir import ops
+
+# the `reads` feedback's loops: compiled with the emulator (epfuzz.core.native.COMPILED), plain Python where it
+# is not; the functions keep their names here
+from epfuzz.search.featcore import _bucket, _landings, _progress, accept_features  # noqa: F401
 from epfuzz.sim.engine import SimRun
 from epfuzz.sim.packets import TlpAction
 
@@ -178,150 +180,6 @@ def reorder_pairs(run: SimRun, reads: Reads | None = None) -> set[Feature]:
     pinv = run.packet_inversions
     if pinv:
         out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in pinv}
-    return out
-
-
-def _bucket(x: int) -> int:
-    """Signed log2 bucket: 0 for 0, +-bit_length otherwise."""
-    return x.bit_length() if x >= 0 else -(-x).bit_length()
-
-
-_LAND = attrgetter("n", "epoch", "region", "off", "length")
-
-
-def _landings(run: SimRun) -> dict[tuple[int, str], list[tuple[int, int, int]]]:
-    """(epoch, region) -> (start, end, position after it became visible) of every TLP run."""
-    out: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-    pos = 0
-    for n, e, region, off, ln in map(_LAND, run.order):
-        pos += n
-        key = (e, region)
-        lst = out.get(key)
-        if lst is None:
-            lst = out[key] = []
-        lst.append((off, off + (ln if ln > 1 else 1), pos))
-    return out
-
-
-def _progress(k: int, n: int) -> int:
-    return 0 if k == 0 else (2 if k >= n else 1)
-
-
-#: a region's landings past this many are searched through their sorted starts (`_Sorted`), not one by one
-SCAN = 24
-_PARTS = ("head", "tail", "mid")
-
-
-class _Sorted:
-    """One (epoch, region)'s landings sorted by start, for a consumed range's overlapping ones without a walk
-    over all of them: a landing overlapping [a, b) starts before b and, being at most `span` bytes long,
-    after a - span."""
-
-    __slots__ = ("items", "los", "span")
-
-    def __init__(self, items: list[tuple[int, int, int]]) -> None:
-        self.items = sorted(items)
-        self.los = [x[0] for x in self.items]
-        self.span = max(hi - lo for lo, hi, _ in items)
-
-    def last(self, a: int, b: int) -> dict[str, int]:
-        """What the walk in visibility order gives: per part, the position of the last overlapping landing,
-        the parts in the order the walk first met them."""
-        items = self.items
-        first = [-1, -1, -1]        # per part (head, tail, mid): the first position met, the last one
-        last = [-1, -1, -1]
-        for j in range(bisect_right(self.los, a - self.span), bisect_left(self.los, b)):
-            lo, hi, pos = items[j]
-            if a < hi:
-                for q in ((0, 1) if b <= hi else (0,)) if lo <= a else (1,) if b <= hi else (2,):
-                    if pos > last[q]:
-                        last[q] = pos
-                    if first[q] < 0 or pos < first[q]:
-                        first[q] = pos
-        met = sorted((first[q], q) for q in range(3) if first[q] >= 0)   # a whole landing: head, then tail
-        return {_PARTS[q]: last[q] for _, q in met}
-
-
-def accept_features(run: SimRun) -> set[Feature]:
-    """Slack per (phase, part of the read range), reads-from, progress transitions.
-
-    Written as plain loops over locals (a run's features are computed at every execution): a part's last
-    landing is the last overlapping run in visibility order (positions only grow along a region's list;
-    a long list is searched by start, `_Sorted`), and an epoch's progress moves one channel at a time."""
-    out: set[Feature] = set()
-    polls = run.polls
-    if polls:
-        lay = run.layout
-        tb = lay.token_bytes or 16
-        tokens = lay.tokens_in_channel
-        spc = lay.slots_per_channel
-        nch = lay.num_channels
-        data = ops.DATA
-        land = _landings(run)
-        index: dict[tuple[int, str], _Sorted] = {}
-        best: dict[tuple[Any, ...], int] = {}
-        done: dict[tuple[int, int], int] = {}
-        prog: dict[int, list[int]] = {}     # epoch -> its channels' progress (`_progress`), as `done` says now
-        for p in polls:
-            e = p.epoch
-            e3 = e if e < 3 else 3
-            state = prog.get(e)
-            if state is None:
-                state = prog[e] = [_progress(0, tokens[c]) for c in range(nch)]
-            before = tuple(state)
-            moved = False
-            position = p.position
-            for c in p.consumes:
-                region, a, ln, ch = c.region, c.offset, c.length, c.channel
-                b = a + (ln if ln > 1 else 1)
-                key = (e, region)
-                lst = land.get(key) or []
-                if len(lst) > SCAN:
-                    srt = index.get(key)
-                    if srt is None:
-                        srt = index[key] = _Sorted(lst)
-                    last = srt.last(a, b)
-                else:
-                    last = {}
-                    for lo, hi, pos in lst:
-                        if lo < b and a < hi:
-                            if lo <= a:
-                                last["head"] = pos
-                                if b <= hi:
-                                    last["tail"] = pos
-                            elif b <= hi:
-                                last["tail"] = pos
-                            else:
-                                last["mid"] = pos
-                final = region == data and (a + ln) // tb - ch * spc >= tokens[ch]
-                phase = (e3, "final" if final else "batch", region)
-                for q, pos in last.items():
-                    slack = position - pos          # < 0: this part landed only after the accept
-                    bk = (*phase, q)
-                    best[bk] = min(best.get(bk, slack), slack)
-                if region == data:
-                    k = done[(e, ch)] = done.get((e, ch), 0) + ln // tb
-                    if 0 <= ch < nch:
-                        state[ch] = _progress(k, tokens[ch])
-                    moved = True
-            if moved:
-                after = tuple(state)
-                if after != before:
-                    count = (after.count(0), after.count(1), after.count(2))
-                    for ch in range(nch):
-                        b, a = before[ch], after[ch]
-                        if b != a:      # one channel's step, with what the other channels hold (not 3^C tuples)
-                            others = tuple(x for x in (0, 1, 2) if count[x] > (x == a))
-                            out.add(("st", e3, b, a, others))
-        for bk, slack in best.items():
-            out.add(("slack", *bk, _bucket(slack)))
-    v = run.violation
-    if v is not None and v.kind != "hang":
-        classes = {cls for _, cls in v.bad_chunks}
-        mix = "mix" if v.bad_bytes < v.length or len(classes) > 1 else next(iter(classes), "?")
-        out.add(("rf", v.region, mix))
-    elif polls:
-        out.add(("rf", "fresh"))
     return out
 
 
