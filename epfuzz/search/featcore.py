@@ -1,5 +1,6 @@
-"""The loops of the `reads` feedback (epfuzz.search.feedbacks.accept_features): slack per phase and part of a
-read range, progress steps, reads-from.
+"""The loops of the `reorder` and `reads` feedbacks (epfuzz.search.feedbacks): what the receiver read and
+watched, the roles of TLPs in its terms, the inversions by role; slack per phase and part of a read range,
+progress steps, reads-from.
 
 They run at every execution of the guided engine over every TLP run and poll of it, so they are compiled with
 the emulator (epfuzz.core.native.COMPILED: mypyc reads a TLP's fields from the object, where the interpreter made
@@ -10,12 +11,133 @@ written.
 
 from __future__ import annotations
 
+from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Any
 
 from epfuzz.ir import ops
+from epfuzz.sim.packets import Tlp, TlpAction
 from epfuzz.sim.run import SimRun
 
 Feature = tuple[Any, ...]
+_ACTION = {TlpAction.COPY: "data", TlpAction.VALUE: "value", TlpAction.ADD: "add", TlpAction.READ: "read",
+           TlpAction.CQE: "cqe", TlpAction.FETCH: "fetch", TlpAction.STALE: "stale"}
+
+
+# ------------------------------------------------------------------ what the receiver reads and watches
+@dataclass
+class Reads:
+    """What the run's receiver read and what woke it: the base of every role."""
+
+    ranges: dict[tuple[int, str], list[tuple[int, int]]]   # (epoch, region) -> accepted (start, end)
+    triggers: set[int]                                     # seqs of TLPs that woke an accepting poll
+    watched: set[str]                                      # regions those TLPs landed in
+
+
+#: id(TLP list) -> (the list, its seq -> TLP): a built form's arrival order is shared by every run over it
+#: (`SimRun.tlps`, never changed once built), so the map is made once per arrival order, least recently
+#: used out; the list is held, so an id is never another list's while its entry lives
+_SEQS: OrderedDict[int, tuple[list[Tlp], dict[int, Tlp]]] = OrderedDict()
+SEQS = 64
+
+
+def _seqs(tlps: list[Tlp]) -> dict[int, Tlp]:
+    key = id(tlps)
+    hit = _SEQS.get(key)
+    if hit is not None and hit[0] is tlps:
+        _SEQS.move_to_end(key)
+        return hit[1]
+    seqs = {t.seq: t for t in tlps}
+    _SEQS[key] = (tlps, seqs)
+    if len(_SEQS) > SEQS:
+        _SEQS.popitem(last=False)
+    return seqs
+
+
+def reads_of(run: SimRun) -> Reads:
+    ranges: dict[tuple[int, str], list[tuple[int, int]]] = {}
+    triggers: set[int] = set()
+    watched: set[str] = set()
+    seqs: dict[int, Tlp] | None = None
+    for p in run.polls:
+        trigger = p.trigger
+        if trigger >= 0:
+            triggers.add(trigger)
+            if seqs is None:
+                seqs = _seqs(run.tlps)
+            t = seqs.get(trigger)
+            if t is not None:
+                watched.add(t.region)
+        e = p.epoch
+        for c in p.consumes:
+            key = (e, c.region)
+            lst = ranges.get(key)
+            if lst is None:
+                lst = ranges[key] = []
+            off, ln = c.offset, c.length
+            lst.append((off, off + (ln if ln > 1 else 1)))
+    return Reads(ranges, triggers, watched)
+
+
+def _part(lo: int, hi: int, a: int, b: int) -> str:
+    """Which part of [a, b) the bytes [lo, hi) hold."""
+    head, tail = lo <= a < hi, lo < b <= hi
+    return "whole" if head and tail else "head" if head else "tail" if tail else "mid"
+
+
+#: (action, TLP type, RO) -> the TLP's name in its role ("data/POSTED/RO"): a handful of names, made once each
+_NAMES: dict[tuple[Any, Any, Any], str] = {}
+
+
+def _name(t: Tlp) -> str:
+    attrs = t.attrs
+    key = (t.action, attrs.type, attrs.ro)
+    name = _NAMES.get(key)
+    if name is None:
+        name = _NAMES[key] = f"{_ACTION.get(t.action, '?')}/{attrs.type.name}{'/RO' if attrs.ro else ''}"
+    return name
+
+
+def role(t: Tlp, reads: Reads, token_bytes: int) -> str:
+    """A TLP's role in the receiver's terms (see the module docstring)."""
+    name = _name(t)
+    if t.local:
+        return "local"
+    if t.seq in reads.triggers:
+        return f"trigger/{name}"
+    lo = t.off
+    ln = t.length
+    hi = lo + (ln if ln > 1 else 1)
+    for a, b in reads.ranges.get((t.epoch, t.region), ()):
+        if lo < b and a < hi:
+            slot = ""
+            if token_bytes and b - a > token_bytes:
+                s = (lo - a) // token_bytes * token_bytes + a
+                slot = "/slot-" + _part(lo, hi, s, s + token_bytes)
+            return f"read-{_part(lo, hi, a, b)}{slot}/{name}"
+    if t.region in reads.watched:
+        return f"watched/{name}"
+    return name
+
+
+def _overlap(a: Tlp, b: Tlp) -> bool:
+    """The two TLPs touch the same bytes: which one's value stays is decided by the reordering
+    (a reset store passed by a signal, a flag passed by the word it guards)."""
+    return a.region == b.region and a.off < b.off + max(b.length, 1) and b.off < a.off + max(a.length, 1)
+
+
+def reorder_pairs(run: SimRun, reads: Reads | None = None) -> set[Feature]:
+    out: set[Feature] = set()
+    tinv = run.tlp_inversions
+    if tinv:     # the roles need what the receiver read: a run without TLP inversions needs nothing of it
+        r = reads or reads_of(run)
+        tb = run.layout.token_bytes
+        out = {("ro", role(a, r, tb), role(b, r, tb), rule, a.region, b.region, _overlap(a, b))
+               for a, b, rule in tinv}
+    pinv = run.packet_inversions
+    if pinv:
+        out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in pinv}
+    return out
 
 
 def _bucket(x: int) -> int:
