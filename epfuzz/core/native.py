@@ -33,7 +33,7 @@ COMPILED: tuple[str, ...] = (
     "epfuzz.sim.packets", "epfuzz.sim.adversary", "epfuzz.sim.responder", "epfuzz.sim.pass_rules",
     "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.requester", "epfuzz.sim.memory", "epfuzz.sim.receive",
     "epfuzz.sim.run", "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload",
-    "epfuzz.model.epoch", "epfuzz.model.oracle",
+    "epfuzz.model.epoch", "epfuzz.model.oracle", "epfuzz.search.featcore",
 )
 MANIFEST = PACKAGE_DIR / "_core_manifest.json"
 

@@ -39,17 +39,30 @@ from __future__ import annotations
 
 import sys
 import zlib
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from epfuzz.ir import ops
+
+# the `reorder` and `reads` feedbacks' loops: compiled with the emulator (epfuzz.core.native.COMPILED), plain
+# Python where it is not; the functions keep their names here
+from epfuzz.search.featcore import (  # noqa: F401
+    Reads,
+    _bucket,
+    _landings,
+    _overlap,
+    _part,
+    _progress,
+    accept_features,
+    reads_of,
+    reorder_pairs,
+    role,
+)
 from epfuzz.sim.engine import SimRun
-from epfuzz.sim.packets import TlpAction
 
 POOL = 1 << 14          # libFuzzer counters reserved for semantic features
-_ACTION = {TlpAction.COPY: "data", TlpAction.VALUE: "value", TlpAction.ADD: "add", TlpAction.READ: "read",
-           TlpAction.CQE: "cqe", TlpAction.FETCH: "fetch", TlpAction.STALE: "stale"}
 Feature = tuple[Any, ...]
 
 
@@ -62,139 +75,28 @@ class Feedback:
     doc: str = ""
 
 
-# ------------------------------------------------------------------ what the receiver reads and watches
-@dataclass
-class Reads:
-    """What the run's receiver read and what woke it: the base of every role."""
-
-    ranges: dict[tuple[int, str], list[tuple[int, int]]]   # (epoch, region) -> accepted (start, end)
-    triggers: set[int]                                     # seqs of TLPs that woke an accepting poll
-    watched: set[str]                                      # regions those TLPs landed in
-
-
-def reads_of(run: SimRun) -> Reads:
-    seqs = {t.seq: t for t in run.tlps}
-    ranges: dict[tuple[int, str], list[tuple[int, int]]] = {}
-    triggers: set[int] = set()
-    watched: set[str] = set()
-    for p in run.polls:
-        if p.trigger >= 0:
-            triggers.add(p.trigger)
-            t = seqs.get(p.trigger)
-            if t is not None:
-                watched.add(t.region)
-        for c in p.consumes:
-            ranges.setdefault((p.epoch, c.region), []).append((c.offset, c.offset + max(c.length, 1)))
-    return Reads(ranges, triggers, watched)
-
-
-def _part(lo: int, hi: int, a: int, b: int) -> str:
-    """Which part of [a, b) the bytes [lo, hi) hold."""
-    head, tail = lo <= a < hi, lo < b <= hi
-    return "whole" if head and tail else "head" if head else "tail" if tail else "mid"
-
-
-def role(t: Any, reads: Reads, token_bytes: int) -> str:
-    """A TLP's role in the receiver's terms (see the module docstring)."""
-    name = f"{_ACTION.get(t.action, '?')}/{t.attrs.type.name}{'/RO' if t.attrs.ro else ''}"
-    if t.local:
-        return "local"
-    if t.seq in reads.triggers:
-        return f"trigger/{name}"
-    lo, hi = t.off, t.off + max(t.length, 1)
-    for a, b in reads.ranges.get((t.epoch, t.region), ()):
-        if lo < b and a < hi:
-            slot = ""
-            if token_bytes and b - a > token_bytes:
-                s = (lo - a) // token_bytes * token_bytes + a
-                slot = "/slot-" + _part(lo, hi, s, s + token_bytes)
-            return f"read-{_part(lo, hi, a, b)}{slot}/{name}"
-    if t.region in reads.watched:
-        return f"watched/{name}"
-    return name
-
-
-def _overlap(a: Any, b: Any) -> bool:
-    """The two TLPs touch the same bytes: which one's value stays is decided by the reordering
-    (a reset store passed by a signal, a flag passed by the word it guards)."""
-    return a.region == b.region and a.off < b.off + max(b.length, 1) and b.off < a.off + max(a.length, 1)
-
-
-def reorder_pairs(run: SimRun, reads: Reads | None = None) -> set[Feature]:
-    r = reads or reads_of(run)
-    tb = run.layout.token_bytes
-    out: set[Feature] = {("ro", role(a, r, tb), role(b, r, tb), rule, a.region, b.region, _overlap(a, b))
-                         for a, b, rule in run.tlp_inversions}
-    out |= {("pk", int(a.kind), int(b.kind), rule, a.region, b.region) for a, b, rule in run.packet_inversions}
-    return out
-
-
-def _bucket(x: int) -> int:
-    """Signed log2 bucket: 0 for 0, +-bit_length otherwise."""
-    return x.bit_length() if x >= 0 else -(-x).bit_length()
-
-
-def _landings(run: SimRun) -> dict[tuple[int, str], list[tuple[int, int, int]]]:
-    """(epoch, region) -> (start, end, position after it became visible) of every TLP run."""
-    out: dict[tuple[int, str], list[tuple[int, int, int]]] = {}
-    pos = 0
-    for t in run.order:
-        pos += t.n
-        out.setdefault((t.epoch, t.region), []).append((t.off, t.off + max(t.length, 1), pos))
-    return out
-
-
-def _progress(k: int, n: int) -> int:
-    return 0 if k == 0 else (2 if k >= n else 1)
-
-
-def accept_features(run: SimRun) -> set[Feature]:
-    """Slack per (phase, part of the read range), reads-from, progress transitions."""
-    lay = run.layout
-    tb = lay.token_bytes or 16
-    land = _landings(run)
-    out: set[Feature] = set()
-    best: dict[tuple[Any, ...], int] = {}
-    done: dict[tuple[int, int], int] = {}
-    for p in run.polls:
-        e = p.epoch
-        before = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
-        for c in p.consumes:
-            a, b = c.offset, c.offset + max(c.length, 1)
-            last: dict[str, int] = {}
-            for lo, hi, pos in land.get((e, c.region), ()):
-                if lo < b and a < hi:
-                    part = _part(lo, hi, a, b)
-                    for q in (("head", "tail") if part == "whole" else (part,)):
-                        last[q] = max(last.get(q, 0), pos)
-            end = (c.offset + c.length) // tb - c.channel * lay.slots_per_channel
-            final = c.region == ops.DATA and end >= lay.tokens_in_channel[c.channel]
-            phase = (min(e, 3), "final" if final else "batch", c.region)
-            for q, pos in last.items():
-                slack = p.position - pos          # < 0: this part landed only after the accept
-                key = (*phase, q)
-                best[key] = min(best.get(key, slack), slack)
-            if c.region == ops.DATA:
-                done[(e, c.channel)] = done.get((e, c.channel), 0) + c.length // tb
-        after = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
-        for ch, (b, a) in enumerate(zip(before, after)):
-            if b != a:      # one channel's step, with what the other channels hold (not all C: 3^C tuples)
-                others = tuple(sorted({x for k, x in enumerate(after) if k != ch}))
-                out.add(("st", min(e, 3), b, a, others))
-    for key, slack in best.items():
-        out.add(("slack", *key, _bucket(slack)))
-    v = run.violation
-    if v is not None and v.kind != "hang":
-        classes = {cls for _, cls in v.bad_chunks}
-        mix = "mix" if v.bad_bytes < v.length or len(classes) > 1 else next(iter(classes), "?")
-        out.add(("rf", v.region, mix))
-    elif run.polls:
-        out.add(("rf", "fresh"))
-    return out
+#: id(work requests) -> (them, the layout, their features): a run's shape is its built form's (the lists every
+#: run over the form shares, never changed once built), so it is read once per form, least recently used out
+_SHAPES: OrderedDict[int, tuple[list[Any], Any, frozenset[Feature]]] = OrderedDict()
+SHAPES = 64
 
 
 def shape_features(run: SimRun) -> set[Feature]:
     """Configuration waypoints: work-request kinds per QP relation, empty channels, epochs."""
+    wrs, lay = run.wrs, run.layout
+    key = id(wrs)
+    hit = _SHAPES.get(key)
+    if hit is not None and hit[0] is wrs and hit[1] is lay:
+        _SHAPES.move_to_end(key)
+        return set(hit[2])
+    got = _shape(run)
+    _SHAPES[key] = (wrs, lay, frozenset(got))
+    if len(_SHAPES) > SHAPES:
+        _SHAPES.popitem(last=False)
+    return got
+
+
+def _shape(run: SimRun) -> set[Feature]:
     data_qps: dict[int, set[int]] = {}
     for w in run.wrs:
         if getattr(w.op, "region", None) == ops.DATA:

@@ -168,7 +168,9 @@ class Monitor:
 
     def executed(self, move: str, kept: bool, found: bool) -> None:
         self.execs += 1
-        m = self.moves.setdefault(move, MoveStats())
+        m = self.moves.get(move)
+        if m is None:
+            m = self.moves[move] = MoveStats()
         m.used += 1
         m.kept += kept
         m.found += found

@@ -24,6 +24,7 @@ import random
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
 from typing import Any
 
 from epfuzz.encoding import codec
@@ -34,6 +35,7 @@ from epfuzz.protocols.base import Protocol
 MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
 BASES = 256            # configurations whose unscheduled run is kept for the sampler (least recently used out)
+DECODED = 1024         # inputs whose decoded scenario `Context.decode` keeps (least recently used out)
 
 
 @dataclass
@@ -52,12 +54,62 @@ class Context:
     base_runs: int = 0                        # configurations `base` had to run (not kept)
     #: the built form of each configuration in `bases` (`Built.lean`), handed back to the form cache on use
     forms: dict[Scenario, Any] = field(default_factory=dict)
+    #: what the receiver hinges on in each base run (`sampler._marked`), made on first use; leaves with its run
+    marks: dict[Scenario, list[Any]] = field(default_factory=dict)
     #: the configuration `base` is running now: where the plug-in's code loops or raises inside a move,
     #: this is the input that does so again (a fresh move's parent is b"", which runs something else)
     running: Scenario | None = None
+    #: inputs -> their decoded scenarios, least recently used first: a parent is picked many times, and each
+    #: schedule move on it decoded its bytes again (a bounded LRU, so memory does not grow with the corpus)
+    decoded: OrderedDict[bytes, Scenario] = field(default_factory=OrderedDict)
+    #: (bytes, scenario) of the input the last built-in move made from a scenario (`emit`), so the engine
+    #: runs that scenario instead of decoding the bytes it was just encoded to
+    made: tuple[bytes, Scenario] | None = None
+    #: inputs -> the byte offsets of their decoder's draws (`bounds`), least recently used first
+    starts: OrderedDict[bytes, list[int]] = field(default_factory=OrderedDict)
 
     def decode(self, data: bytes) -> Scenario:
-        return codec.decode(data, self.protocol, self.preset)
+        """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
+        cache = self.decoded
+        scn = cache.get(data)
+        if scn is not None:
+            cache.move_to_end(data)
+            return scn
+        scn = codec.decode(data, self.protocol, self.preset)
+        self.remember(data, scn)
+        return scn
+
+    def bounds(self, data: bytes) -> list[int]:
+        """`field_bounds` of `data` under this context's decoder, kept (a bounded LRU, as `decoded`): the IR
+        moves read a parent's draws at every pick, and recording them is a decode through a Python reader."""
+        cache = self.starts
+        got = cache.get(data)
+        if got is not None:
+            cache.move_to_end(data)
+            return got
+        got = cache[data] = field_bounds(data, self.decoder())
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+        return got
+
+    def remember(self, data: bytes, scn: Scenario) -> None:
+        """`scn` is what `data` decodes to (the engine's executor decoded it, or a move encoded it): a later
+        `decode` of `data` (a kept input picked as a parent) returns it."""
+        cache = self.decoded
+        cache[data] = scn
+        cache.move_to_end(data)
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+
+    def emit(self, scn: Scenario) -> bytes:
+        """`scn`'s bytes, and `scn` kept beside them in `made`. Only for a scenario that decodes back to
+        itself: one decoded under this context's protocol and preset (its pinned fields hold their values),
+        changed only within the codec's bounds (a schedule of at most MAX_SCHEDULE overtakes, each index an
+        `encodable` one, each distance in 1..64), as the schedule moves' are; tests/search/test_moves.py
+        checks `decode(encode(s)) == s` for what they make."""
+        data = codec.encode(scn)
+        self.made = (data, scn)
+        return data
 
     def decoder(self) -> Callable[[ChoiceReader], object]:
         return codec.decoder_for(self.protocol, self.preset)
@@ -92,7 +144,18 @@ class Context:
         while len(bases) > BASES:
             old, _ = bases.popitem(last=False)
             self.forms.pop(old, None)
+            self.marks.pop(old, None)
         return run
+
+    def marked(self, config: Scenario, run: Any) -> list[Any]:
+        """`sampler._marked(run)` for the base run of `config`, kept beside it: a function of that run alone,
+        which each focused change point on a parent of this configuration made again."""
+        from epfuzz.search.sampler import _marked
+
+        got = self.marks.get(config)
+        if got is None:
+            got = self.marks[config] = _marked(run)
+        return got
 
 
 @dataclass(frozen=True)
@@ -152,9 +215,14 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     keep = scn.schedule if extend else ()
     keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
     config = scn.replace(schedule=())
+    base = ctx.base(config)
+    form = ctx.forms.get(config)
+    # the base run's TLPs are its built form's arrival order without net overtakes: their QP streams are made
+    # once, on that arrival, and the executions over the form (the mutants) use the same
+    streams = form.arrived(config, ()).streams if form is not None else None
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
-                            focus=True, base=ctx.base(config))
-    return codec.encode(scn.replace(schedule=sched))
+                            focus=True, base=base, marks=lambda: ctx.marked(config, base), streams=streams)
+    return ctx.emit(scn.replace(schedule=sched))
 
 
 def fresh(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -172,11 +240,14 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
     from epfuzz.search.sampler import sample_schedule
     from epfuzz.sim.engine import FORMS, build_over
 
-    scn = ctx.decode(_random_bytes(rng))
+    scn = codec.decode(_random_bytes(rng), ctx.protocol, ctx.preset)   # a one-off: not through the cache
     ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
-    base = build_over(FORMS.get(scn, ctx.proto), scn.replace(schedule=()))  # its built form is the run's next
+    config = scn.replace(schedule=())
+    form = FORMS.get(scn, ctx.proto)
+    base = build_over(form, config)  # its built form is the run's next
     ctx.running = None
-    return codec.encode(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base)))
+    streams = form.arrived(config, ()).streams       # the QP streams of `base`'s TLPs, kept on their arrival
+    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
 
 
 def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -206,11 +277,11 @@ def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
         if not 0 <= index <= MAX_INDEX:
             index = o.index - step
         sched[i] = dataclasses.replace(o, index=encodable(index))
-    return codec.encode(scn.replace(schedule=tuple(sched)))
+    return ctx.emit(scn.replace(schedule=tuple(sched)))
 
 
 def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:
-    starts = field_bounds(data, ctx.decoder())
+    starts = ctx.bounds(data)
     if not starts:
         return None
     i = rng.randrange(len(starts))
@@ -290,6 +361,8 @@ class MoveSet:
         self._index = {m.name: i for i, m in enumerate(self.moves)}
         self._weights = [m.weight for m in self.moves]
         self._fresh = [m for m in self.moves if m.kind == "fresh"]
+        self._cum: tuple[list[float], list[float]] = ([], [])
+        self._accumulate()
         self.adapt = adapt
         self.draws = [0.0] * len(self.moves)
         self.paid = [0.0] * len(self.moves)
@@ -299,10 +372,16 @@ class MoveSet:
     def weights(self) -> dict[str, float]:
         return {m.name: w for m, w in zip(self.moves, self._weights)}
 
+    def _accumulate(self) -> None:
+        """The cumulative weights `draw` hands to `random.choices`, made when the weights change: `choices`
+        makes exactly these from `weights` on every call (list(accumulate(weights))), so the draws are the same."""
+        w = self._weights
+        self._cum = (list(accumulate(w)), list(accumulate(w[self._index[m.name]] for m in self._fresh)))
+
     def draw(self, rng: random.Random, have_parent: bool = True) -> Move:
         if not have_parent and self._fresh:
-            return rng.choices(self._fresh, [self._weights[self._index[m.name]] for m in self._fresh])[0]
-        return rng.choices(self.moves, self._weights)[0]
+            return rng.choices(self._fresh, cum_weights=self._cum[1])[0]
+        return rng.choices(self.moves, cum_weights=self._cum[0])[0]
 
     def reward(self, name: str, paid: bool) -> None:
         """What the drawn move's input did: `paid` if it was kept or found something."""
@@ -323,6 +402,7 @@ class MoveSet:
             self._weights[i] = m.weight * max(1 / SPREAD, min(SPREAD, rate / total))
             self.draws[i] /= 2
             self.paid[i] /= 2
+        self._accumulate()
 
 
 def load(specs: Iterable[str]) -> list[Move]:

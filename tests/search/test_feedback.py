@@ -139,3 +139,99 @@ def test_a_signal_passing_the_reset_of_its_own_word_is_a_same_bytes_pair():
     assert ("empty-channel", 1) in features(run)
     clean = _run({**doc, "schedule": []})
     assert not any(k[-1] is True for k in reorder_pairs(clean))
+
+
+# the features as first written (48379fc), kept as their specification: the loops in epfuzz.search.feedbacks
+# were rewritten for speed and must compute exactly these sets
+def _spec_landings(run):
+    out = {}
+    pos = 0
+    for t in run.order:
+        pos += t.n
+        out.setdefault((t.epoch, t.region), []).append((t.off, t.off + max(t.length, 1), pos))
+    return out
+
+
+def _spec_part(lo, hi, a, b):
+    head, tail = lo <= a < hi, lo < b <= hi
+    return "whole" if head and tail else "head" if head else "tail" if tail else "mid"
+
+
+def _spec_accept(run):
+    from epfuzz.ir import ops
+    from epfuzz.search.feedbacks import _bucket, _progress
+
+    lay = run.layout
+    tb = lay.token_bytes or 16
+    land = _spec_landings(run)
+    out, best, done = set(), {}, {}
+    for p in run.polls:
+        e = p.epoch
+        before = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
+        for c in p.consumes:
+            a, b = c.offset, c.offset + max(c.length, 1)
+            last = {}
+            for lo, hi, pos in land.get((e, c.region), ()):
+                if lo < b and a < hi:
+                    part = _spec_part(lo, hi, a, b)
+                    for q in (("head", "tail") if part == "whole" else (part,)):
+                        last[q] = max(last.get(q, 0), pos)
+            end = (c.offset + c.length) // tb - c.channel * lay.slots_per_channel
+            final = c.region == ops.DATA and end >= lay.tokens_in_channel[c.channel]
+            phase = (min(e, 3), "final" if final else "batch", c.region)
+            for q, pos in last.items():
+                key = (*phase, q)
+                best[key] = min(best.get(key, p.position - pos), p.position - pos)
+            if c.region == ops.DATA:
+                done[(e, c.channel)] = done.get((e, c.channel), 0) + c.length // tb
+        after = tuple(_progress(done.get((e, c), 0), lay.tokens_in_channel[c]) for c in range(lay.num_channels))
+        for ch, (b, a) in enumerate(zip(before, after)):
+            if b != a:
+                out.add(("st", min(e, 3), b, a, tuple(sorted({x for k, x in enumerate(after) if k != ch}))))
+    for key, slack in best.items():
+        out.add(("slack", *key, _bucket(slack)))
+    v = run.violation
+    if v is not None and v.kind != "hang":
+        classes = {cls for _, cls in v.bad_chunks}
+        out.add(("rf", v.region, "mix" if v.bad_bytes < v.length or len(classes) > 1 else next(iter(classes), "?")))
+    elif run.polls:
+        out.add(("rf", "fresh"))
+    return out
+
+
+def _spec_shape(run):
+    from epfuzz.ir import ops
+
+    data_qps = {}
+    for w in run.wrs:
+        if getattr(w.op, "region", None) == ops.DATA:
+            data_qps.setdefault(w.channel, set()).add(w.qp)
+    out = {("wr", type(w.op).__name__, getattr(w.op, "region", "-"),
+            "data-qp" if w.qp in data_qps.get(w.channel, ()) else "other-qp") for w in run.wrs}
+    epochs = min(max((w.epoch for w in run.wrs), default=0), 3)
+    out.add(("epochs", epochs))
+    if 0 in run.layout.tokens_in_channel:
+        out.add(("empty-channel", epochs))
+    return out
+
+
+def test_the_features_loops_compute_what_their_specification_does():
+    """On the guided engine's own runs (deep, deep2, zoo, NVLink, receiver-cache protocols: polls, splits,
+    several epochs, violations), the rewritten loops give the specification's sets; the shape of a form,
+    read once, comes back as a fresh set each time (a caller may change it)."""
+    from epfuzz.search.engines.guided import Guided
+    from epfuzz.search.feedbacks import _landings, shape_features
+
+    checked = 0
+    for name in ("deep_other_qp", "deep2_cqe_packets", "dispatch_any", "mixed_plane", "stale_cache"):
+        loop = Guided(name, get_protocol(name), 9)
+        for _ in range(150):
+            run = loop.step().run
+            assert _landings(run) == _spec_landings(run)
+            assert accept_features(run) == _spec_accept(run), name
+            got = shape_features(run)
+            assert got == _spec_shape(run), name
+            got.add(("x",))
+            assert shape_features(run) == _spec_shape(run)
+            checked += bool(run.polls)
+    assert checked > 300

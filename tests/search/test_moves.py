@@ -173,3 +173,68 @@ def test_a_fresh_sampled_draw_whose_build_raises_names_its_configuration(monkeyp
         mv.fresh_pct(ctx, b"", random.Random(4))
     assert ctx.running is not None
     assert ctx.decode(ctx.culprit(b"")) == ctx.running
+
+
+@pytest.mark.parametrize("name", ["deep_gdr", "deep_other_qp", "dispatch_any", "mixed_plane", "deep2_packed"])
+def test_a_moves_handed_scenario_is_what_its_bytes_decode_to(name):
+    """The guided engine runs the scenario a move hands along (`Context.emit`) instead of decoding the
+    move's bytes: that is only right while `decode(encode(s)) == s` holds for every scenario a built-in
+    move makes (a decoded configuration, a schedule within the codec's bounds), on any parent: random
+    bytes, parents with long schedules (extend keeps up to MAX_SCHEDULE - 2 of them), net overtakes."""
+    ctx, rng = _ctx(name), random.Random(11)
+    handed = {m.name: 0 for m in mv.DEFAULT}
+    parents = [rng.randbytes(rng.randrange(0, 129)) for _ in range(12)]
+    for p in list(parents):        # parents whose schedules are long, as extend's grow them
+        for _ in range(8):
+            p = mv.extend(ctx, p, rng)
+        parents.append(p)
+    for parent in parents:
+        for m in mv.DEFAULT:
+            ctx.made = None
+            out = m.fn(ctx, parent, rng)
+            if ctx.made is None:
+                continue
+            handed[m.name] += 1
+            assert ctx.made[0] is out, m.name
+            assert codec.decode(out, name) == ctx.made[1], m.name
+    assert all(handed[n] for n in ("fresh+pct", "extend", "resample", "shift")), handed
+    assert not any(handed[n] for n in ("fresh", "field", "shrink", "suffix", "bytes")), handed
+
+
+def test_decoded_parents_are_a_bounded_lru(monkeypatch):
+    """`Context.decode` keeps at most DECODED scenarios (a long run's memory must not grow with its
+    corpus), the least recently used leaves first, and what it returns is what the codec decodes."""
+    monkeypatch.setattr(mv, "DECODED", 3)
+    ctx = _ctx()
+    inputs = [bytes([i]) * 9 for i in range(5)]
+    for d in inputs[:3]:
+        assert ctx.decode(d) == codec.decode(d, "deep_gdr")
+    ctx.decode(inputs[0])                      # used again: the most recent
+    ctx.decode(inputs[3])                      # inputs[1], least recently used, leaves
+    assert list(ctx.decoded) == [inputs[2], inputs[0], inputs[3]]
+    assert ctx.decode(inputs[0]) is ctx.decoded[inputs[0]]
+
+
+def test_the_guided_engine_decodes_no_input_a_move_built_from_a_scenario(monkeypatch):
+    """Schedule moves and fresh+pct hand their scenario along; the executor decodes only the bytes of the
+    other moves (and seeds), and a kept input's scenario is remembered for its moves as a parent."""
+    from epfuzz.search.engines.guided import Guided
+    from epfuzz.search.executor import SimExecutor
+
+    decoded: list[bytes] = []
+    run = SimExecutor.run
+
+    def counting(self, data):
+        decoded.append(data)
+        return run(self, data)
+
+    monkeypatch.setattr(SimExecutor, "run", counting)
+    loop = Guided("deep_gdr", get_protocol("deep_gdr"), 4)
+    steps = [loop.step() for _ in range(300)]
+    built = {"fresh+pct", "extend", "resample", "shift"}
+    assert sum(s.move in built for s in steps) > 100
+    assert len(decoded) == sum(s.move not in built for s in steps)
+    for s in steps:
+        if s.kept and s.data in loop.ctx.decoded:
+            assert loop.ctx.decoded[s.data] == codec.decode(s.data, "deep_gdr")
+    assert any(s.kept and s.data in loop.ctx.decoded for s in steps)

@@ -73,18 +73,37 @@ class Guided:
         move = self.moves.draw(self.rng, have_parent=len(self.corpus) > 0 and self.execs >= WARMUP)
         parent = self.scheduler.pick().data if move.kind != "fresh" and len(self.corpus) else b""
         self.parent = parent  # what the move read: a campaign saves it if the move ran past a limit
-        return move.fn(self.ctx, parent, self.rng), move.name
+        ctx = self.ctx
+        ctx.made = None
+        data = move.fn(ctx, parent, self.rng)
+        return data, move.name
 
     def try_input(self, data: bytes, move: str = "seed") -> Step:
-        """Run one input (a mutant, a seed, another job's input) and keep it if it shows something new."""
-        ex = self.executor.run(data)
+        """Run one input (a mutant, a seed, another job's input) and keep it if it shows something new.
+
+        Where the move made `data` from a scenario (`Context.emit`: the very bytes object it returned),
+        that scenario is run: it is what `data` decodes to, so decoding it again would only cost time."""
+        ctx = self.ctx
+        made, ctx.made = ctx.made, None
+        if made is not None and made[0] is data:
+            ex = self.executor.run_scenario(made[1], data)
+        else:
+            ex = self.executor.run(data)
         feats: set[fb.Feature] = set()
-        seen = self.corpus.seen
+        ids = self.corpus.ids            # every feature seen so far
+        run = ex.run
         for f in self.feedbacks:
-            got = f.fn(ex.run)
-            self.monitor.new_features(f.name, sum(1 for k in got if k not in seen and k not in feats))
+            got = f.fn(run)
+            if type(got) is set or type(got) is frozenset:
+                # set differences test membership with the hashes the set holds: no feature hashed again
+                new = len(got.difference(feats).difference(ids))
+            else:
+                new = sum(1 for k in got if k not in ids and k not in feats)
+            self.monitor.new_features(f.name, new)
             feats |= got
         idx, changed = self.corpus.observe(data, feats, ex.units, move)
+        if idx is not None:
+            ctx.remember(data, ex.scenario)     # a kept input is a parent to be: its moves need not decode it
         if changed:
             self.scheduler.changed(changed)
         self.scheduler.tick()
