@@ -20,8 +20,9 @@ assumed: bench/depth.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
@@ -34,6 +35,7 @@ _VA_SIGNAL = {"signal.kind": "faa", "signal.other_qp": False, "signal.fence": Fa
               "signal.encoding": "pack2", "signal.at_end_only": False}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GuardedReceiver(DispatchReceiver):
     """DeepEP's forward warp plus a trailer check: a slot the signal covers is read only
     once its last 16 bytes carry this epoch and its token index.
@@ -136,6 +138,7 @@ class GuardedReceiver(DispatchReceiver):
         self.signalled, self.fin, self.snap = list(state[3]), list(state[4]), state[5]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GuardedDispatch(DispatchProtocol):
     """The dispatch sender with the guarded receiver and one optional corner path.
 
@@ -166,8 +169,10 @@ class GuardedDispatch(DispatchProtocol):
                  epilogue_qp: bool = False, remainder_imm: bool = False, cq_qp: str = "", **options: Any) -> None:
         opts = {"width": width, "shared": bool(options.get("shared_word")), "wait_total": wait_total,
                 "epoch_base": epoch_base, "with_cqes": remainder_imm}
-        super().__init__(name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver, receiver_opts=opts,
-                         **options)
+        # through the class, not super(): mypyc 2.4 passes a `**options` dict to a compiled base's __init__
+        # in the wrong parameter (a TypeError at import); this call runs once per protocol, at import
+        cast(Any, DispatchProtocol).__init__(self, name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver,
+                                             receiver_opts=opts, **options)
         self.remainder_flag = remainder_flag
         self.remainder_imm = remainder_imm
         self.notify_qp = notify_qp

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
@@ -53,6 +54,7 @@ def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, i
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DispatchProtocol(Protocol):
     """One sender and receiver; the variants differ by pinned fields and a few options.
 
@@ -153,6 +155,7 @@ class DispatchProtocol(Protocol):
         return self.receiver_cls(scn, lay, **self.receiver_opts)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DispatchReceiver(Receiver):
     """DeepEP's forward warp: poll the channel's tail, consume [old_tail, tail)."""
 
