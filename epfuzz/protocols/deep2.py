@@ -80,6 +80,8 @@ class StampReceiver(GuardedReceiver):
         self.meta = meta
         if notify or meta:
             self.watch = self.watch | {ops.RECV}
+        #: the chunk indices `_stamped` checks, fixed by `check` and the layout: made once, not per slot
+        self.checked = self._chunks()
 
     def _chunks(self) -> tuple[int, ...]:
         last = self.lay.token_bytes // CHUNK - 1
@@ -92,11 +94,11 @@ class StampReceiver(GuardedReceiver):
                 "none": ()}[self.check]
 
     def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
-        lay = self.lay
-        base = lay.slot_offset(c, slot)
-        for k in self._chunks():
+        base = (c * self.spc + slot) * self.tb  # lay.slot_offset(c, slot)
+        token = slot * self.nch + c  # lay.token_of(c, slot)
+        for k in self.checked:
             w = mem.u32x4(ops.DATA, base + k * CHUNK)
-            if w[0] != epoch or w[2] != lay.token_of(c, slot):
+            if w[0] != epoch or w[2] != token:
                 return False
         return True
 
