@@ -26,6 +26,17 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 from types import ModuleType
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from mypy_extensions import mypyc_attr
+else:  # mypy_extensions comes with mypy (the `core` extra): a pure install runs without it
+    try:
+        from mypy_extensions import mypyc_attr
+    except ImportError:
+        def mypyc_attr(*args: Any, **kwargs: Any) -> Any:
+            """`mypy_extensions.mypyc_attr` where it is not installed: the sources run as they are."""
+            return lambda cls: cls
 
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: the modules mypyc compiles, in dependency order (`epfuzz.core.corebuild` builds exactly these)
@@ -34,6 +45,12 @@ COMPILED: tuple[str, ...] = (
     "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.requester", "epfuzz.sim.memory", "epfuzz.sim.receive",
     "epfuzz.sim.run", "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload",
     "epfuzz.model.epoch", "epfuzz.model.oracle", "epfuzz.search.featcore",
+    # the built-in protocols whose sender and receiver run per execution (issue 31.3): their classes derive
+    # from base.py's plain-Python Protocol and Receiver (kept so: a plug-in subclasses them, and an ABC's
+    # abstract checks and class-level overrides hold only outside mypyc), so mypyc compiles them as ordinary
+    # Python classes with compiled methods, open to interpreted subclasses (`mypyc_attr` below)
+    "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
+    "epfuzz.protocols.shared_counter",
 )
 MANIFEST = PACKAGE_DIR / "_core_manifest.json"
 

@@ -14,6 +14,7 @@ features arrive as new scenario fields with defaults or new ops.
 from __future__ import annotations
 
 import abc
+import functools
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -199,13 +200,9 @@ class Protocol(abc.ABC):
 
     def layout(self, scn: Scenario) -> Layout:
         p = scn.payload
-        c = scn.topology.num_channels
-        token_bytes = pad16(p.hidden_bytes) + pad16(p.scale_bytes) + pad16(p.meta_bytes)
-        per = tuple(len(range(ch, p.num_tokens, c)) for ch in range(c))
-        slots = max(1, max(per))
-        interval = slots if scn.signal.at_end_only else scn.signal.interval
-        max_signals = max(1, -(-slots // max(1, interval))) + 1
-        return Layout(c, slots, token_bytes, max_signals, per)
+        sig = scn.signal
+        return _layout(p.num_tokens, p.hidden_bytes, p.scale_bytes, p.meta_bytes, scn.topology.num_channels,
+                       sig.at_end_only, sig.interval)
 
     @abc.abstractmethod
     def sender(self, scn: Scenario, layout: Layout, epoch: int) -> list[list[ops.Op]]:
@@ -213,6 +210,19 @@ class Protocol(abc.ABC):
 
     @abc.abstractmethod
     def receiver(self, scn: Scenario, layout: Layout) -> Receiver: ...
+
+
+@functools.lru_cache(maxsize=1024)
+def _layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: bool, interval: int) -> Layout:
+    """`Protocol.layout` of these numbers, made once per distinct set: every fresh scenario asks, and a
+    Layout is immutable, so scenarios with equal numbers may share one."""
+    token_bytes = pad16(hidden) + pad16(scale) + pad16(meta)
+    per = tuple([len(range(ch, tokens, c)) for ch in range(c)])
+    slots = max(1, max(per))
+    if at_end_only:
+        interval = slots
+    max_signals = max(1, -(-slots // max(1, interval))) + 1
+    return Layout(c, slots, token_bytes, max_signals, per)
 
 
 def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[list[ops.Op]]:

@@ -20,8 +20,9 @@ assumed: bench/depth.py.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import Any, cast
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
@@ -34,6 +35,7 @@ _VA_SIGNAL = {"signal.kind": "faa", "signal.other_qp": False, "signal.fence": Fa
               "signal.encoding": "pack2", "signal.at_end_only": False}
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GuardedReceiver(DispatchReceiver):
     """DeepEP's forward warp plus a trailer check: a slot the signal covers is read only
     once its last 16 bytes carry this epoch and its token index.
@@ -59,9 +61,12 @@ class GuardedReceiver(DispatchReceiver):
         once its signal and trailer are seen, so a poll over unchanged bytes takes nothing new."""
         if type(self) is not GuardedReceiver:
             return None
-        lay = self.lay
-        return {ops.DATA: tuple((lay.slot_offset(c, i) + lay.token_bytes - CHUNK, CHUNK)
-                                for c, n in enumerate(lay.tokens_in_channel) for i in range(n))}
+        spc, tb = self.spc, self.tb
+        trailers: list[tuple[int, int]] = []
+        for c, n in enumerate(self.counts):
+            for i in range(n):
+                trailers.append(((c * spc + i + 1) * tb - CHUNK, CHUNK))  # lay.slot_offset(c, i) + tb - CHUNK
+        return {ops.DATA: trailers}
 
     def start_epoch(self, epoch: int) -> None:
         super().start_epoch(epoch)
@@ -97,35 +102,44 @@ class GuardedReceiver(DispatchReceiver):
         return seen
 
     def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
-        lay = self.lay
-        w = mem.u32x4(ops.DATA, lay.slot_offset(c, slot) + lay.token_bytes - CHUNK)
-        return w[0] == epoch and w[2] == lay.token_of(c, slot)
+        # the slot's last 16 bytes: lay.slot_offset(c, slot) + token_bytes - CHUNK; its token: lay.token_of
+        w = mem.u32x4(ops.DATA, (c * self.spc + slot + 1) * self.tb - CHUNK)
+        return w[0] == epoch and w[2] == slot * self.nch + c
 
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
-        lay = self.lay
+        nch = self.nch
         # most wake-ups are data landings: re-read the signals only when their words changed
-        watched = self.kind in ("faa", "write") and not self.with_cqes
-        snap = mem.read(ops.SIGNAL, 0, 8 * lay.num_channels) if watched else None
+        watched = self.word and not self.with_cqes
+        snap = mem.read(ops.SIGNAL, 0, 8 * nch) if watched else None
         changed = snap is None or snap != self.snap
         self.snap = snap
-        for c in range(lay.num_channels):
-            if self.finished[c]:
+        finished = self.finished
+        signalled = self.signalled
+        fin = self.fin
+        tails = self.tail
+        for c in range(nch):
+            if finished[c]:
                 continue
-            n = lay.tokens_in_channel[c]
+            n = self.counts[c]
             if changed:
                 for finish, tail in self._observe(mem, c, epoch):
-                    self.signalled[c] = max(self.signalled[c], min(tail, n))
-                    self.fin[c] = self.fin[c] or bool(finish)
-            t = self.tail[c]
-            while t < self.signalled[c] and self._stamped(mem, c, t, epoch):
+                    if tail > n:
+                        tail = n
+                    if tail > signalled[c]:
+                        signalled[c] = tail
+                    if finish:
+                        fin[c] = True
+            old = tails[c]
+            t = old
+            while t < signalled[c] and self._stamped(mem, c, t, epoch):
                 t += 1
-            if t > self.tail[c]:
-                out.append(Consume(ops.DATA, lay.slot_offset(c, self.tail[c]), (t - self.tail[c]) * lay.token_bytes,
-                                   c, f"slots [{self.tail[c]}, {t}) of channel {c} (signal and trailer seen)"))
-                self.tail[c] = t
-            if self.fin[c] and self.tail[c] == n:
-                self.finished[c] = True
+            if t > old:
+                out.append(Consume(ops.DATA, (c * self.spc + old) * self.tb, (t - old) * self.tb,
+                                   c, f"slots [{old}, {t}) of channel {c} (signal and trailer seen)"))
+                tails[c] = t
+            if fin[c] and t == n:
+                finished[c] = True
         return out
 
     def state(self) -> tuple[Any, ...]:
@@ -136,6 +150,7 @@ class GuardedReceiver(DispatchReceiver):
         self.signalled, self.fin, self.snap = list(state[3]), list(state[4]), state[5]
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class GuardedDispatch(DispatchProtocol):
     """The dispatch sender with the guarded receiver and one optional corner path.
 
@@ -166,8 +181,10 @@ class GuardedDispatch(DispatchProtocol):
                  epilogue_qp: bool = False, remainder_imm: bool = False, cq_qp: str = "", **options: Any) -> None:
         opts = {"width": width, "shared": bool(options.get("shared_word")), "wait_total": wait_total,
                 "epoch_base": epoch_base, "with_cqes": remainder_imm}
-        super().__init__(name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver, receiver_opts=opts,
-                         **options)
+        # through the class, not super(): mypyc 2.4 passes a `**options` dict to a compiled base's __init__
+        # in the wrong parameter (a TypeError at import); this call runs once per protocol, at import
+        cast(Any, DispatchProtocol).__init__(self, name, doc, fixed, expect, sources, receiver_cls=GuardedReceiver,
+                                             receiver_opts=opts, **options)
         self.remainder_flag = remainder_flag
         self.remainder_imm = remainder_imm
         self.notify_qp = notify_qp
@@ -204,7 +221,7 @@ class GuardedDispatch(DispatchProtocol):
                 if last_piece and (done - signaled >= interval or done == n):
                     if self.flush_before_signal:
                         prog.append(ops.Flush(dqp))
-                    qp = (dqp + 1) % scn.topology.num_qps if self._remainder(scn, done, n) and self.epilogue_qp else sqp
+                    qp = (dqp + 1) % scn.topology.num_qps if self.epilogue_qp and self._remainder(scn, done, n) else sqp
                     prog.append(self._signal(scn, c, qp, signaled, done, n, k, epoch))
                     signaled, k = done, k + 1
             if n == 0:

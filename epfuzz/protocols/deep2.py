@@ -31,8 +31,9 @@ the way the real fixes did.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
@@ -50,6 +51,7 @@ STRIDE = 1024
 PACKET = 4096
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class StampReceiver(GuardedReceiver):
     """The guarded forward warp with the stamp somewhere else, or a notify word, or lanes.
 
@@ -64,8 +66,12 @@ class StampReceiver(GuardedReceiver):
     """
 
     def __init__(self, scn: Scenario, lay: Layout, check: str = "none", notify: bool = False, lanes: int = 0,
-                 meta: bool = False, **opts: Any) -> None:
-        super().__init__(scn, lay, **opts)
+                 meta: bool = False, width: int = 0, shared: bool = False, wait_total: bool = False,
+                 epoch_base: bool = False, with_cqes: bool = False) -> None:
+        # GuardedReceiver's options by name, not `**opts`: mypyc 2.4 passes a `**` dict to a compiled base's
+        # __init__ in the wrong parameter
+        super().__init__(scn, lay, width=width, shared=shared, wait_total=wait_total, epoch_base=epoch_base,
+                         with_cqes=with_cqes)
         if check not in CHECKS:
             raise ValueError(f"check must be one of {CHECKS}")
         self.check = check
@@ -74,6 +80,8 @@ class StampReceiver(GuardedReceiver):
         self.meta = meta
         if notify or meta:
             self.watch = self.watch | {ops.RECV}
+        #: the chunk indices `_stamped` checks, fixed by `check` and the layout: made once, not per slot
+        self.checked = self._chunks()
 
     def _chunks(self) -> tuple[int, ...]:
         last = self.lay.token_bytes // CHUNK - 1
@@ -86,11 +94,11 @@ class StampReceiver(GuardedReceiver):
                 "none": ()}[self.check]
 
     def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
-        lay = self.lay
-        base = lay.slot_offset(c, slot)
-        for k in self._chunks():
+        base = (c * self.spc + slot) * self.tb  # lay.slot_offset(c, slot)
+        token = slot * self.nch + c  # lay.token_of(c, slot)
+        for k in self.checked:
             w = mem.u32x4(ops.DATA, base + k * CHUNK)
-            if w[0] != epoch or w[2] != lay.token_of(c, slot):
+            if w[0] != epoch or w[2] != token:
                 return False
         return True
 
@@ -119,6 +127,7 @@ class StampReceiver(GuardedReceiver):
         return super().poll(mem, epoch)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class Deep2Dispatch(GuardedDispatch):
     """The guarded dispatch sender with this set's corner paths (all off by default).
 
@@ -144,7 +153,9 @@ class Deep2Dispatch(GuardedDispatch):
                  lanes: int = 0, spin_other_qp: bool = False, spin_ns: int = 0, remote_reset: bool = False,
                  notify_on_data_qp: bool = False, flush_all: bool = False, meta: bool = False,
                  meta_epilogue: bool = False, **options: Any) -> None:
-        super().__init__(name, doc, fixed, expect, sources, **options)
+        # through the class, not super(): mypyc 2.4 passes a `**options` dict to a compiled base's __init__
+        # in the wrong parameter (see deep.GuardedDispatch)
+        cast(Any, GuardedDispatch).__init__(self, name, doc, fixed, expect, sources, **options)
         self.receiver_opts = {**self.receiver_opts, "check": check, "notify": notify, "lanes": lanes, "meta": meta}
         self.receiver_cls = StampReceiver
         self.batch_flag = batch_flag

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
@@ -37,14 +38,17 @@ def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, i
     """(first_slot, n_slots, byte_offset, byte_len) per data WR, in post order."""
     n = lay.tokens_in_channel[channel]
     ch = scn.chunking
+    per_wr = ch.tokens_per_wr
+    splits = ch.splits_per_token
     tb = lay.token_bytes
+    row = channel * lay.slots_per_channel  # the channel's first slot: lay.slot_offset(channel, 0) == row * tb
     out: list[tuple[int, int, int, int]] = []
     slot = 0
     while slot < n:
-        k = min(ch.tokens_per_wr, n - slot)
-        base = lay.slot_offset(channel, slot)
-        if k == 1 and ch.splits_per_token > 1:
-            piece = (-(-tb // ch.splits_per_token) + 15) // 16 * 16
+        k = min(per_wr, n - slot)
+        base = (row + slot) * tb
+        if k == 1 and splits > 1:
+            piece = (-(-tb // splits) + 15) // 16 * 16
             for off in range(0, tb, piece):
                 out.append((slot, 1, base + off, min(piece, tb - off)))
         else:
@@ -53,6 +57,7 @@ def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, i
     return out
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DispatchProtocol(Protocol):
     """One sender and receiver; the variants differ by pinned fields and a few options.
 
@@ -114,8 +119,11 @@ class DispatchProtocol(Protocol):
             k = 0
             wrs = data_wrs(scn, lay, c)
             for i, (first, cnt, off, length) in enumerate(wrs):
-                dst, shift = self._shift(lay, c, first, cnt)
-                prog.append(ops.Write(qp, ops.DATA, dst + off - lay.slot_offset(c, first), length, shift=shift))
+                if self.wrong_stride:
+                    dst, shift = self._shift(lay, c, first, cnt)
+                    prog.append(ops.Write(qp, ops.DATA, dst + off - lay.slot_offset(c, first), length, shift=shift))
+                else:  # _shift gives (slot_offset, 0): the WR's own offset
+                    prog.append(ops.Write(qp, ops.DATA, off, length, shift=0))
                 done = first + cnt
                 last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
                 if self.no_signal:
@@ -153,6 +161,7 @@ class DispatchProtocol(Protocol):
         return self.receiver_cls(scn, lay, **self.receiver_opts)
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class DispatchReceiver(Receiver):
     """DeepEP's forward warp: poll the channel's tail, consume [old_tail, tail)."""
 
@@ -162,8 +171,15 @@ class DispatchReceiver(Receiver):
         self.epoch = 0
         self.kind = scn.signal.kind
         self.pack = scn.signal.encoding == "pack2"
-        self.watch = frozenset({ops.SIGNAL}) if self.kind in ("faa", "write") else frozenset({ops.CQ})
+        #: the tail is a word in signal memory (not a completion): decided once, read at every poll
+        self.word = self.kind in ("faa", "write")
+        self.watch = frozenset({ops.SIGNAL}) if self.word else frozenset({ops.CQ})
         n = lay.num_channels
+        # the layout's numbers, copied once: a poll reads them per channel and per slot
+        self.nch = n
+        self.spc = lay.slots_per_channel
+        self.tb = lay.token_bytes
+        self.counts = lay.tokens_in_channel
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
@@ -184,9 +200,9 @@ class DispatchReceiver(Receiver):
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         """New (finish, tail) observations for channel c since the last poll."""
-        if self.kind in ("faa", "write"):
+        if self.word:
             word = mem.u64(ops.SIGNAL, c * 8)
-            n = self.lay.tokens_in_channel[c]
+            n = self.counts[c]
             if self.epoch_base:
                 word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
             if self.pack:
@@ -211,24 +227,27 @@ class DispatchReceiver(Receiver):
 
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
-        lay = self.lay
-        for c in range(lay.num_channels):
-            if self.finished[c]:
+        finished = self.finished
+        tails = self.tail
+        tb = self.tb
+        for c in range(self.nch):
+            if finished[c]:
                 continue
+            n = self.counts[c]
             for finish, tail in self._observe(mem, c, epoch):
                 if finish == -1:
-                    base = (c * lay.max_signals + tail) * 16
+                    base = (c * self.lay.max_signals + tail) * 16
                     out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                     continue
-                n = lay.tokens_in_channel[c]
-                tail = min(tail, n)
-                if tail > self.tail[c]:
-                    off = lay.slot_offset(c, self.tail[c])
-                    out.append(Consume(ops.DATA, off, (tail - self.tail[c]) * lay.token_bytes, c,
-                                       f"slots [{self.tail[c]}, {tail}) of channel {c}"))
-                    self.tail[c] = tail
-                if finish and self.tail[c] == n:
-                    self.finished[c] = True
+                if tail > n:
+                    tail = n
+                old = tails[c]
+                if tail > old:
+                    out.append(Consume(ops.DATA, (c * self.spc + old) * tb, (tail - old) * tb, c,
+                                       f"slots [{old}, {tail}) of channel {c}"))
+                    tails[c] = tail
+                if finish and tails[c] == n:
+                    finished[c] = True
         return out
 
     def done(self) -> bool:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK, token_checksum_ok
 from epfuzz.ir.scenario import Scenario
@@ -18,6 +19,7 @@ from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
 from epfuzz.protocols.dispatch import DispatchProtocol
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class TagReceiver(Receiver):
     """Polls each slot's last 16 bytes (DeepEP keeps topk_idx there) for this epoch's stamp.
 
@@ -25,9 +27,9 @@ class TagReceiver(Receiver):
     trust the data, not a tag that may land before the rest of it).
     """
 
-    watch = frozenset({ops.DATA})
-
     def __init__(self, scn: Scenario, lay: Layout, checksum: bool = False) -> None:
+        # set here, not in the class body: mypyc compiles this class, and a frozenset is no default it can store
+        self.watch = frozenset({ops.DATA})
         self.lay = lay
         self.checksum = checksum
         self.accepted = [[False] * n for n in lay.tokens_in_channel]
@@ -48,20 +50,22 @@ class TagReceiver(Receiver):
 
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         lay = self.lay
-        out = []
+        tb = lay.token_bytes
+        spc = lay.slots_per_channel
+        nch = lay.num_channels
+        out: list[Consume] = []
         for c, row in enumerate(self.accepted):
             for i, done in enumerate(row):
                 if done:
                     continue
-                off = lay.slot_offset(c, i)
-                tail = off + lay.token_bytes - CHUNK
-                w = mem.u32x4(ops.DATA, tail)
-                if w[0] != epoch or w[2] != lay.token_of(c, i):
+                off = (c * spc + i) * tb  # lay.slot_offset(c, i)
+                w = mem.u32x4(ops.DATA, off + tb - CHUNK)
+                if w[0] != epoch or w[2] != i * nch + c:  # lay.token_of(c, i)
                     continue
-                if self.checksum and not token_checksum_ok(mem.read(ops.DATA, off, lay.token_bytes)):
+                if self.checksum and not token_checksum_ok(mem.read(ops.DATA, off, tb)):
                     continue
                 row[i] = True
-                out.append(Consume(ops.DATA, off, lay.token_bytes, c, f"slot {i} of channel {c} (tag seen)"))
+                out.append(Consume(ops.DATA, off, tb, c, f"slot {i} of channel {c} (tag seen)"))
         return out
 
     def done(self) -> bool:

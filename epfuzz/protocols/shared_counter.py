@@ -10,12 +10,14 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
 from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)
 class SharedCounterReceiver(DispatchReceiver):
     """All channels add their token counts to one word.
 
