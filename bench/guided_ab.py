@@ -100,6 +100,12 @@ def unpack(args: argparse.Namespace, into: Path) -> tuple[Path, str]:
     return tree, args.base or tar.name
 
 
+def median_run(rs: list[dict[str, Any]]) -> dict[str, Any]:
+    """The run of median rate (the lower middle one of an even count), with every rate beside it."""
+    mid = sorted(rs, key=lambda r: r["exec_per_s"])[(len(rs) - 1) // 2]
+    return {**mid, "all_exec_per_s": [r["exec_per_s"] for r in rs]}
+
+
 def mean(rows: dict[str, dict[str, Any]]) -> float:
     return round(sum(r["exec_per_s"] for r in rows.values()) / len(rows), 1)
 
@@ -110,7 +116,8 @@ def main(argv: list[str] | None = None) -> int:
     src.add_argument("--base", help="the older commit (git archive of this repository)")
     src.add_argument("--base-tar", help="a tar of the older tree")
     ap.add_argument("--steps", type=int, default=3000)
-    ap.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) // 2))
+    ap.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) // 4))
+    ap.add_argument("--repeat", type=int, default=3, help="runs of each (tree, protocol); the median is kept")
     ap.add_argument("--protocols", default=",".join(DEEP), help="comma-separated (default: the deep zoo's)")
     ap.add_argument("--no-build", action="store_true", help="run the older tree's pure-Python path (tests)")
     ap.add_argument("--out", required=True)
@@ -119,17 +126,22 @@ def main(argv: list[str] | None = None) -> int:
         base, name = unpack(args, Path(tmp))
         base_build = "not built (--no-build)" if args.no_build else build(base)
         protocols = [p for p in args.protocols.split(",") if p]
-        jobs = [(tree, bad, tune) for bad in protocols for tree, tune in ((base, False), (ROOT, False), (ROOT, True))]
+        # each (tree, protocol) `--repeat` times, the rounds one after another and the trees interleaved within
+        # each: a host whose load drifts during the run slows both trees alike, and the median drops an outlier
+        jobs = [(tree, bad, tune) for _ in range(args.repeat) for bad in protocols
+                for tree, tune in ((base, False), (ROOT, False), (ROOT, True))]
         with ThreadPoolExecutor(args.parallel) as pool:
             got = list(pool.map(lambda j: one(j[0], j[1], args.steps, j[2]), jobs))
-    runs: dict[str, dict[str, dict[str, Any]]] = {"base": {}, "this": {}, "this_tuned_gc": {}}
+    every: dict[str, dict[str, list[dict[str, Any]]]] = {"base": {}, "this": {}, "this_tuned_gc": {}}
     for (tree, bad, tune), r in zip(jobs, got):
-        runs["base" if tree != ROOT else "this_tuned_gc" if tune else "this"][bad] = r
+        every["base" if tree != ROOT else "this_tuned_gc" if tune else "this"].setdefault(bad, []).append(r)
+    runs = {k: {bad: median_run(rs) for bad, rs in v.items()} for k, v in every.items()}
     out = {"date": time.strftime("%Y-%m-%d"), "machine": f"{platform.machine()} python {platform.python_version()}",
-           "cores": os.cpu_count(), "parallel": args.parallel, "steps": args.steps, "seed": 1,
+           "cores": os.cpu_count(), "parallel": args.parallel, "repeat": args.repeat, "steps": args.steps, "seed": 1,
            "base": name, "base_build": base_build,
-           "method": "guided steps per CPU second of a fresh interpreter per (tree, protocol), both trees in one "
-                     "invocation on one machine; 'this_tuned_gc' is what `epfuzz fuzz` runs",
+           "method": "guided steps per CPU second of a fresh interpreter per (tree, protocol), the median of "
+                     "`repeat` runs, both trees interleaved in one invocation on one machine; 'this_tuned_gc' is "
+                     "what `epfuzz fuzz` runs",
            "runs": runs, "mean": {k: mean(v) for k, v in runs.items()}}
     out["ratio"] = round(out["mean"]["this_tuned_gc"] / out["mean"]["base"], 2)
     tmp_out = Path(args.out).with_suffix(".tmp")
