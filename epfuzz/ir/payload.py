@@ -27,7 +27,7 @@ def pad16(n: int) -> int:
     return (n + 15) & ~15
 
 
-@lru_cache(maxsize=512)
+@lru_cache(maxsize=1024)  # the expected images are made of these: a guided search reuses (epoch, token) often
 def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int) -> bytes:
     """The exact bytes of one token in one epoch."""
     n = token_bytes // CHUNK

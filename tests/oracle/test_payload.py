@@ -29,8 +29,34 @@ def test_classify():
     assert classify_chunk(token_image(9, 0, 0, 0, 32)[:16], 5) == "corrupt"
 
 
-def test_expected_data_built_at_once_equals_per_token_images() -> None:
-    """`expected_data` builds every slot at once (issue 14): the same bytes as one `token_image` per slot."""
+def _vectorised_reference(layout, epoch, src):  # type: ignore[no-untyped-def]
+    """Every slot's words built at once and checksummed per token (expected_data before issue 31): the
+    reference the per-token construction must equal."""
+    import zlib
+
+    import numpy as np
+
+    size, tb = layout.sizes["data"], layout.token_bytes
+    img = canary(epoch, size).copy()
+    n = tb // 16
+    nc, spc = layout.num_channels, layout.slots_per_channel
+    words = np.empty((nc, spc, n, 4), dtype="<u4")
+    words[..., 0] = epoch
+    words[..., 1] = ((src << 16) | np.arange(nc, dtype="<u4"))[:, None, None]
+    words[..., 2] = (np.arange(spc, dtype="<u4")[None, :] * nc + np.arange(nc, dtype="<u4")[:, None])[..., None]
+    words[..., 3] = np.arange(n, dtype="<u4")
+    slots = img.reshape(nc, spc, tb)
+    for c in range(nc):
+        k = layout.tokens_in_channel[c]
+        for s in range(k):
+            words[c, s, n - 1, 3] = zlib.crc32(words[c, s, :n - 1].tobytes())
+        slots[c, :k] = words[c, :k].reshape(k, tb // 4).view(np.uint8)
+    return img
+
+
+def test_expected_data_equals_the_vectorised_reference() -> None:
+    """`expected_data` copies cached per-token images into poison (issue 31): the same bytes as every slot's
+    words built at once, on random layouts and the deep zoo's DeepEP slots; read-only."""
     import random
 
     from epfuzz.model import epoch as ep
@@ -42,8 +68,12 @@ def test_expected_data_built_at_once_equals_per_token_images() -> None:
         lay = Layout(nc, spc, 16 * rng.randrange(1, 20), rng.randrange(1, 4),
                      tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
         e, src = rng.randrange(0, 5), rng.randrange(0, 3)
-        slow = ep._expected_per_token(lay, e, src, ep.canary(e, lay.sizes["data"]).copy())
-        assert ep.expected_data(lay, e, src).tobytes() == slow.tobytes()
+        got = ep.expected_data(lay, e, src)
+        assert got.tobytes() == _vectorised_reference(lay, e, src).tobytes()
+        assert not got.flags.writeable
+    for tokens in ((12, 0), (3, 7), (0, 0)):  # the deep zoo's 14,400-byte DeepEP slots
+        lay = Layout(2, 12, 14400, 1, tokens)
+        assert ep.expected_data(lay, 3, 1).tobytes() == _vectorised_reference(lay, 3, 1).tobytes()
 
 
 def test_classify_chunks_at_once_equals_one_by_one() -> None:
