@@ -336,3 +336,59 @@ def reweigh(near: SumTree, fav: SumTree, every: SumTree, i: int, e: Any, hits: l
     every.set(i, w)
     fav.set(i, w if e.held > 0 else 0.0)
     near.set(i, w if e.near else 0.0)
+
+
+# ------------------------------------------------------------------ per execution: its cost, its features counted
+def units_of(order: Any) -> int:
+    """TLPs in a run (`Execution.units`): the sum of its visibility order's run lengths."""
+    n = 0
+    for t in order:
+        n += t.n
+    return n
+
+
+def count_features(feats: Any, ids: dict[Feature, int], hits: list[int], tops: list[int],
+                   entries: list[Any], units: int) -> tuple[list[int], list[Feature], bool]:
+    """`Corpus.observe`'s first pass, in the set's order: each known feature's hit counted, the new ones listed,
+    and whether the run costs under half of some known feature's cheapest holder (tested until one does)."""
+    known: list[int] = []
+    fresh: list[Feature] = []
+    cheaper = False
+    for k in feats:
+        i = ids.get(k)
+        if i is None:
+            fresh.append(k)
+            continue
+        hits[i] += 1
+        known.append(i)
+        if not cheaper:
+            cheaper = units * 2 < entries[tops[i]].units
+    return known, fresh, cheaper
+
+
+def shape_of(wrs: list[Any], tokens_in_channel: Any) -> set[Feature]:
+    """`feedbacks._shape`: work-request kinds per QP relation, empty channels, epochs (the same insertions in
+    the same order, so the same set in the same iteration order)."""
+    data = ops.DATA
+    data_qps: dict[int, set[int]] = {}
+    for w in wrs:
+        if getattr(w.op, "region", None) == data:
+            data_qps.setdefault(w.channel, set()).add(w.qp)
+    out: set[Feature] = set()
+    none: set[int] = set()
+    for w in wrs:
+        op = w.op
+        out.add(("wr", type(op).__name__, getattr(op, "region", "-"),
+                 "data-qp" if w.qp in data_qps.get(w.channel, none) else "other-qp"))
+    top = 0
+    first = True
+    for w in wrs:
+        ep: int = w.epoch
+        if first or ep > top:
+            top = ep
+            first = False
+    epochs = min(top, 3)
+    out.add(("epochs", epochs))
+    if 0 in tokens_in_channel:
+        out.add(("empty-channel", epochs))
+    return out
