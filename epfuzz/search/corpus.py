@@ -17,6 +17,7 @@ from array import array
 from collections.abc import Iterable, KeysView
 from dataclasses import dataclass, field
 
+from epfuzz.search.featcore import count_features
 from epfuzz.search.feedbacks import Feature
 
 
@@ -70,17 +71,7 @@ class Corpus:
         indices of entries whose standing changed: the scheduler re-weighs those)."""
         ids, hits, tops, entries = self.ids, self.hits, self.tops, self.entries
         idx = len(entries)
-        known: list[int] = []
-        fresh: list[Feature] = []
-        cheaper = False
-        for k in feats:
-            i = ids.get(k)
-            if i is None:
-                fresh.append(k)
-                continue
-            hits[i] += 1
-            known.append(i)
-            cheaper = cheaper or units * 2 < entries[tops[i]].units
+        known, fresh, cheaper = count_features(feats, ids, hits, tops, entries, units)   # compiled: the loop per run
         if not fresh and not cheaper:
             return None, set()
         new: list[int] = []

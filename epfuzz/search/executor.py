@@ -16,6 +16,7 @@ from epfuzz.backends.base import Outcome
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
+from epfuzz.search.featcore import units_of
 from epfuzz.sim.engine import SimRun, simulate
 
 
@@ -33,7 +34,7 @@ class Execution:
     @property
     def units(self) -> int:
         """TLPs in the run: the cost of one execution of this input."""
-        return sum(t.n for t in self.run.order)
+        return units_of(self.run.order)
 
     @property
     def outcome(self) -> Outcome:

@@ -11,6 +11,7 @@ written.
 
 from __future__ import annotations
 
+import math
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
@@ -236,4 +237,158 @@ def accept_features(run: SimRun) -> set[Feature]:
         out.add(("rf", v.region, mix))
     elif polls:
         out.add(("rf", "fresh"))
+    return out
+
+
+# ------------------------------------------------------------------ the scheduler's sum trees and energy
+# (epfuzz.search.scheduler re-exports them): an entry is re-weighed several times per execution (its own pick,
+# what changed, `REFRESH` round-robin), each a sum over its features and three tree updates. Compiled, they
+# make the same floating-point operations in the same order on C doubles: the same IEEE results.
+class SumTree:
+    """Weights over 0..n-1 with O(log n) update and weighted draw (a Fenwick tree)."""
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.cap = 1
+        self.tree: list[float] = [0.0] * 2
+        self.w: list[float] = []
+
+    def _grow(self) -> None:
+        self.cap *= 2
+        w = self.w
+        cap = self.cap
+        tree = self.tree = [0.0] * (cap + 1)
+        nw = len(w)
+        for j in range(1, cap + 1):      # O(cap) once per doubling: amortized O(1) per append
+            if j <= nw:
+                tree[j] += w[j - 1]
+            k = j + (j & -j)
+            if k <= cap:
+                tree[k] += tree[j]
+
+    def append(self, x: float) -> None:
+        self.w.append(0.0)
+        self.n += 1
+        if self.n > self.cap:
+            self._grow()
+        self.set(self.n - 1, x)
+
+    def set(self, i: int, x: float) -> None:
+        w = self.w
+        d = x - w[i]
+        if d == 0:
+            return
+        w[i] = x
+        tree = self.tree
+        cap = self.cap
+        j = i + 1
+        while j <= cap:
+            tree[j] += d
+            j += j & -j
+
+    def total(self) -> float:
+        tree = self.tree
+        s, j = 0.0, self.cap
+        while j > 0:
+            s += tree[j]
+            j -= j & -j
+        return s
+
+    def draw(self, rng: Any) -> int | None:
+        tot = self.total()
+        if tot <= 1e-12:
+            return None
+        r: float = rng.random() * tot
+        tree = self.tree
+        cap = self.cap
+        pos, step = 0, cap
+        while step:
+            nxt = pos + step
+            if nxt <= cap and tree[nxt] <= r:
+                r -= tree[nxt]
+                pos = nxt
+            step >>= 1
+        return min(pos, self.n - 1)
+
+
+def energy_of(hits: list[int], feats: Any, picked: int, slots: int, near: bool, units: int) -> float:
+    """Rarity (the sum of 1/hits of the features, added in their order: what `sum` of those quotients does
+    from 0 in CPython 3.11, a plain double accumulation), damped by picks, times 4 for a slot holder and 8
+    for a near miss, over the cost in TLPs (epfuzz.search.scheduler.energy)."""
+    s = 0.0
+    for k in feats:
+        s += 1.0 / hits[k]
+    w = s / math.sqrt(1 + picked)
+    if slots:
+        w *= 4.0
+    if near:
+        w *= 8.0
+    return w / (1 + units / 500)
+
+
+def reweigh(near: SumTree, fav: SumTree, every: SumTree, i: int, e: Any, hits: list[int]) -> None:
+    """Entry `i` (`e`) re-weighed in the three pools (`Scheduler._set`)."""
+    w = energy_of(hits, e.feats, e.picked, e.slots, e.near, e.units)
+    while every.n <= i:
+        near.append(0.0)
+        fav.append(0.0)
+        every.append(0.0)
+    every.set(i, w)
+    fav.set(i, w if e.held > 0 else 0.0)
+    near.set(i, w if e.near else 0.0)
+
+
+# ------------------------------------------------------------------ per execution: its cost, its features counted
+def units_of(order: Any) -> int:
+    """TLPs in a run (`Execution.units`): the sum of its visibility order's run lengths."""
+    n = 0
+    for t in order:
+        n += t.n
+    return n
+
+
+def count_features(feats: Any, ids: dict[Feature, int], hits: list[int], tops: list[int],
+                   entries: list[Any], units: int) -> tuple[list[int], list[Feature], bool]:
+    """`Corpus.observe`'s first pass, in the set's order: each known feature's hit counted, the new ones listed,
+    and whether the run costs under half of some known feature's cheapest holder (tested until one does)."""
+    known: list[int] = []
+    fresh: list[Feature] = []
+    cheaper = False
+    for k in feats:
+        i = ids.get(k)
+        if i is None:
+            fresh.append(k)
+            continue
+        hits[i] += 1
+        known.append(i)
+        if not cheaper:
+            cheaper = units * 2 < entries[tops[i]].units
+    return known, fresh, cheaper
+
+
+def shape_of(wrs: list[Any], tokens_in_channel: Any) -> set[Feature]:
+    """`feedbacks._shape`: work-request kinds per QP relation, empty channels, epochs (the same insertions in
+    the same order, so the same set in the same iteration order)."""
+    data = ops.DATA
+    data_qps: dict[int, set[int]] = {}
+    for w in wrs:
+        if getattr(w.op, "region", None) == data:
+            data_qps.setdefault(w.channel, set()).add(w.qp)
+    out: set[Feature] = set()
+    none: set[int] = set()
+    for w in wrs:
+        op = w.op
+        out.add(("wr", type(op).__name__, getattr(op, "region", "-"),
+                 "data-qp" if w.qp in data_qps.get(w.channel, none) else "other-qp"))
+    top = 0
+    first = True
+    for w in wrs:
+        ep: int = w.epoch
+        if first or ep > top:
+            top = ep
+            first = False
+    epochs = min(top, 3)
+    out.add(("epochs", epochs))
+    if 0 in tokens_in_channel:
+        out.add(("empty-channel", epochs))
     return out

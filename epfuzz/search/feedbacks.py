@@ -44,8 +44,6 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from epfuzz.ir import ops
-
 # the `reorder` and `reads` feedbacks' loops: compiled with the emulator (epfuzz.core.native.COMPILED), plain
 # Python where it is not; the functions keep their names here
 from epfuzz.search.featcore import (  # noqa: F401
@@ -59,6 +57,7 @@ from epfuzz.search.featcore import (  # noqa: F401
     reads_of,
     reorder_pairs,
     role,
+    shape_of,
 )
 from epfuzz.sim.engine import SimRun
 
@@ -97,17 +96,9 @@ def shape_features(run: SimRun) -> set[Feature]:
 
 
 def _shape(run: SimRun) -> set[Feature]:
-    data_qps: dict[int, set[int]] = {}
-    for w in run.wrs:
-        if getattr(w.op, "region", None) == ops.DATA:
-            data_qps.setdefault(w.channel, set()).add(w.qp)
-    out: set[Feature] = {("wr", type(w.op).__name__, getattr(w.op, "region", "-"),
-                          "data-qp" if w.qp in data_qps.get(w.channel, ()) else "other-qp") for w in run.wrs}
-    epochs = min(max((w.epoch for w in run.wrs), default=0), 3)
-    out.add(("epochs", epochs))
-    if 0 in run.layout.tokens_in_channel:
-        out.add(("empty-channel", epochs))
-    return out
+    # work-request kinds per QP relation (QPs that carry data in their channel or not), epochs (3 and more
+    # alike), an empty channel: the loops in epfuzz.search.featcore (compiled)
+    return shape_of(run.wrs, run.layout.tokens_in_channel)
 
 
 class LineCoverage:

@@ -67,6 +67,13 @@ class Context:
     made: tuple[bytes, Scenario] | None = None
     #: inputs -> the byte offsets of their decoder's draws (`bounds`), least recently used first
     starts: OrderedDict[bytes, list[int]] = field(default_factory=OrderedDict)
+    #: inputs -> their configuration (`config_of`), least recently used first: a parent picked again gets the
+    #: very same configuration object (no `dataclasses.replace` per pick; the emulator's form cache compares its
+    #: sections by identity first)
+    configs: OrderedDict[bytes, Scenario] = field(default_factory=OrderedDict)
+    #: the built form `base` found or made for the configuration it was last given (None where it has none):
+    #: the schedule move reads it right after, without a second lookup (a hash of the whole configuration)
+    last_form: Any = None
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -111,6 +118,19 @@ class Context:
         self.made = (data, scn)
         return data
 
+    def config_of(self, data: bytes, scn: Scenario) -> Scenario:
+        """`scn.replace(schedule=())` for `scn`, what `data` decodes to, kept per input (a bounded LRU, as
+        `decoded`: bytes hash once, a configuration at every lookup)."""
+        cache = self.configs
+        got = cache.get(data)
+        if got is not None:
+            cache.move_to_end(data)
+            return got
+        got = cache[data] = scn.replace(schedule=())
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+        return got
+
     def decoder(self) -> Callable[[ChoiceReader], object]:
         return codec.decoder_for(self.protocol, self.preset)
 
@@ -129,7 +149,7 @@ class Context:
         run = bases.get(config)
         if run is not None:
             bases.move_to_end(config)
-            form = self.forms.get(config)
+            form = self.last_form = self.forms.get(config)
             if form is not None:
                 FORMS.put(config, self.proto, form.lean())   # a copy: what the cache adds to it is not kept here
             return run
@@ -140,7 +160,7 @@ class Context:
         # a base is read (its TLPs, packets and polls), never replayed: it does not keep its built form's
         # epoch-start images alive once the form cache (epfuzz.sim.engine) lets the form go
         run = bases[config] = dataclasses.replace(run, starts=None)
-        self.forms[config] = FORMS.get(config, self.proto).lean()   # the form `simulate` just used
+        self.forms[config] = self.last_form = FORMS.get(config, self.proto).lean()  # what `simulate` used
         while len(bases) > BASES:
             old, _ = bases.popitem(last=False)
             self.forms.pop(old, None)
@@ -214,9 +234,9 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     scn = ctx.decode(data)
     keep = scn.schedule if extend else ()
     keep = keep[len(keep) - (MAX_SCHEDULE - 2):] if len(keep) > MAX_SCHEDULE - 2 else keep
-    config = scn.replace(schedule=())
+    config = ctx.config_of(data, scn)
     base = ctx.base(config)
-    form = ctx.forms.get(config)
+    form = ctx.last_form        # ctx.forms.get(config), as `base` just found or made it
     # the base run's TLPs are its built form's arrival order without net overtakes: their QP streams are made
     # once, on that arrival, and the executions over the form (the mutants) use the same
     streams = form.arrived(config, ()).streams if form is not None else None

@@ -16,112 +16,50 @@ log n), whatever the corpus size.
 
 from __future__ import annotations
 
-import math
 import random
-from itertools import repeat
-from operator import truediv
 
 from epfuzz.search.corpus import Corpus, Entry
+from epfuzz.search.featcore import SumTree, energy_of, reweigh
+
+__all__ = ["REFRESH", "Scheduler", "SumTree", "energy"]
 
 REFRESH = 4     # entries re-weighed per execution, round-robin (their hit counts drift)
 
 
-class SumTree:
-    """Weights over 0..n-1 with O(log n) update and weighted draw (a Fenwick tree)."""
-
-    def __init__(self) -> None:
-        self.n = 0
-        self.cap = 1
-        self.tree = [0.0] * 2
-        self.w: list[float] = []
-
-    def _grow(self) -> None:
-        self.cap *= 2
-        w = self.w
-        self.tree = [0.0] * (self.cap + 1)
-        for j in range(1, self.cap + 1):      # O(cap) once per doubling: amortized O(1) per append
-            if j <= len(w):
-                self.tree[j] += w[j - 1]
-            k = j + (j & -j)
-            if k <= self.cap:
-                self.tree[k] += self.tree[j]
-
-    def append(self, x: float) -> None:
-        self.w.append(0.0)
-        self.n += 1
-        if self.n > self.cap:
-            self._grow()
-        self.set(self.n - 1, x)
-
-    def set(self, i: int, x: float) -> None:
-        d = x - self.w[i]
-        if d == 0:
-            return
-        self.w[i] = x
-        j = i + 1
-        while j <= self.cap:
-            self.tree[j] += d
-            j += j & -j
-
-    def total(self) -> float:
-        s, j = 0.0, self.cap
-        while j > 0:
-            s += self.tree[j]
-            j -= j & -j
-        return s
-
-    def draw(self, rng: random.Random) -> int | None:
-        tot = self.total()
-        if tot <= 1e-12:
-            return None
-        r = rng.random() * tot
-        pos, step = 0, self.cap
-        while step:
-            nxt = pos + step
-            if nxt <= self.cap and self.tree[nxt] <= r:
-                r -= self.tree[nxt]
-                pos = nxt
-            step >>= 1
-        return min(pos, self.n - 1)
-
-
 def energy(c: Corpus, e: Entry) -> float:
-    # sum(1 / hits[k] for k in e.feats), the same divisions added in the same order, looped in C
-    w = sum(map(truediv, repeat(1), map(c.hits.__getitem__, e.feats))) / math.sqrt(1 + e.picked)
-    w *= 4 if e.slots else 1
-    w *= 8 if e.near else 1
-    return w / (1 + e.units / 500)
+    """sum(1 / hits[k] for k in e.feats) / sqrt(1 + picked), times 4 for a slot holder, 8 for a near miss, over
+    (1 + units / 500): the same divisions added in the same order, in epfuzz.search.featcore (compiled)."""
+    return energy_of(c.hits, e.feats, e.picked, e.slots, e.near, e.units)
 
 
 class Scheduler:
     def __init__(self, corpus: Corpus, rng: random.Random) -> None:
         self.corpus, self.rng = corpus, rng
         self.pools = {"near": SumTree(), "fav": SumTree(), "all": SumTree()}
+        self._near, self._fav, self._all = self.pools["near"], self.pools["fav"], self.pools["all"]
         self.cursor = 0
         self.reweighed = 0      # energies computed: the cost the throughput benchmark follows
 
     def _set(self, i: int) -> None:
-        e = self.corpus.entries[i]
-        w = energy(self.corpus, e)
         self.reweighed += 1
-        p = self.pools
-        while p["all"].n <= i:
-            for t in p.values():
-                t.append(0.0)
-        p["all"].set(i, w)
-        p["fav"].set(i, w if e.held > 0 else 0.0)
-        p["near"].set(i, w if e.near else 0.0)
+        reweigh(self._near, self._fav, self._all, i, self.corpus.entries[i], self.corpus.hits)
 
     def changed(self, indices: set[int]) -> None:
+        entries, hits = self.corpus.entries, self.corpus.hits
         for i in sorted(indices):
-            self._set(i)
+            self.reweighed += 1
+            reweigh(self._near, self._fav, self._all, i, entries[i], hits)
 
     def tick(self) -> None:
         """One execution's share of upkeep: REFRESH entries re-weighed, round-robin."""
-        n = len(self.corpus)
+        entries, hits = self.corpus.entries, self.corpus.hits
+        n = len(entries)
+        cursor = self.cursor
         for _ in range(min(REFRESH, n)):
-            self.cursor = (self.cursor + 1) % n
-            self._set(self.cursor)
+            cursor = (cursor + 1) % n
+            self.reweighed += 1
+            reweigh(self._near, self._fav, self._all, cursor, entries[cursor], hits)
+        self.cursor = cursor
 
     def pick(self) -> Entry:
         r = self.rng.random()
