@@ -22,6 +22,7 @@ from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol
 FINISH = 1
 
 _U32X4 = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
+_U64 = struct.Struct("<Q")
 
 
 # What the compiled receivers read memory through: a view that exposes `bufs` (region -> bytearray, as
@@ -34,7 +35,11 @@ def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
     bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
     if bufs is None:
         return mem.u64(region, offset)
-    return int.from_bytes(bufs[region][offset:offset + 8], "little")
+    buf = bufs[region]
+    if 0 <= offset <= len(buf) - 8:  # no slice object; the same int as the slice's int.from_bytes
+        u: int = _U64.unpack_from(buf, offset)[0]
+        return u
+    return int.from_bytes(buf[offset:offset + 8], "little")
 
 
 def mem_u32x4(mem: MemoryView, region: str, offset: int) -> tuple[int, int, int, int]:
