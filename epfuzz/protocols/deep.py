@@ -27,7 +27,16 @@ from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView
-from epfuzz.protocols.dispatch import FINISH, DispatchProtocol, DispatchReceiver, data_wrs, pack2
+from epfuzz.protocols.dispatch import (
+    FINISH,
+    DispatchProtocol,
+    DispatchReceiver,
+    data_wrs,
+    mem_read,
+    mem_u32x4,
+    mem_u64,
+    pack2,
+)
 
 #: DeepEP V2 BF16 dispatch slot: 7168 bf16 hidden values, no scales, topk idx + weights
 DEEPEP_SLOT = {"payload.hidden_bytes": 14336, "payload.scale_bytes": 0, "payload.meta_bytes": 64}
@@ -76,7 +85,7 @@ class GuardedReceiver(DispatchReceiver):
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         if self.shared:  # NVSHMEM #84 shape: one word for all channels, read as "my count landed"
-            value = mem.u64(ops.SIGNAL, 0)
+            value = mem_u64(mem, ops.SIGNAL, 0)
             n = self.lay.tokens_in_channel[c]
             if self.total:  # the fix: the word is complete only when every channel's count is in
                 return [(1, n)] if value >= self.total else [(0, 0)]
@@ -85,7 +94,7 @@ class GuardedReceiver(DispatchReceiver):
             return super()._observe(mem, c, epoch) + self._cqes(mem, c, epoch)
         if not self.width:
             return super()._observe(mem, c, epoch)
-        word = mem.u64(ops.SIGNAL, c * 8)
+        word = mem_u64(mem, ops.SIGNAL, c * 8)
         finish = (word >> self.width) & 1
         tail = self.lay.tokens_in_channel[c] if finish else word & ((1 << self.width) - 1)
         return [(finish, tail)]
@@ -94,7 +103,7 @@ class GuardedReceiver(DispatchReceiver):
         """(finish, tail) of this epoch's WRITE_WITH_IMM completions of channel c not seen yet."""
         seen = []
         while (k := self.next_cqe[c]) < self.lay.max_signals:
-            valid, lo, _, _ = mem.u32x4(ops.CQ, (c * self.lay.max_signals + k) * 16)
+            valid, lo, _, _ = mem_u32x4(mem, ops.CQ, (c * self.lay.max_signals + k) * 16)
             if valid != epoch + 1:
                 break
             seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
@@ -103,7 +112,7 @@ class GuardedReceiver(DispatchReceiver):
 
     def _stamped(self, mem: MemoryView, c: int, slot: int, epoch: int) -> bool:
         # the slot's last 16 bytes: lay.slot_offset(c, slot) + token_bytes - CHUNK; its token: lay.token_of
-        w = mem.u32x4(ops.DATA, (c * self.spc + slot + 1) * self.tb - CHUNK)
+        w = mem_u32x4(mem, ops.DATA, (c * self.spc + slot + 1) * self.tb - CHUNK)
         return w[0] == epoch and w[2] == slot * self.nch + c
 
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
@@ -111,7 +120,7 @@ class GuardedReceiver(DispatchReceiver):
         nch = self.nch
         # most wake-ups are data landings: re-read the signals only when their words changed
         watched = self.word and not self.with_cqes
-        snap = mem.read(ops.SIGNAL, 0, 8 * nch) if watched else None
+        snap = mem_read(mem, ops.SIGNAL, 0, 8 * nch) if watched else None
         changed = snap is None or snap != self.snap
         self.snap = snap
         finished = self.finished

@@ -39,7 +39,7 @@ from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView
 from epfuzz.protocols.deep import _GDR_TARGETS, _RO_RMW, GuardedDispatch, GuardedReceiver
-from epfuzz.protocols.dispatch import FINISH, data_wrs, pack2, unpack2
+from epfuzz.protocols.dispatch import FINISH, data_wrs, mem_u32x4, mem_u64, pack2, unpack2
 
 #: where a receiver looks for this call's stamp in a slot, as a chunk index of the slot
 CHECKS = ("head", "middle", "both", "trailer", "none", "stride", "packets")
@@ -97,7 +97,7 @@ class StampReceiver(GuardedReceiver):
         base = (c * self.spc + slot) * self.tb  # lay.slot_offset(c, slot)
         token = slot * self.nch + c  # lay.token_of(c, slot)
         for k in self.checked:
-            w = mem.u32x4(ops.DATA, base + k * CHUNK)
+            w = mem_u32x4(mem, ops.DATA, base + k * CHUNK)
             if w[0] != epoch or w[2] != token:
                 return False
         return True
@@ -105,18 +105,18 @@ class StampReceiver(GuardedReceiver):
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         n = self.lay.tokens_in_channel[c]
         if self.meta:  # the metadata entry is the count: trusted only when it names this call
-            stamp, tail = unpack2(mem.u64(ops.RECV, c * self.lay.max_signals * 16))
+            stamp, tail = unpack2(mem_u64(mem, ops.RECV, c * self.lay.max_signals * 16))
             return [(int(tail >= n), tail)] if stamp == epoch + 1 else [(0, 0)]
         if self.lanes:
             mask = (1 << self.lanes) - 1
-            lane = (mem.u64(ops.SIGNAL, 0) >> (self.lanes * c)) & mask
+            lane = (mem_u64(mem, ops.SIGNAL, 0) >> (self.lanes * c)) & mask
             tail = self.signalled[c] + ((lane - self.signalled[c]) & mask)
             seen = [(int(tail >= n), tail)]
         else:
             seen = super()._observe(mem, c, epoch)
         if not self.notify:
             return seen
-        stamp, count = unpack2(mem.u64(ops.RECV, c * self.lay.max_signals * 16))
+        stamp, count = unpack2(mem_u64(mem, ops.RECV, c * self.lay.max_signals * 16))
         if stamp != epoch + 1:  # no count for this call yet: nothing may be read
             return [(0, 0)]
         return [(int(f and t >= count), min(t, count)) for f, t in seen]

@@ -10,6 +10,7 @@ and receiver with different fields pinned, not copies of each other.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -19,6 +20,43 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 
 FINISH = 1
+
+_U32X4 = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
+_U64 = struct.Struct("<Q")
+
+
+# What the compiled receivers read memory through: a view that exposes `bufs` (region -> bytearray, as
+# `epfuzz.sim.memory.Memory` does) is read directly (an attribute get, a dict lookup and a C-level unpack),
+# any other view (a backend's, a test's) through its methods. Same bytes, same results as the methods of
+# `Memory` (the same expressions); a method call from compiled code into `Memory` cost a lookup, argument
+# parsing and boxing per word (issue 31).
+def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
+    """`mem.u64(region, offset)`."""
+    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+    if bufs is None:
+        return mem.u64(region, offset)
+    buf = bufs[region]
+    if 0 <= offset <= len(buf) - 8:  # no slice object; the same int as the slice's int.from_bytes
+        u: int = _U64.unpack_from(buf, offset)[0]
+        return u
+    return int.from_bytes(buf[offset:offset + 8], "little")
+
+
+def mem_u32x4(mem: MemoryView, region: str, offset: int) -> tuple[int, int, int, int]:
+    """`mem.u32x4(region, offset)`."""
+    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+    if bufs is None:
+        return mem.u32x4(region, offset)
+    a, b, c, d = _U32X4.unpack_from(bufs[region], offset)
+    return a, b, c, d
+
+
+def mem_read(mem: MemoryView, region: str, offset: int, length: int) -> bytes:
+    """`mem.read(region, offset, length)`."""
+    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+    if bufs is None:
+        return mem.read(region, offset, length)
+    return bytes(bufs[region][offset:offset + length])
 
 #: the strict same-QP fetch-and-add signal (DeepEP's pack2): the baseline most bug-zoo protocols pin
 STRICT_SAME_QP = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.kind": "faa",
@@ -201,7 +239,7 @@ class DispatchReceiver(Receiver):
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         """New (finish, tail) observations for channel c since the last poll."""
         if self.word:
-            word = mem.u64(ops.SIGNAL, c * 8)
+            word = mem_u64(mem, ops.SIGNAL, c * 8)
             n = self.counts[c]
             if self.epoch_base:
                 word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
@@ -211,13 +249,13 @@ class DispatchReceiver(Receiver):
         seen = []
         while self.next_cqe[c] < self.lay.max_signals:
             k = self.next_cqe[c]
-            valid, lo, hi, _ = mem.u32x4(ops.CQ, (c * self.lay.max_signals + k) * 16)
+            valid, lo, hi, _ = mem_u32x4(mem, ops.CQ, (c * self.lay.max_signals + k) * 16)
             if valid != epoch + 1:
                 break
             if self.kind == "write_imm":
                 seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = mem.u64(ops.RECV, (c * self.lay.max_signals + k) * 16)
+                msg = mem_u64(mem, ops.RECV, (c * self.lay.max_signals + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:

@@ -16,7 +16,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK, token_checksum_ok
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
-from epfuzz.protocols.dispatch import DispatchProtocol
+from epfuzz.protocols.dispatch import DispatchProtocol, mem_read, mem_u32x4
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -59,10 +59,10 @@ class TagReceiver(Receiver):
                 if done:
                     continue
                 off = (c * spc + i) * tb  # lay.slot_offset(c, i)
-                w = mem.u32x4(ops.DATA, off + tb - CHUNK)
+                w = mem_u32x4(mem, ops.DATA, off + tb - CHUNK)
                 if w[0] != epoch or w[2] != i * nch + c:  # lay.token_of(c, i)
                     continue
-                if self.checksum and not token_checksum_ok(mem.read(ops.DATA, off, tb)):
+                if self.checksum and not token_checksum_ok(mem_read(mem, ops.DATA, off, tb)):
                     continue
                 row[i] = True
                 out.append(Consume(ops.DATA, off, tb, c, f"slot {i} of channel {c} (tag seen)"))

@@ -14,7 +14,7 @@ from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
-from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
+from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver, mem_u64
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -34,7 +34,7 @@ class SharedCounterReceiver(DispatchReceiver):
         return {ops.SIGNAL: ((0, 8),)} if type(self) is SharedCounterReceiver else None
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
-        value = mem.u64(ops.SIGNAL, 0)
+        value = mem_u64(mem, ops.SIGNAL, 0)
         n = self.lay.tokens_in_channel[c]
         if self.wait_total:
             total = sum(self.lay.tokens_in_channel)

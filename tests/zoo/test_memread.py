@@ -1,0 +1,57 @@
+"""The compiled receivers' memory reads (`epfuzz.protocols.dispatch.mem_u64` and friends) read a view's
+`bufs` directly where it has them (`epfuzz.sim.memory.Memory`): the same values as the view's methods at
+every offset, in range or not, and a view without `bufs` is read through its methods."""
+
+from __future__ import annotations
+
+import random
+
+from epfuzz.protocols.dispatch import mem_read, mem_u32x4, mem_u64
+
+
+class Bufs:
+    """A view with `bufs` whose methods read them the way `Memory`'s do."""
+
+    def __init__(self, data: bytes) -> None:
+        self.bufs = {"r": bytearray(data)}
+
+    def u64(self, region: str, offset: int) -> int:
+        return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        import struct
+        a, b, c, d = struct.unpack_from("<4I", self.bufs[region], offset)
+        return a, b, c, d
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return bytes(self.bufs[region][offset:offset + length])
+
+
+class Methods:
+    """A view with methods only (a backend's, a test's)."""
+
+    def u64(self, region: str, offset: int) -> int:
+        return offset + 1
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        return (offset, 1, 2, 3)
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return bytes([offset]) * length
+
+
+def test_direct_reads_match_methods() -> None:
+    rng = random.Random(31)
+    view = Bufs(rng.randbytes(64))
+    for offset in range(-3, 70):
+        assert mem_u64(view, "r", offset) == view.u64("r", offset), offset
+        assert mem_read(view, "r", offset, 5) == view.read("r", offset, 5), offset
+    for offset in range(0, 49):
+        assert mem_u32x4(view, "r", offset) == view.u32x4("r", offset), offset
+
+
+def test_views_without_bufs_use_their_methods() -> None:
+    view = Methods()
+    assert mem_u64(view, "r", 7) == 8
+    assert mem_u32x4(view, "r", 4) == (4, 1, 2, 3)
+    assert mem_read(view, "r", 2, 3) == b"\x02\x02\x02"
