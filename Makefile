@@ -20,7 +20,7 @@ $(VENV)/.installed: pyproject.toml
 # the emulator's hot modules compiled with mypyc, beside their sources (issue 14); rebuilt when a source
 # changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.core.native decides)
 CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/ir/payload.py epfuzz/model/epoch.py epfuzz/model/oracle.py \
-            epfuzz/search/featcore.py epfuzz/protocols/dispatch.py epfuzz/protocols/deep.py epfuzz/protocols/deep2.py \
+            epfuzz/search/featcore.py epfuzz/search/schedcore.py epfuzz/protocols/dispatch.py epfuzz/protocols/deep.py epfuzz/protocols/deep2.py \
             epfuzz/protocols/inband_tag.py epfuzz/protocols/shared_counter.py epfuzz/core/native.py epfuzz/core/corebuild.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
 	$(PY) -m epfuzz.core.corebuild

@@ -19,7 +19,7 @@ from __future__ import annotations
 import random
 
 from epfuzz.search.corpus import Corpus, Entry
-from epfuzz.search.featcore import SumTree, energy_of, reweigh
+from epfuzz.search.schedcore import SumTree, energy_of, reweigh
 
 __all__ = ["REFRESH", "Scheduler", "SumTree", "energy"]
 
@@ -28,7 +28,7 @@ REFRESH = 4     # entries re-weighed per execution, round-robin (their hit count
 
 def energy(c: Corpus, e: Entry) -> float:
     """sum(1 / hits[k] for k in e.feats) / sqrt(1 + picked), times 4 for a slot holder, 8 for a near miss, over
-    (1 + units / 500): the same divisions added in the same order, in epfuzz.search.featcore (compiled)."""
+    (1 + units / 500): the same divisions added in the same order, in epfuzz.search.schedcore (compiled)."""
     return energy_of(c.hits, e.feats, e.picked, e.slots, e.near, e.units)
 
 

@@ -9,6 +9,7 @@ import pytest
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
+from epfuzz.search import context
 from epfuzz.search import moves as mv
 from epfuzz.search.engines.libfuzzer import mutator
 
@@ -107,7 +108,7 @@ def test_the_libfuzzer_mutator_says_once_when_a_move_raises(capsys, monkeypatch)
 def test_the_runs_kept_for_schedule_moves_are_a_bounded_lru(monkeypatch):
     """A long run's memory must not grow with its corpus: at most BASES configurations' runs are kept,
     the least recently used leaves first, and a kept run holds no epoch-start images."""
-    monkeypatch.setattr(mv, "BASES", 3)
+    monkeypatch.setattr(context, "BASES", 3)
     ctx = _ctx()
     configs = [codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}) for n in range(1, 6)]
     for c in configs[:3]:
@@ -131,7 +132,7 @@ def test_a_schedule_move_hands_its_parents_form_back_to_the_cache(monkeypatch):
     runs leave with them."""
     from epfuzz.sim import engine
 
-    monkeypatch.setattr(mv, "BASES", 2)
+    monkeypatch.setattr(context, "BASES", 2)
     monkeypatch.setattr(engine, "FORMS", engine.FormCache(maxsize=2))
     ctx, rng = _ctx(), random.Random(3)
     parent = codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3}})
@@ -204,7 +205,7 @@ def test_a_moves_handed_scenario_is_what_its_bytes_decode_to(name):
 def test_decoded_parents_are_a_bounded_lru(monkeypatch):
     """`Context.decode` keeps at most DECODED scenarios (a long run's memory must not grow with its
     corpus), the least recently used leaves first, and what it returns is what the codec decodes."""
-    monkeypatch.setattr(mv, "DECODED", 3)
+    monkeypatch.setattr(context, "DECODED", 3)
     ctx = _ctx()
     inputs = [bytes([i]) * 9 for i in range(5)]
     for d in inputs[:3]:
