@@ -339,7 +339,8 @@ def throughput_only() -> int:
     out = json.loads(path.read_text())
     t0 = time.perf_counter()
     out.update(throughput=throughput(), scaling=scaling(), instrumentation=instrumentation(),
-               date=time.strftime("%Y-%m-%d"), machine=f"{platform.machine()} python {platform.python_version()}")
+               date=time.strftime("%Y-%m-%d"), machine=f"{platform.machine()} python {platform.python_version()}",
+               cores=os.cpu_count())
     out["throughput_seconds"] = round(time.perf_counter() - t0)
     path.write_text(json.dumps(out, indent=2) + "\n")
     (ROOT / "bench" / "results.md").write_text(render(out))
