@@ -162,6 +162,67 @@ CATALOGUE: tuple[Edit, ...] = (
 )
 
 
+def init_defaults(cls: type) -> list[tuple[str, Any]]:
+    """(name, default) of each parameter of `cls.__init__` that has one, as its source declares them.
+
+    A class mypyc compiled (the built-in receivers, `epfuzz.core.native.COMPILED`) shows the interpreter an
+    `__init__` of `(*args, **kwargs)`: there the signature is read from the module's source (beside the
+    extension), walking the classes in method resolution order to the first whose source defines `__init__`,
+    as the interpreter would. A bundle without sources yields none."""
+    for klass in cls.__mro__:
+        own = vars(klass).get("__init__")
+        if own is None or klass is object:
+            continue
+        if inspect.isfunction(own):
+            return [(n, p.default) for n, p in inspect.signature(own).parameters.items()
+                    if p.default is not inspect.Parameter.empty]
+        found = _source_init_defaults(klass)
+        if found is not None:
+            return found
+    return []
+
+
+def _source_class(klass: type) -> Any:
+    """The `ast.ClassDef` of `klass` in its module's source, or None (no source: a frozen bundle)."""
+    import ast
+
+    from epfuzz.core.native import source
+
+    path = source(klass.__module__)
+    if not path.exists():
+        return None
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        if isinstance(node, ast.ClassDef) and node.name == klass.__name__:
+            return node
+    return None
+
+
+def _source_init_defaults(klass: type) -> list[tuple[str, Any]] | None:
+    """`init_defaults` from the source of a compiled class; None where the class's source defines no
+    `__init__` (or there is no source)."""
+    import ast
+
+    node = _source_class(klass)
+    for fn in node.body if node is not None else ():
+        if isinstance(fn, ast.FunctionDef) and fn.name == "__init__":
+            a = fn.args
+            pos = a.posonlyargs + a.args
+            pairs = list(zip(pos[len(pos) - len(a.defaults):], a.defaults))
+            pairs += [(k, d) for k, d in zip(a.kwonlyargs, a.kw_defaults) if d is not None]
+            return [(arg.arg, d.value if isinstance(d, ast.Constant) else d) for arg, d in pairs]
+    return None
+
+
+def class_doc(cls: type) -> str:
+    """`cls.__doc__`, or for a compiled class (mypyc keeps no class docstring) the one in its source."""
+    if cls.__doc__:
+        return cls.__doc__
+    import ast
+
+    node = _source_class(cls)
+    return (ast.get_docstring(node, clean=False) or "") if node is not None else ""
+
+
 def receiver_options(proto: Protocol) -> tuple[Edit, ...]:
     """The boolean options a `DispatchProtocol`'s receiver documents and the protocol leaves off, as edits:
     "what the receiver would check if told to" (its own vocabulary, read off its signature)."""
@@ -170,9 +231,9 @@ def receiver_options(proto: Protocol) -> tuple[Edit, ...]:
     if cls is None or opts is None:
         return ()
     out = []
-    for name, p in inspect.signature(cls.__init__).parameters.items():
-        if p.default is False and not opts.get(name):
-            doc = (cls.__doc__ or "").strip().splitlines()[0]
+    for name, default in init_defaults(cls):
+        if default is False and not opts.get(name):
+            doc = (class_doc(cls).strip().splitlines() or [""])[0]
             out.append(Edit(f"receiver:{name}", f"the receiver's option {name}=True ({cls.__name__}: {doc})",
                             "the protocol's own receiver option", "what the option checks, per poll",
                             receiver_option=name))

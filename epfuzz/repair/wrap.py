@@ -8,6 +8,7 @@ pins them (`fixed`), as the fixed protocols of the zoo pin theirs.
 
 from __future__ import annotations
 
+import types
 from collections.abc import Sequence
 from typing import Any
 
@@ -74,9 +75,22 @@ def observable(scn: Scenario, proto: Protocol) -> tuple[Any, ...]:
     this unchanged does not apply to the case)."""
     lay = proto.layout(scn)
     rx = proto.receiver(scn, lay)
-    state = (type(rx).__name__, tuple(sorted((k, repr(v)) for k, v in vars(rx).items())))
+    state = (type(rx).__name__, tuple(sorted((k, repr(v)) for k, v in receiver_attrs(rx).items())))
     return (tuple(tuple(tuple(p) for p in proto.sender(scn, lay, e)) for e in range(scn.payload.epochs)),
             tuple(tuple(proto.epoch_prologue(scn, lay, e)) for e in range(scn.payload.epochs)),
             tuple(repr(getattr(proto, a)) for a in ("reset_signals", "poison", "release_at_accept",
                                                     "flush_on_accept", "targets")),
             state)
+
+
+def receiver_attrs(rx: Any) -> dict[str, Any]:
+    """A receiver's attributes: its `__dict__`, and for a class mypyc compiled (the built-in receivers, issue 31)
+    the native attributes it keeps outside it, which the class exposes as descriptors (`vars` alone missed
+    them, and a receiver option's edit looked like no change: the repair dropped it)."""
+    out: dict[str, Any] = {}
+    for klass in reversed(type(rx).__mro__):
+        for name, d in vars(klass).items():
+            if isinstance(d, types.GetSetDescriptorType) and not name.startswith("__"):
+                out[name] = getattr(rx, name, None)
+    out.update(vars(rx) if hasattr(rx, "__dict__") else {})
+    return out
