@@ -326,8 +326,10 @@ def render_costs(out: dict[str, Any]) -> list[str]:
               f"{r['us_per_packet']} | {r.get('us_per_schedule', '-')} |" for r in out.get("scaling", [])]
     ins = out.get("instrumentation")
     if ins:
+        when = f", measured {ins['measured']}" if ins.get("measured") else ""
         lines += ["", "atheris instrumentation, one module group at a time, random `dispatch_any` scenarios "
-                  f"in-process, pure-Python path (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s):", "",
+                  f"in-process, pure-Python path (uninstrumented: {ins['uninstrumented_exec_per_s']} exec/s"
+                  f"{when}):", "",
                   "| instrumented | exec/s | slowdown |", "| --- | --- | --- |"]
         lines += [f"| {k} | {v['exec_per_s']} | {v['slowdown']}x |" for k, v in ins.items() if isinstance(v, dict)]
     return lines

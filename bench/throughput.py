@@ -11,10 +11,10 @@ only the CPU this process got. Parts:
   epochs (1, 4), on fixed `deepep_v2_dispatch` scenarios;
 - `instrumentation`: the same random loop with atheris instrumentation of one
   module group at a time (each in a fresh interpreter, so nothing else is
-  instrumented), as the ratio to the uninstrumented rate. With atheris loaded the
-  emulator runs its pure-Python sources (`epfuzz.core.native`), so these are pure-path
-  figures; `path_rates(pure=True)` gives the uninstrumented pure-path rates beside
-  the compiled ones.
+  instrumented), as the ratio to the uninstrumented rate, both on the pure-Python path
+  (EPFUZZ_PURE=1: atheris instruments Python bytecode; the harnesses themselves run
+  the compiled core, uninstrumented, since issue 34.2); `path_rates(pure=True)` gives
+  the uninstrumented pure-path rates beside the compiled ones.
 
     .venv/bin/python bench/throughput.py            # all of it, JSON on stdout
 """
@@ -257,7 +257,12 @@ def instrumented_rate(group: str, seconds: float) -> float:
             "    import epfuzz.encoding.codec, epfuzz.sim.engine, epfuzz.protocols\n"
             "import throughput\n"
             f"print(json.dumps(throughput.rate(throughput.random_inputs(), 'dispatch_any', seconds={seconds})))\n")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    # the pure path, as the baseline: nothing selects it under atheris any more (issue 34.2), and against the
+    # compiled path a ratio would mix instrumentation with compilation
+    import os
+
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "EPFUZZ_PURE": "1"})
     return float(out.stdout.strip().splitlines()[-1])
 
 
@@ -276,8 +281,8 @@ def pure_rate(seconds: float) -> float:
 def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
     """Slowdown per instrumented group against the uninstrumented pure-Python path.
 
-    With atheris loaded the emulator runs its sources (`epfuzz.core.native`), so the baseline is the pure
-    path too: against the compiled one the ratios would mix instrumentation with compilation.
+    Both sides run the pure path (EPFUZZ_PURE=1): against the compiled one the ratios would mix
+    instrumentation with compilation.
     """
     base = pure_rate(seconds)
     out: dict[str, Any] = {"uninstrumented_exec_per_s": round(base), "path": "pure"}
