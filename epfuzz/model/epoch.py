@@ -32,11 +32,12 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     """
     size, tb = layout.sizes[ops.DATA], layout.token_bytes
     img = bytearray(canary_bytes(epoch, size))
+    view = memoryview(img)  # one copy per token: `img[a:b] = some_bytes` copies them to a temporary first
     nc, spc = layout.num_channels, layout.slots_per_channel
     for c in range(nc):
         for s in range(layout.tokens_in_channel[c]):
             off = (c * spc + s) * tb
-            img[off:off + tb] = token_image(epoch, src, c, s * nc + c, tb)
+            view[off:off + tb] = token_image(epoch, src, c, s * nc + c, tb)
     out = np.frombuffer(img, dtype=np.uint8)
     out.flags.writeable = False
     return out

@@ -16,6 +16,7 @@ from epfuzz.sim.packets import Tlp, TlpAction
 
 MASK64 = (1 << 64) - 1
 _U32X4 = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
+_U64 = struct.Struct("<Q")
 # bound once: `TlpAction.X` is a slow attribute lookup on Python 3.11, and `apply` runs per TLP
 _COPY, _VALUE, _ADD, _READ, _CQE = TlpAction.COPY, TlpAction.VALUE, TlpAction.ADD, TlpAction.READ, TlpAction.CQE
 _FETCH = TlpAction.FETCH
@@ -34,9 +35,15 @@ class Memory:
     bytearray slice costs a fraction of a numpy one) with a numpy view over the same
     bytes (`regions`, what the oracle and exploration read and write). Views keep the
     bytearrays from resizing, and nothing here resizes them.
+
+    Writes go through a memoryview of each buffer (`_views`), never `bytearray[a:b] = x`: CPython
+    copies any `x` that is not a bytearray into a temporary bytearray first (bytearray_ass_subscript),
+    so an epoch's poison of a MiB region was a MiB allocated, page-faulted, copied and copied again,
+    and every landed COPY TLP two copies (issue 31). A memoryview's slice assignment is one copy, and
+    it refuses a length that differs where the bytearray's would have resized the region.
     """
 
-    __slots__ = ("layout", "bufs", "_regions", "expected", "_src", "epoch", "starts", "_at_start0")
+    __slots__ = ("layout", "bufs", "_views", "_regions", "expected", "_src", "epoch", "starts", "_at_start0")
 
     def __init__(self, layout: Layout, starts: Starts | None = None) -> None:
         self.layout = layout
@@ -47,13 +54,17 @@ class Memory:
         # flags: `start_images`), in one copy: zeroed buffers that the first `start_epoch(0)` then overwrote
         # were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo (issue 31)
         first = dict(self._writes(0, True, True))
-        self.bufs = {name: bytearray(first[name]) if name in first else bytearray(size)
-                     for name, size in layout.sizes.items()}
+        self._set_bufs({name: bytearray(first[name]) if name in first else bytearray(size)
+                        for name, size in layout.sizes.items()})
         #: the buffers hold epoch 0's start and nothing has landed: the first `start_epoch(0)` has nothing to write
         self._at_start0 = True
         self._regions: dict[str, np.ndarray] | None = None
         self.epoch = 0
         self._expect(expected_data(layout, 0))
+
+    def _set_bufs(self, bufs: dict[str, bytearray]) -> None:
+        self.bufs = bufs
+        self._views = {name: memoryview(buf) for name, buf in bufs.items()}
 
     @property
     def regions(self) -> dict[str, np.ndarray]:
@@ -88,11 +99,11 @@ class Memory:
                 self._expect(expected_data(self.layout, 0))
                 return
             # a first epoch after 0: from the zeroed buffers, as if epoch 0's writes had never been made
-            self.bufs = {name: bytearray(size) for name, size in self.layout.sizes.items()}
+            self._set_bufs({name: bytearray(size) for name, size in self.layout.sizes.items()})
             self._regions = None
-        bufs = self.bufs
+        views = self._views
         for name, image in self._writes(epoch, poison, reset):
-            bufs[name][:] = image
+            views[name][:] = image
         self._expect(expected_data(self.layout, epoch))
 
     def same_as_expected(self, offset: int, length: int) -> bool:
@@ -116,17 +127,16 @@ class Memory:
         off = t.off
         if a == _COPY:  # value = source shift (0: the bytes the receiver expects there)
             src = off + t.value
-            buf[off:off + t.length] = self._src[src:src + t.length]
+            self._views[t.region][off:off + t.length] = self._src[src:src + t.length]
         elif a == _VALUE:
-            buf[off:off + 8] = (t.value & MASK64).to_bytes(8, "little")
+            _U64.pack_into(buf, off, t.value & MASK64)
         elif a == _ADD:  # atomic: one TLP, or the RMW's write-back after its read
-            v = (int.from_bytes(buf[off:off + 8], "little") + t.value) & MASK64
-            buf[off:off + 8] = v.to_bytes(8, "little")
+            _U64.pack_into(buf, off, (_U64.unpack_from(buf, off)[0] + t.value) & MASK64)
         elif a == _CQE:
             _U32X4.pack_into(buf, off, (self.epoch + 1) & 0xFFFFFFFF, t.value & 0xFFFFFFFF,
                              (t.value >> 32) & 0xFFFFFFFF, t.qp & 0xFFFFFFFF)
         elif a == _STALE:  # the NIC read the send buffer before the payload was there (epfuzz.model.source)
-            buf[off:off + t.length] = bytes(t.length)
+            self._views[t.region][off:off + t.length] = bytes(t.length)
         elif a != _READ and a != _FETCH:  # pragma: no cover
             raise AssertionError(a)
 
@@ -136,4 +146,4 @@ class Memory:
     def restore(self, snap: dict[str, bytes]) -> None:
         self._at_start0 = False
         for k, b in snap.items():
-            self.bufs[k][:] = b
+            self._views[k][:] = b
