@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT))
 
 from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import get_protocol  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 
@@ -143,6 +144,11 @@ def main() -> int:
     if not a.names:
         ap.error("the following arguments are required: NAME")
     _load(a.extra)
+    for n in a.names:  # a misspelt name is one line, before any trial runs
+        try:
+            get_protocol(n)
+        except EpfuzzError as e:
+            ap.error(str(e))
     with ProcessPoolExecutor(a.jobs) as pool:
         if a.rate:
             per = max(1, a.rate // a.jobs)

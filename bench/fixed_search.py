@@ -21,6 +21,7 @@ sys.path.insert(0, str(ROOT))
 
 from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 from epfuzz.search.sampler import SamplerSearch  # noqa: E402
@@ -43,6 +44,11 @@ def main() -> int:
     ap.add_argument("--execs", type=int, default=50_000, help="per search (sampler, random)")
     ap.add_argument("--set", default="deep", choices=("deep", "zoo", "all"))
     a = ap.parse_args()
+    for n in a.names:  # a misspelt name is one line, before any table is rewritten
+        try:
+            get_protocol(n)
+        except EpfuzzError as e:
+            ap.error(str(e))
     rows = {"deep": DEEP_ZOO, "zoo": ZOO, "all": (*DEEP_ZOO, *ZOO)}[a.set]
     names = a.names or [r[3] for r in rows]
     out = [f"Fixed protocols, {a.execs} sampled schedules + {a.execs} random inputs each (seed 11), "

@@ -246,6 +246,15 @@ def main() -> int:
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no trials: summarize the trials of these result files together (one run split in parts)")
     a = ap.parse_args()
+    if a.names:  # a misspelt name is one line now, not a failed trial after the old trials log was removed
+        from epfuzz.infra.errors import EpfuzzError
+        from epfuzz.protocols import get_protocol
+
+        for n in a.names:
+            try:
+                get_protocol(n)
+            except EpfuzzError as e:
+                ap.error(str(e))
     names = a.names or bugs(a.set)
     kinds = a.fuzzers.split(",")
     if a.merge:

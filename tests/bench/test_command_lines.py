@@ -73,6 +73,18 @@ def test_an_unknown_option_is_a_one_line_error(script: str, tmp_path: Path) -> N
     assert not any(tmp_path.iterdir())
 
 
+@pytest.mark.parametrize("script", ["search.py", "fixed_search.py", "depth.py"])
+def test_an_unknown_protocol_is_a_one_line_error_before_any_work(script: str, tmp_path: Path) -> None:
+    """search.py removed OUT.trials.jsonl (a fresh run) before a misspelt name failed in its first trial."""
+    log = tmp_path / "x.trials.jsonl"
+    log.write_text('{"kept": true}\n')
+    before = snapshot()
+    res = run(script, [*(["--out", str(tmp_path / "x")] if script == "search.py" else []), "no_such_bug"], tmp_path)
+    assert res.returncode == 2 and res.stdout == "" and "Traceback" not in res.stderr, res.stderr
+    assert re.match(rf"{re.escape(script)}: error: unknown protocol 'no_such_bug'", res.stderr.splitlines()[-1])
+    assert snapshot() == before and log.read_text() == '{"kept": true}\n'
+
+
 @pytest.mark.parametrize("script", SCRIPTS)
 def test_results_are_written_atomically(script: str) -> None:
     """No script writes a file in place (Path.write_text/write_bytes, open(..., "w")) but a temporary one."""
