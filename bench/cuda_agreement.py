@@ -39,7 +39,8 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from epfuzz.encoding import codec
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
+from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.infra.errors import InputError, Unsupported  # noqa: E402
 from epfuzz.ir.presets import PRESETS  # noqa: E402
 from epfuzz.ir.scenario import Overtake, Scenario  # noqa: E402
@@ -374,18 +375,14 @@ def write_md(md: Path | None = None) -> None:
     """The table in bench/cuda/agreement.md under its hand-written header (kept), written atomically."""
     md = md or BENCH / "agreement.md"
     head = md.read_text().split("\n| protocol |")[0].rstrip("\n") + "\n\n" if md.exists() else ""
-    tmp = md.with_suffix(".tmp")
-    tmp.write_text(head + cmd_table(SIM, [CUDA, PLAN], VERBS) + "\n")
-    tmp.replace(md)
+    write_atomic(md, (head + cmd_table(SIM, [CUDA, PLAN], VERBS) + "\n").encode())
 
 
 def _drop(path: Path, names: set[str]) -> None:
     """`path` without the rows of `names`, written atomically."""
     if path.exists():
         keep = [x for x in path.read_text().splitlines() if json.loads(x)["protocol"] not in names]
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text("".join(x + "\n" for x in keep))
-        tmp.replace(path)
+        write_atomic(path, "".join(x + "\n" for x in keep).encode())
 
 
 def cmd_add(names: list[str], jobs: int, guest: bool, redo: bool = False) -> None:

@@ -21,6 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from epfuzz.backends.cuda import CudaBackend  # noqa: E402
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.infra.errors import Unsupported  # noqa: E402
 from epfuzz.ir.scenario import Scenario  # noqa: E402
@@ -160,7 +161,7 @@ def markdown(rows: list[dict]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="JSON-lines file (appended); the table goes beside it as .md")
     ap.add_argument("--budget", type=float, default=480, help="seconds for the whole table")
     ap.add_argument("--row-cap", type=float, default=45, help="seconds for any one row")
@@ -196,7 +197,7 @@ def main() -> int:
     for m in a.merge:
         rows += [json.loads(line) for line in Path(m).read_text().splitlines() if line.strip()]
     table = markdown(rows)
-    out.with_suffix(".md").write_text(table)
+    write_atomic(out.with_suffix(".md"), table.encode())
     print(table)
     return 0
 

@@ -95,6 +95,7 @@ def version(lib: ctypes.CDLL) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     from epfuzz.backends.cuda_prog import kernel_source
+    from epfuzz.cases.corpus import write_atomic
 
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--arch", action="append",
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
         used = [op for op in TMA_PTX if op in ptx]
         print(f"{arch}: ok, {len(ptx):,} bytes of PTX; bulk-copy/proxy instructions: {', '.join(used) or 'none'}")
         if a.ptx:
-            a.ptx.write_text(ptx)
+            write_atomic(a.ptx, ptx.encode())
     return 0
 
 

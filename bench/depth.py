@@ -3,6 +3,7 @@
 
     python bench/depth.py [--seeds 20] [--cap 200000] [--jobs N] NAME...        # execs-to-bug per seed
     python bench/depth.py --rate 40000 NAME...                                  # hit rate per execution
+    python bench/depth.py --render                        # bench/depth.md again from bench/depth.json
 
 The random baseline is bench/run.py's: each execution decodes 0-128 random bytes
 (seeded per trial) into a scenario of the protocol and runs it on the sim. A bug is
@@ -32,7 +33,9 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import get_protocol  # noqa: E402
 from epfuzz.sim.engine import simulate  # noqa: E402
 
@@ -120,8 +123,9 @@ def run_trials(pool: ProcessPoolExecutor, a: argparse.Namespace) -> dict[str, li
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("names", nargs="+")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", metavar="NAME", help="bad protocols (at least one, unless --render)")
+    ap.add_argument("--render", action="store_true", help="only re-render bench/depth.md from bench/depth.json")
     ap.add_argument("--seeds", type=int, default=20)
     ap.add_argument("--cap", type=int, default=200_000)
     ap.add_argument("--jobs", type=int, default=os.cpu_count() or 1)
@@ -132,7 +136,19 @@ def main() -> int:
     ap.add_argument("--resume", help="a log of an earlier run: its finished trials are kept, not rerun")
     ap.add_argument("--from-log", action="store_true", help="with --resume: only tabulate the log, run nothing")
     a = ap.parse_args()
+    if a.render:
+        if a.names:
+            ap.error("--render takes no protocol names")
+        write_atomic(OUT.with_suffix(".md"), render(json.loads(OUT.read_text())).encode())
+        return 0
+    if not a.names:
+        ap.error("the following arguments are required: NAME")
     _load(a.extra)
+    for n in a.names:  # a misspelt name is one line, before any trial runs
+        try:
+            get_protocol(n)
+        except EpfuzzError as e:
+            ap.error(str(e))
     with ProcessPoolExecutor(a.jobs) as pool:
         if a.rate:
             per = max(1, a.rate // a.jobs)
@@ -164,8 +180,8 @@ def main() -> int:
     if not a.no_write:
         old = json.loads(OUT.read_text()) if OUT.exists() else {}
         old.update(table)
-        OUT.write_text(json.dumps(old, indent=1) + "\n")
-        OUT.with_suffix(".md").write_text(render(old))
+        write_atomic(OUT, (json.dumps(old, indent=1) + "\n").encode())
+        write_atomic(OUT.with_suffix(".md"), render(old).encode())
     return 0
 
 
@@ -186,7 +202,4 @@ def render(table: dict[str, Any]) -> str:
 
 
 if __name__ == "__main__":
-    if sys.argv[1:] == ["--render"]:
-        OUT.with_suffix(".md").write_text(render(json.loads(OUT.read_text())))
-        raise SystemExit(0)
     raise SystemExit(main())

@@ -11,6 +11,7 @@ build. The renderers are the bench scripts' own wherever a script has one.
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import sys
@@ -287,8 +288,16 @@ def on_page_markdown(markdown: str, **_: Any) -> str:  # the MkDocs hook (mkdocs
     return render_page(markdown)
 
 
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description="Print one measured table of the docs, rendered from bench/*.json.",
+                                 epilog="names: " + ", ".join(TABLES))
+    ap.add_argument("name", nargs="?", choices=tuple(TABLES), metavar="NAME", help="the table (see the names below)")
+    a = ap.parse_args(argv)
+    if a.name is None:  # the way to list the names (the module's docstring says so)
+        ap.error("which table? names: " + ", ".join(TABLES))
+    print(TABLES[a.name]())
+    return 0
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 2 or sys.argv[1] not in TABLES:
-        print("usage: python bench/docs_tables.py NAME; names: " + ", ".join(TABLES), file=sys.stderr)
-        raise SystemExit(2)
-    print(TABLES[sys.argv[1]]())
+    raise SystemExit(main())

@@ -37,6 +37,7 @@ from __future__ import annotations
 import argparse
 import gzip
 import hashlib
+import io
 import json
 import random
 import sys
@@ -48,6 +49,7 @@ from typing import Any
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.ir.presets import PRESETS  # noqa: E402
@@ -131,10 +133,13 @@ def add_rows(ref: list[list[Any]]) -> tuple[list[list[Any]], list[str]]:
 
 
 def write(rows: list[list[Any]], path: Path = REFERENCE) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
+    """Compressed in memory, then written whole and renamed: a cut run leaves the old reference. The gzip
+    header names the file as writing it in place did (`filename`), so regenerating it is byte-identical."""
     body = "\n".join(json.dumps(r, separators=(",", ":")) for r in rows) + "\n"
-    with open(path, "wb") as f, gzip.GzipFile(fileobj=f, mode="wb", mtime=0, compresslevel=9) as gz:
+    buf = io.BytesIO()
+    with gzip.GzipFile(filename=str(path), fileobj=buf, mode="wb", mtime=0, compresslevel=9) as gz:
         gz.write(body.encode())
+    write_atomic(path, buf.getvalue())
 
 
 def load(path: Path = REFERENCE) -> list[list[Any]]:

@@ -19,6 +19,7 @@ import re
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -26,6 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.protocols import ZOO, cebatch, deepep_paths, field2026, gpu2026, pull, rxcache  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 from epfuzz.protocols.deep2 import DEEP2_ZOO  # noqa: E402
@@ -54,10 +56,11 @@ def one(name: str, runs: int) -> Row:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--runs", type=int, default=100_000)
-    ap.add_argument("--jobs", type=int, default=2)
-    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "fixed_budget.md")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=100_000, help="executions per protocol")
+    ap.add_argument("--jobs", type=int, default=2, help="protocols at a time")
+    ap.add_argument("--out", type=Path, default=ROOT / "bench" / "fixed_budget.md",
+                    help="the table (default bench/fixed_budget.md; another file for a short local check)")
     ap.add_argument("names", nargs="*", metavar="NAME", help="fixed protocols (default: all)")
     a = ap.parse_args()
     if unknown := sorted(set(a.names) - set(FIXED)):
@@ -65,11 +68,14 @@ def main() -> int:
     runs, names = a.runs, a.names or FIXED
     out = a.out
     rows = [r for r in read(out, runs) if r[0] not in names] if a.names else []
+    lock = threading.Lock()  # two jobs may end at once: one writes the table at a time, with both rows
 
     def record(n: str) -> None:
-        rows.append(one(n, runs))
-        print(rows[-1], flush=True)
-        write(rows, runs, out)
+        row = one(n, runs)
+        with lock:
+            rows.append(row)
+            print(row, flush=True)
+            write(rows, runs, out)
 
     with ThreadPoolExecutor(a.jobs) as pool:
         list(pool.map(record, names))
@@ -93,9 +99,7 @@ def write(rows: list[Row], runs: int, out: Path) -> None:
     order = {n: i for i, n in enumerate(FIXED)}
     md += [f"| `{n}` | {e} | {s:.0f} | {'YES' if c else 'none'} | {d} | {m} |"
            for n, e, s, c, d, m in sorted(rows, key=lambda r: order.get(r[0], len(order)))]
-    tmp = out.with_name(out.name + ".tmp")
-    tmp.write_text("\n".join(md) + "\n")
-    os.replace(tmp, out)
+    write_atomic(out, ("\n".join(md) + "\n").encode())
 
 
 if __name__ == "__main__":

@@ -19,7 +19,9 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
+from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
 from epfuzz.protocols.deep import DEEP_ZOO  # noqa: E402
 from epfuzz.search.sampler import SamplerSearch  # noqa: E402
@@ -37,11 +39,16 @@ def one(name: str, n: int, seed: int = 11) -> tuple[str, int, int, float]:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("names", nargs="*")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", metavar="NAME", help="fixed protocols (default: the set's)")
     ap.add_argument("--execs", type=int, default=50_000, help="per search (sampler, random)")
     ap.add_argument("--set", default="deep", choices=("deep", "zoo", "all"))
     a = ap.parse_args()
+    for n in a.names:  # a misspelt name is one line, before any table is rewritten
+        try:
+            get_protocol(n)
+        except EpfuzzError as e:
+            ap.error(str(e))
     rows = {"deep": DEEP_ZOO, "zoo": ZOO, "all": (*DEEP_ZOO, *ZOO)}[a.set]
     names = a.names or [r[3] for r in rows]
     out = [f"Fixed protocols, {a.execs} sampled schedules + {a.execs} random inputs each (seed 11), "
@@ -53,7 +60,7 @@ def main() -> int:
         bad += found
         out.append(f"| `{name}` | {execs} | {found} | {secs:.0f} |")
         print(out[-1], flush=True)
-        (ROOT / "bench" / "fixed_search.md").write_text("\n".join(out) + "\n")
+        write_atomic(ROOT / "bench" / "fixed_search.md", ("\n".join(out) + "\n").encode())
     return 1 if bad else 0
 
 

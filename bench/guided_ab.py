@@ -30,6 +30,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from epfuzz.cases.corpus import write_atomic  # noqa: E402  (this tree's; the older one runs in its own interpreters)
+
 DEEP = ("deep_ro_signal", "deep_remainder_flag", "deep_flag_write", "deep_notify_qp", "deep_other_qp",
         "deep_imm_other_qp", "deep_gdr", "deep_reset_race")
 
@@ -144,9 +148,7 @@ def main(argv: list[str] | None = None) -> int:
                      "what `epfuzz fuzz` runs",
            "runs": runs, "mean": {k: mean(v) for k, v in runs.items()}}
     out["ratio"] = round(out["mean"]["this_tuned_gc"] / out["mean"]["base"], 2)
-    tmp_out = Path(args.out).with_suffix(".tmp")
-    tmp_out.write_text(json.dumps(out, indent=2) + "\n")
-    os.replace(tmp_out, args.out)
+    write_atomic(Path(args.out), (json.dumps(out, indent=2) + "\n").encode())
     print(json.dumps(out["mean"]), "ratio", out["ratio"])
     return 0
 

@@ -8,6 +8,7 @@ wall time. Writes bench/minimization.json.
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -15,6 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from epfuzz.cases.corpus import write_atomic
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import get_protocol
@@ -75,9 +77,12 @@ def main(seed: int = 5) -> dict[str, object]:
         lf_time = time.perf_counter() - t0
         lf = (t / "lf-min").read_bytes() if (t / "lf-min").exists() else nd
     res["noisy_661"] = compare(nd, lf, lf_time, PROTO)
-    (ROOT / "bench" / "minimization.json").write_text(json.dumps(res, indent=2) + "\n")
+    write_atomic(ROOT / "bench" / "minimization.json", (json.dumps(res, indent=2) + "\n").encode())
     return res
 
 
 if __name__ == "__main__":
+    argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                            epilog="No options: finds the bug (libFuzzer, seed 5), minimizes both ways and rewrites "
+                                   "bench/minimization.json (minutes).").parse_args()
     print(json.dumps(main(), indent=2))

@@ -21,6 +21,7 @@ cores (libFuzzer runs go two at a time).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 import os
@@ -42,6 +43,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling, schedule_rates  # noqa: E402
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
 from epfuzz.infra.errors import EpfuzzError  # noqa: E402
 from epfuzz.protocols import ZOO, get_protocol  # noqa: E402
@@ -213,10 +215,15 @@ def main() -> int:
         })
     out["time_to_bug"] = table
     out["total_seconds"] = round(time.perf_counter() - t_start)
-    (ROOT / "bench" / "results.json").write_text(json.dumps(out, indent=2) + "\n")
-    (ROOT / "bench" / "results.md").write_text(render(out))
+    write_results(out)
     print(render(out))
     return 0
+
+
+def write_results(out: dict[str, Any]) -> None:
+    """results.json and results.md, each written whole then renamed: a run cut short keeps the last figures."""
+    write_atomic(ROOT / "bench" / "results.json", (json.dumps(out, indent=2) + "\n").encode())
+    write_atomic(ROOT / "bench" / "results.md", render(out).encode())
 
 
 def _guided_ab() -> dict[str, Any] | None:
@@ -344,19 +351,31 @@ def throughput_only() -> int:
                date=time.strftime("%Y-%m-%d"), machine=f"{platform.machine()} python {platform.python_version()}",
                cores=os.cpu_count())
     out["throughput_seconds"] = round(time.perf_counter() - t0)
-    path.write_text(json.dumps(out, indent=2) + "\n")
-    (ROOT / "bench" / "results.md").write_text(render(out))
+    write_results(out)
     print(render(out))
     return 0
 
 
+def parse(argv: list[str] | None = None) -> argparse.Namespace:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                                 epilog="Without an option: the whole benchmark (minutes of every core), which "
+                                        "rewrites bench/results.json and bench/results.md.")
+    what = ap.add_mutually_exclusive_group()
+    what.add_argument("--render", action="store_true", help="only re-render bench/results.md from results.json")
+    what.add_argument("--throughput", action="store_true",
+                      help="re-measure the throughput part alone (a few minutes) and keep the rest of results.json")
+    return ap.parse_args(argv)
+
+
 if __name__ == "__main__":
+    a = parse()
+    if a.render:
+        write_atomic(ROOT / "bench" / "results.md",
+                     render(json.loads((ROOT / "bench" / "results.json").read_text())).encode())
+        raise SystemExit(0)
     from epfuzz.infra.proc import tune_gc
 
     tune_gc()  # the collector as the CLI and the harnesses set it: the figures are what a user's process runs
-    if sys.argv[1:] == ["--render"]:  # re-render results.md from results.json
-        (ROOT / "bench" / "results.md").write_text(render(json.loads((ROOT / "bench" / "results.json").read_text())))
-        raise SystemExit(0)
-    if sys.argv[1:] == ["--throughput"]:
+    if a.throughput:
         raise SystemExit(throughput_only())
     raise SystemExit(main())

@@ -51,6 +51,8 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 import stats  # noqa: E402
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
+
 FUZZERS = ("guided", "libfuzzer-cfl", "random", "sampler")
 IN_PROCESS = ("guided", "random", "sampler")
 #: fuzzers of earlier result files (bench/search-deep*.json, search-zoo.json: the Greybox engine's
@@ -227,8 +229,8 @@ def render(res: dict[str, Any]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("names", nargs="*")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("names", nargs="*", metavar="NAME", help="bad protocols (default: the set's)")
     ap.add_argument("--budget", type=float, default=300, help="seconds per trial (a backstop with --execs)")
     ap.add_argument("--execs", type=int, default=0, help="executions per trial (0: seconds only)")
     ap.add_argument("--trials", type=int, default=20)
@@ -244,6 +246,15 @@ def main() -> int:
     ap.add_argument("--merge", nargs="+", metavar="JSON",
                     help="no trials: summarize the trials of these result files together (one run split in parts)")
     a = ap.parse_args()
+    if a.names:  # a misspelt name is one line now, not a failed trial after the old trials log was removed
+        from epfuzz.infra.errors import EpfuzzError
+        from epfuzz.protocols import get_protocol
+
+        for n in a.names:
+            try:
+                get_protocol(n)
+            except EpfuzzError as e:
+                ap.error(str(e))
     names = a.names or bugs(a.set)
     kinds = a.fuzzers.split(",")
     if a.merge:
@@ -287,9 +298,7 @@ def main() -> int:
                       "fuzzers": kinds, "note": a.note},
            "summary": summarize(trials, a.budget, a.execs), "trials": trials}
     for path, text in ((Path(a.out + ".json"), json.dumps(res, indent=1) + "\n"), (Path(a.out + ".md"), render(res))):
-        tmp = path.with_name(path.name + ".tmp")  # written whole, then renamed: a cut run leaves the old file
-        tmp.write_text(text)
-        tmp.replace(path)
+        write_atomic(path, text.encode())  # written whole, then renamed: a cut run leaves the old file
     print(render(res))
     return 0
 

@@ -260,7 +260,7 @@ def render(results: list[dict[str, Any]]) -> str:
 
 
 def main() -> int:
-    ap = argparse.ArgumentParser()
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("what", choices=("jobs", "decay", "render", "probe"))
     ap.add_argument("--protocol", default="deep_other_qp_fixed")
     ap.add_argument("--seconds", type=int, default=0)
@@ -289,9 +289,9 @@ def main() -> int:
              + (f" --cpus {a.cpus}" if a.cpus else "") + (" --calibrate" if a.calibrate else ""))
     results = json.loads(out.read_text()) if out.exists() else []   # as it is now: another run may have added one
     results.append(r)
-    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(results, indent=1) + "\n")
-    tmp.replace(out)
+    from epfuzz.cases.corpus import write_atomic
+
+    write_atomic(out, (json.dumps(results, indent=1) + "\n").encode())
     print(json.dumps(r))
     return 0
 

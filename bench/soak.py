@@ -11,6 +11,7 @@ bench/soak.json and bench/soak.md.
 
 from __future__ import annotations
 
+import argparse
 import csv
 import json
 import subprocess
@@ -22,13 +23,20 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.protocols import ZOO  # noqa: E402
 
 FIXED = [z[3] for z in ZOO] + ["write_imm_signal"]
 
 
-def main() -> int:
-    total = int(sys.argv[1]) if len(sys.argv) > 1 else 1800
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("total", nargs="?", type=int, default=1800, metavar="TOTAL_SECONDS",
+                    help="wall time of the whole soak, shared among the fixed protocols (default 1800; "
+                         "at least 20 s each)")
+    total = ap.parse_args(argv).total
+    if total <= 0:
+        ap.error(f"TOTAL_SECONDS must be above zero, not {total}")
     each = max(20, total // len(FIXED))
     rows = []
     for name in FIXED:
@@ -55,13 +63,13 @@ def main() -> int:
             })
             print(rows[-1], flush=True)
     out = {"date": time.strftime("%Y-%m-%d"), "total_seconds": total, "jobs": 2, "rows": rows}
-    (ROOT / "bench" / "soak.json").write_text(json.dumps(out, indent=2) + "\n")
+    write_atomic(ROOT / "bench" / "soak.json", (json.dumps(out, indent=2) + "\n").encode())
     md = [f"Soak {out['date']}: {total} s in all, 2 jobs, each fixed protocol for {each} s.", "",
           "| fixed protocol | execs | exec/s | findings | hung | RSS MB (2nd quarter -> last quarter, peak) |",
           "| --- | --- | --- | --- | --- | --- |"]
     md += [f"| `{r['protocol']}` | {r['execs']} | {r['exec_per_s']} | {r['findings']} | {r['hung']} | "
            f"{r['rss_mid_mb']} -> {r['rss_end_mb']}, {r['peak_rss_mb']:.0f} |" for r in rows]
-    (ROOT / "bench" / "soak.md").write_text("\n".join(md) + "\n")
+    write_atomic(ROOT / "bench" / "soak.md", ("\n".join(md) + "\n").encode())
     print("\n".join(md))
     bad = [r for r in rows if r["findings"] or r["hung"] or r["exit"] not in (0,)]
     return 1 if bad else 0

@@ -21,6 +21,7 @@ only the CPU this process got. Parts:
 
 from __future__ import annotations
 
+import argparse
 import json
 import random
 import subprocess
@@ -292,7 +293,10 @@ def instrumentation(seconds: float = 3.0) -> dict[str, Any]:
     return out
 
 
-def main() -> int:
+def main(argv: list[str] | None = None) -> int:
+    argparse.ArgumentParser(description=__doc__.splitlines()[0],
+                            epilog="No options: every part (minutes of CPU), JSON on stdout; nothing is written "
+                                   "(bench/run.py records these figures).").parse_args(argv)
     from epfuzz.infra.proc import tune_gc
 
     tune_gc()  # the collector as the CLI and the harnesses set it (`bench/run.py` does the same)

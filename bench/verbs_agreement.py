@@ -15,6 +15,7 @@ no output folder, so rows go to stdout, one line each, as they finish (a time ca
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -70,4 +71,8 @@ def main(repeats: int, only: list[str]) -> None:
 
 
 if __name__ == "__main__":
-    main(int(sys.argv[1]) if len(sys.argv) > 1 else 10, sys.argv[2:])
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("repeats", nargs="?", type=int, default=10, metavar="R", help="runs per protocol (default 10)")
+    ap.add_argument("only", nargs="*", metavar="PROTOCOL", help="these rows only (default: every row)")
+    a = ap.parse_args()
+    main(a.repeats, a.only)

@@ -19,6 +19,7 @@ top of a cProfile of that phase.
 
 from __future__ import annotations
 
+import argparse
 import cProfile
 import io
 import json
@@ -26,7 +27,6 @@ import os
 import pstats
 import random
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -146,7 +146,10 @@ def campaign(n: int, corpus: Path) -> None:
 
 
 if __name__ == "__main__":
-    args = sys.argv[1:]
-    mode = campaign if args[:1] == ["--campaign"] else plain
-    args = args[1:] if mode is campaign else args
-    mode(int(args[0]) if args else 60, Path(args[1]) if len(args) > 1 else ROOT / "corpus" / f"{PROTOCOL}_fuzzer")
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--campaign", action="store_true", help="one campaign job's work instead of plain runs")
+    ap.add_argument("n", nargs="?", type=int, default=60, metavar="N", help="inputs to run (default 60)")
+    ap.add_argument("corpus", nargs="?", type=Path, default=ROOT / "corpus" / f"{PROTOCOL}_fuzzer",
+                    metavar="CORPUS", help=f"a folder of inputs (default corpus/{PROTOCOL}_fuzzer)")
+    a = ap.parse_args()
+    (campaign if a.campaign else plain)(a.n, a.corpus)

@@ -97,11 +97,21 @@ def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
     assert not (tmp_path / "x.png").exists()
 
 
-def _fuzz_piped(tmp_path: Path, *extra: str, after: tuple[str, ...] = ()) -> subprocess.CompletedProcess[str]:
+#: the bounds of a run. Off a terminal the first progress line comes a second into the run, so a run asserted
+#: to show one must last longer, on the fastest machine too: it is bounded in wall time. The guided engine's
+#: loop runs its --time out after the seeds and meets flag_write_signal's bug within its first executions.
+#: A libFuzzer job's -max_total_time also counts its own start-up (Python, atheris, epfuzz's imports: seconds
+#: on a loaded machine), so it gets 10 s, which 1,500 executions cut short where they are fast (the harness ran
+#: 674 exec/s on the 16-core host: over 2 s); the bug comes in its first executions (-seed=1).
+GUIDED = ("--time", "3")
+LIBFUZZER = ("--engine", "libfuzzer", "--time", "10", "--max-execs", "1500")
+
+
+def _fuzz_piped(tmp_path: Path, *extra: str, after: tuple[str, ...] = GUIDED) -> subprocess.CompletedProcess[str]:
     """`epfuzz fuzz` with both streams piped (CI, `| cat`), the default engine, a bounded run; `extra` are
-    epfuzz's own options, `after` the fuzz command's."""
-    return subprocess.run([sys.executable, "-m", "epfuzz", *extra, "fuzz", "flag_write_signal", "--time", "3",
-                           "--seed", "1", "--run-dir", str(tmp_path / "run"), *after], capture_output=True,
+    epfuzz's own options, `after` the fuzz command's (its bounds among them)."""
+    return subprocess.run([sys.executable, "-m", "epfuzz", *extra, "fuzz", "flag_write_signal", "--seed", "1",
+                           "--run-dir", str(tmp_path / "run"), *after], capture_output=True,
                           text=True, cwd=tmp_path, timeout=300)
 
 
@@ -138,7 +148,7 @@ def test_quiet_leaves_the_summary_and_the_table_and_json_logs_each_bug(tmp_path)
 def test_jobs_show_one_progress_line_and_each_raw_finding_once(tmp_path):
     """User audit D1: with --jobs 2 the guided engine showed no progress line and no raw finding (they went to
     the jobs' logs), on a terminal or off it."""
-    p = _fuzz_piped(tmp_path, after=("--jobs", "2"))
+    p = _fuzz_piped(tmp_path, after=(*GUIDED, "--jobs", "2"))
     assert p.returncode == 1, p.stderr[-2000:]
     err = p.stderr.splitlines()
     assert any(x.startswith("progress: [") for x in err), p.stderr[-2000:]
@@ -152,7 +162,7 @@ def test_jobs_show_one_progress_line_and_each_raw_finding_once(tmp_path):
 def test_a_json_log_is_json_lines_only_with_each_finding_and_progress_as_events(tmp_path, engine):
     """User audit D3: under --log-format json the raw findings were plain text lines between the JSON, and the
     guided engine logged no progress event."""
-    p = _fuzz_piped(tmp_path, "--log-format", "json", after=("--engine", engine))
+    p = _fuzz_piped(tmp_path, "--log-format", "json", after=LIBFUZZER if engine == "libfuzzer" else GUIDED)
     assert p.returncode == 1, p.stderr[-2000:]
     events = [json.loads(x) for x in p.stderr.splitlines()]          # every line is JSON
     kinds = [e["event"] for e in events]
@@ -166,7 +176,7 @@ def test_a_json_log_is_json_lines_only_with_each_finding_and_progress_as_events(
 def test_the_libfuzzer_engine_shows_the_same_progress_line_and_its_raw_findings(tmp_path):
     """User audit D5: off a terminal the libFuzzer engine's progress was a key=value log line, and its raw
     findings stayed in the jobs' logs."""
-    p = _fuzz_piped(tmp_path, after=("--engine", "libfuzzer"))
+    p = _fuzz_piped(tmp_path, after=LIBFUZZER)
     assert p.returncode == 1, p.stderr[-2000:]
     err = p.stderr.splitlines()
     assert any(x.startswith("progress: [") and " features " in x for x in err), p.stderr[-2000:]

@@ -135,7 +135,8 @@ def test_the_default_guided_campaign_stops_at_a_plugin_exception_with_its_input_
     """The guided engine (the default on the sim) met the plug-in's exception and exited 3 with one line:
     no summary, no stats, the input lost. Now: a crash- artifact that replays as the same error."""
     plugin(tmp_path, "mine", limit=2)
-    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "60", "--seed", "1", "--run-dir", "r")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "600", "--max-execs", "2000", "--seed", "1",
+               "--run-dir", "r")
     assert p.returncode == 3, p.stdout + p.stderr
     assert "Traceback" not in p.stdout + p.stderr and "1 harness error(s)" in p.stdout, p.stdout
     line = next(x for x in p.stdout.splitlines() if x.startswith("first harness error:"))
@@ -154,8 +155,8 @@ def test_the_tutorial_protocol_works_as_written(tmp_path):
     assert "Save this as `myproto.py`" in page
     code = page.split("```python\n", 1)[1].split("```", 1)[0]
     (tmp_path / "myproto.py").write_text(code)
-    p = epfuzz(tmp_path, "fuzz", "--protocol", "myproto:SeqFlag", "--engine", "guided", "--time", "20",
-               "--seed", "1", "--run-dir", "r")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "myproto:SeqFlag", "--engine", "guided", "--time", "600",
+               "--max-execs", "1000", "--seed", "1", "--run-dir", "r")
     assert p.returncode == 1, p.stdout + p.stderr
     assert "myproto:SeqFlag|spec|stale-accept|A2b" in p.stdout
     case = next((tmp_path / "r").glob("finding-myproto.SeqFlag-*.json"))

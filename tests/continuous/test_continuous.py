@@ -104,9 +104,10 @@ def test_prune_and_merge_keep_finding_inputs_and_write_nothing_here(tmp_path, mo
 @pytest.mark.slow
 def test_fuzz_run_then_triage_and_report(tmp_path):
     run_dir = tmp_path / "run"
-    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "25", "--jobs", "2",
-                        "--seed", "2", "--run-dir", str(run_dir)], capture_output=True, text=True, cwd=ROOT,
-                       timeout=300)
+    # bounded in executions per job (--time is only a cap), so that a loaded machine runs the same work
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "deepep_v2_dispatch", "--time", "600", "--jobs", "2",
+                        "--max-execs", "1500", "--seed", "2", "--run-dir", str(run_dir)], capture_output=True,
+                       text=True, cwd=ROOT, timeout=600)
     assert p.returncode == 1, p.stderr[-2000:]
     keep = tmp_path / "regressions"
     keep.mkdir()

@@ -54,9 +54,12 @@ def test_completion_signals_on_the_data_qp_are_clean_with_channels_sharing_it(ki
 
 
 def test_verbs_finding_minimizes():
+    """Bounded in candidates, not seconds (it had max_seconds=150: how far the shrinking got, and so the
+    shape asserted, depended on the guest's speed under the host's load). On the sim the same passes take
+    92 candidates to a 1-minimal case and have one epoch and one channel after the first 6."""
     big = codec.load_dict({**CROSS, "payload": {"num_tokens": 6, "hidden_bytes": 7168, "epochs": 2},
                               "topology": {"num_qps": 2, "num_channels": 2, "channel_qp": [0, 0]}})
-    m = minimize(big, get_protocol(big.protocol), backend="verbs", repeats=3, threshold=1.0, max_seconds=150)
+    m = minimize(big, get_protocol(big.protocol), backend="verbs", repeats=3, threshold=1.0, max_runs=200)
     r = m.result
     assert m.rate >= 0.6, m.result.to_json(indent=None)
     assert r.payload.num_tokens <= 6 and r.payload.epochs == 1 and r.topology.num_channels == 1

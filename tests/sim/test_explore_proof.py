@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import itertools
 import random
-import time
 
 import pytest
 
@@ -124,9 +123,10 @@ def test_the_deepep_shape_is_decided(name, expect):
     """14,336-byte tokens x 16 tokens (525 TLPs in the epoch, over the old cap of 48), bad and fixed."""
     scn, proto = _deepep_shape(name), get_protocol(name)
     assert len(build(scn, proto).tlps) < sum(t.n for t in build(scn, proto).tlps) == 525
-    start = time.monotonic()
     res = explore(scn, proto)
-    assert time.monotonic() - start < 10
+    # decided by merging equal states, not by enumerating the 525 TLPs' orders: a bound in states, which
+    # no machine's load moves (526 and 766 states when written; it was "under 10 s" of wall clock)
+    assert res.states <= 5_000, res.states
     assert (res.violation is not None) == (expect == "finding")
 
 

@@ -43,7 +43,7 @@ def test_unknown_plugin_is_a_one_line_error(capsys):
 def test_fuzz_a_plugin_protocol(tmp_path):
     run_dir = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "examples.seqflag:SeqFlag",
-                        "--time", "20", "--seed", "1", "--run-dir", str(run_dir)],
+                        "--time", "600", "--max-execs", "1000", "--seed", "1", "--run-dir", str(run_dir)],
                        capture_output=True, text=True, cwd=ROOT, timeout=300)
     assert p.returncode == 1, p.stderr[-2000:]
     cases = list(run_dir.glob("finding-*.json"))
