@@ -16,6 +16,7 @@ import dataclasses
 import inspect
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 from epfuzz.ir import ops
@@ -186,15 +187,22 @@ def _source_class(klass: type) -> Any:
     """The `ast.ClassDef` of `klass` in its module's source, or None (no source: a frozen bundle)."""
     import ast
 
-    from epfuzz.core.native import source
-
-    path = source(klass.__module__)
-    if not path.exists():
-        return None
-    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+    for node in ast.walk(_parsed(klass.__module__)):
         if isinstance(node, ast.ClassDef) and node.name == klass.__name__:
             return node
     return None
+
+
+@lru_cache(maxsize=32)
+def _parsed(module: str) -> Any:
+    """A compiled module's source, parsed once per process (a catalogue reads a receiver's options and
+    docstring from it, three reads per receiver); an empty module where there is no source."""
+    import ast
+
+    from epfuzz.core.native import source
+
+    path = source(module)
+    return ast.parse(path.read_text(), str(path)) if path.exists() else ast.Module(body=[], type_ignores=[])
 
 
 def _source_init_defaults(klass: type) -> list[tuple[str, Any]] | None:
