@@ -73,6 +73,14 @@ def classify_chunk(chunk: bytes, epoch: int) -> str:
 _CLASSES = ("stale", "corrupt", "stale-poison", "poisoned")
 
 
+def classify_words(w0: int, w3: int, epoch: int) -> str:
+    """`classify_chunk` of a chunk given its first and last little-endian u32 words (all it reads): the
+    oracle classifies the few chunks it shows in plain ints, not an array pass per class (issue 31)."""
+    if w3 == 0xDEADBEEF and (w0 & 0xFFFF0000) == CANARY_TAG:
+        return "poisoned" if (w0 & 0xFFFF) == (epoch & 0xFFFF) else "stale-poison"
+    return "stale" if w0 < epoch else "corrupt"
+
+
 def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:
     """`classify_chunk` of each row of `words` (k x 4 little-endian u32), all at once."""
     w0 = words[:, 0].astype(np.int64)
