@@ -15,7 +15,7 @@ What may pass what is a `PassRule`; the emulator's two are in `epfuzz.sim.pass_r
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -155,20 +155,23 @@ def surviving(order: Sequence[T], inversions: Sequence[tuple[T, T, str]]) -> lis
     """
     if not inversions:
         return []
-    rank = {id(x): i for i, x in enumerate(order)}
-    starts = sorted((x.seq, i) for i, x in enumerate(order))
-    keys = [s for s, _ in starts]
+    # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
+    # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
+    # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
+    at = {x.seq: i for i, x in enumerate(order)}
+    width = len(order)
     out: list[tuple[T, T, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = rank[id(a)]
-        j = bisect_left(keys, b.seq)
-        while j < len(keys) and keys[j] < b.seq + b.n:
-            i = starts[j][1]
-            if ra < i and (ra, i) not in seen:
-                seen.add((ra, i))
-                out.append((a, order[i], r))
-            j += 1
+        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        s, end = b.seq, b.seq + b.n
+        while s < end:
+            i = at[s]
+            x = order[i]
+            if ra < i and ra * width + i not in seen:
+                seen.add(ra * width + i)
+                out.append((a, x, r))
+            s += x.n
     return out
 
 
@@ -240,18 +243,21 @@ def surviving_tlps(order: Sequence[Tlp],
     """`surviving` over typed TLP runs (see `apply_tlp_overtakes`)."""
     if not inversions:
         return []
-    rank = {id(x): i for i, x in enumerate(order)}
-    starts = sorted((x.seq, i) for i, x in enumerate(order))
-    keys = [s for s, _ in starts]
+    # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
+    # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
+    # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
+    at = {x.seq: i for i, x in enumerate(order)}
+    width = len(order)
     out: list[tuple[Tlp, Tlp, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = rank[id(a)]
-        j = bisect_left(keys, b.seq)
-        while j < len(keys) and keys[j] < b.seq + b.n:
-            i = starts[j][1]
-            if ra < i and (ra, i) not in seen:
-                seen.add((ra, i))
-                out.append((a, order[i], r))
-            j += 1
+        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        s, end = b.seq, b.seq + b.n
+        while s < end:
+            i = at[s]
+            x = order[i]
+            if ra < i and ra * width + i not in seen:
+                seen.add(ra * width + i)
+                out.append((a, x, r))
+            s += x.n
     return out
