@@ -14,11 +14,12 @@ from __future__ import annotations
 import struct
 import zlib
 from functools import lru_cache
+from typing import Final
 
 import numpy as np
 
-CHUNK = 16
-CANARY_TAG = 0xC0DE0000
+CHUNK: Final = 16  # Final: compiled code reads them as constants, not from the module dict
+CANARY_TAG: Final = 0xC0DE0000
 TRAILER_TAG = 0x7A110000
 _CANARY = struct.Struct("<4I")
 
