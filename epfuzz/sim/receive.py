@@ -25,13 +25,19 @@ from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import Tlp, TlpAction
 
 
-@dataclass
+@dataclass(init=False)
 class Poll:
     position: int          # TLPs visible when the receiver looked
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
     consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.search.feedbacks
     epoch: int = 0
+
+    def __init__(self, position: int, trigger: int, accepted: list[str], consumes: list[Consume] | None = None,
+                 epoch: int = 0) -> None:
+        """Written out: a dataclass's generated `__init__` is interpreted even under mypyc (`SimRun`'s)."""
+        self.position, self.trigger, self.accepted, self.epoch = position, trigger, accepted, epoch
+        self.consumes = [] if consumes is None else consumes
 
 
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
