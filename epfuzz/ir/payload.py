@@ -14,11 +14,12 @@ from __future__ import annotations
 import struct
 import zlib
 from functools import lru_cache
+from typing import Final
 
 import numpy as np
 
-CHUNK = 16
-CANARY_TAG = 0xC0DE0000
+CHUNK: Final = 16  # Final: compiled code reads them as constants, not from the module dict
+CANARY_TAG: Final = 0xC0DE0000
 TRAILER_TAG = 0x7A110000
 _CANARY = struct.Struct("<4I")
 
@@ -74,6 +75,14 @@ def classify_chunk(chunk: bytes, epoch: int) -> str:
 
 
 _CLASSES = ("stale", "corrupt", "stale-poison", "poisoned")
+
+
+def classify_words(w0: int, w3: int, epoch: int) -> str:
+    """`classify_chunk` of a chunk given its first and last little-endian u32 words (all it reads): the
+    oracle classifies the few chunks it shows in plain ints, not an array pass per class (issue 31)."""
+    if w3 == 0xDEADBEEF and (w0 & 0xFFFF0000) == CANARY_TAG:
+        return "poisoned" if (w0 & 0xFFFF) == (epoch & 0xFFFF) else "stale-poison"
+    return "stale" if w0 < epoch else "corrupt"
 
 
 def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:

@@ -15,7 +15,6 @@ What may pass what is a `PassRule`; the emulator's two are in `epfuzz.sim.pass_r
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
@@ -57,7 +56,7 @@ class QpStreams:
     def position(self, qp: int, seq: int) -> int:
         """Units of `qp`'s stream with a seq up to and including `seq`."""
         starts = self.starts[qp]
-        j = bisect_right(starts, seq) - 1
+        j = _after(starts, seq) - 1
         if j < 0:
             return 0
         return self.before[qp][j] + min(seq - starts[j] + 1, self.lens[qp][j])
@@ -73,6 +72,19 @@ class QpStreams:
         if prev.local or prev.qp == q:  # prev's units are consecutive in the stream
             return self.position(q, prev.seq) + prev.n - here + self.window
         return prev.n if here - self.position(q, prev.seq) <= self.window else 0
+
+
+def _after(a: list[int], x: int) -> int:
+    """`bisect.bisect_right(a, x)`, in compiled code: a call into the bisect module (its arguments parsed by
+    keyword) cost more than the search over a QP's few runs, twice per pass the adversary checks."""
+    lo, hi = 0, len(a)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if x < a[mid]:
+            hi = mid
+        else:
+            lo = mid + 1
+    return lo
 
 
 def _seq(t: Tlp) -> int:
@@ -127,9 +139,9 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
                     break
                 rule = r
                 if streams is None:
-                    m = min(prev.n, remaining, prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
+                    m = min(min(prev.n, remaining), prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
                 else:
-                    m = min(prev.n, remaining, streams.reach(item, prev, r))
+                    m = min(min(prev.n, remaining), streams.reach(item, prev, r))  # two-argument min: compiled inline
                 if m <= 0:
                     break
             if m < prev.n:
@@ -155,20 +167,23 @@ def surviving(order: Sequence[T], inversions: Sequence[tuple[T, T, str]]) -> lis
     """
     if not inversions:
         return []
-    rank = {id(x): i for i, x in enumerate(order)}
-    starts = sorted((x.seq, i) for i, x in enumerate(order))
-    keys = [s for s, _ in starts]
+    # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
+    # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
+    # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
+    at = {x.seq: i for i, x in enumerate(order)}
+    width = len(order)
     out: list[tuple[T, T, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = rank[id(a)]
-        j = bisect_left(keys, b.seq)
-        while j < len(keys) and keys[j] < b.seq + b.n:
-            i = starts[j][1]
-            if ra < i and (ra, i) not in seen:
-                seen.add((ra, i))
-                out.append((a, order[i], r))
-            j += 1
+        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        s, end = b.seq, b.seq + b.n
+        while s < end:
+            i = at[s]
+            x = order[i]
+            if ra < i and ra * width + i not in seen:
+                seen.add(ra * width + i)
+                out.append((a, x, r))
+            s += x.n
     return out
 
 
@@ -218,9 +233,9 @@ def apply_tlp_overtakes(items: Sequence[Tlp], moves: Sequence[tuple[int, int]], 
                     break
                 rule = r
                 if streams is None:
-                    m = min(prev.n, remaining, prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
+                    m = min(min(prev.n, remaining), prev.seq + prev.n - (item.seq - window))  # oldest: seq - window
                 else:
-                    m = min(prev.n, remaining, streams.reach(item, prev, r))
+                    m = min(min(prev.n, remaining), streams.reach(item, prev, r))  # two-argument min: compiled inline
                 if m <= 0:
                     break
             if m < prev.n:
@@ -240,18 +255,21 @@ def surviving_tlps(order: Sequence[Tlp],
     """`surviving` over typed TLP runs (see `apply_tlp_overtakes`)."""
     if not inversions:
         return []
-    rank = {id(x): i for i, x in enumerate(order)}
-    starts = sorted((x.seq, i) for i, x in enumerate(order))
-    keys = [s for s, _ in starts]
+    # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
+    # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
+    # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
+    at = {x.seq: i for i, x in enumerate(order)}
+    width = len(order)
     out: list[tuple[Tlp, Tlp, str]] = []
-    seen: set[tuple[int, int]] = set()
+    seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = rank[id(a)]
-        j = bisect_left(keys, b.seq)
-        while j < len(keys) and keys[j] < b.seq + b.n:
-            i = starts[j][1]
-            if ra < i and (ra, i) not in seen:
-                seen.add((ra, i))
-                out.append((a, order[i], r))
-            j += 1
+        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        s, end = b.seq, b.seq + b.n
+        while s < end:
+            i = at[s]
+            x = order[i]
+            if ra < i and ra * width + i not in seen:
+                seen.add(ra * width + i)
+                out.append((a, x, r))
+            s += x.n
     return out

@@ -8,6 +8,8 @@ the clause that permits the pass, or None; that name is what findings report.
 
 from __future__ import annotations
 
+from typing import Final
+
 from epfuzz.model.cebatch import CE_BATCH
 from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
@@ -38,7 +40,7 @@ def tlp_pass_rule() -> PassRule:
         if later.epoch != earlier.epoch:          # epochs are separated by a barrier
             return None
         if earlier.local or later.local:          # the receiver's own stores at the epoch start
-            return "no-barrier" if LocalStore.UNORDERED in (earlier.local, later.local) else None
+            return "no-barrier" if _UNORDERED in (earlier.local, later.local) else None
         if later.dep == earlier.seq:              # RMW write waits for its read's completion
             return None
         if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
@@ -74,7 +76,9 @@ def _table_rule(a: Attrs, b: Attrs) -> str | None:
     return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
 
 
-_FETCH = TlpAction.FETCH
+#: Final: mypyc keeps these in C statics, not looked up in the module's dict at every pass checked
+_FETCH: Final = TlpAction.FETCH
+_UNORDERED: Final = LocalStore.UNORDERED
 
 
 def packet_pass_rule(adaptive_routing: bool) -> PassRule:

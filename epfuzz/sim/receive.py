@@ -17,7 +17,7 @@ import numpy as np
 
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
-from epfuzz.model.oracle import Violation, judge
+from epfuzz.model.oracle import Violation, check_bytes, in_region, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.sim.memory import Memory, Starts, expected_data
@@ -25,13 +25,19 @@ from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import Tlp, TlpAction
 
 
-@dataclass
+@dataclass(init=False)
 class Poll:
     position: int          # TLPs visible when the receiver looked
     trigger: int           # seq of the TLP that woke it
     accepted: list[str]
     consumes: list[Consume] = field(default_factory=list)   # what it accepted, for epfuzz.search.feedbacks
     epoch: int = 0
+
+    def __init__(self, position: int, trigger: int, accepted: list[str], consumes: list[Consume] | None = None,
+                 epoch: int = 0) -> None:
+        """Written out: a dataclass's generated `__init__` is interpreted even under mypyc (`SimRun`'s)."""
+        self.position, self.trigger, self.accepted, self.epoch = position, trigger, accepted, epoch
+        self.consumes = [] if consumes is None else consumes
 
 
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
@@ -133,7 +139,12 @@ class Receiving:
         if (c.region == ops.DATA and epoch == mem.epoch and c.offset >= 0 and c.length >= 0
                 and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
             return None  # what judge says of a whole, right range, without a numpy object (most accepts)
-        v = judge(c, self.mem.regions[c.region], expected_data(lay, epoch), lay, self.name, epoch)
+        # `judge` on the bytes: the region's numpy views are not made for it (they cost a microsecond or two)
+        buf = mem.bufs[c.region]
+        in_region(c, len(buf), self.name, epoch)
+        o, n = c.offset, c.length
+        e = expected_data(lay, epoch)[o:o + n].tobytes() if c.region == ops.DATA else None
+        v = check_bytes(c, bytes(buf[o:o + n]), e, lay, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
         return v

@@ -16,7 +16,7 @@ from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.receive import Poll
 
 
-@dataclass
+@dataclass(init=False)
 class SimRun:
     scenario: Scenario
     layout: Layout
@@ -31,6 +31,20 @@ class SimRun:
     flushes: list[FlushWait] = field(default_factory=list)  # each Flush's wait, in the order they were reached
     #: the epoch-start images of the run's built form (`Built.starts`), shared by the runs built over it
     starts: Starts | None = None
+
+    def __init__(self, scenario: Scenario, layout: Layout, wrs: list[Wr], packets: list[Packet], tlps: list[Tlp],
+                 order: list[Tlp], tlp_inversions: list[tuple[Tlp, Tlp, str]],
+                 packet_inversions: list[tuple[Packet, Packet, str]], polls: list[Poll] | None = None,
+                 violation: Violation | None = None, flushes: list[FlushWait] | None = None,
+                 starts: Starts | None = None) -> None:
+        """The dataclass's own `__init__`, written out: the generated one is interpreted even under mypyc (a
+        run is made per execution: issue 31). `dataclass(init=False)` keeps its fields, eq and repr."""
+        self.scenario, self.layout, self.wrs, self.packets, self.tlps = scenario, layout, wrs, packets, tlps
+        self.order, self.tlp_inversions, self.packet_inversions = order, tlp_inversions, packet_inversions
+        self.polls = [] if polls is None else polls
+        self.violation = violation
+        self.flushes = [] if flushes is None else flushes
+        self.starts = starts
 
     @property
     def rules_fired(self) -> frozenset[str]:

@@ -92,6 +92,26 @@ def test_classify_chunks_at_once_equals_one_by_one() -> None:
         assert classify_chunks(words, epoch) == [classify_chunk(r, epoch) for r in rows]
 
 
+def test_classify_words_equals_classify_chunk() -> None:
+    """The oracle classifies the chunks it shows from their first and last words (issue 31): the same class
+    as the chunk itself gets, for poison of this and other epochs, payload of older and newer epochs, noise."""
+    import random
+    import struct
+
+    from epfuzz.ir.payload import canary, classify_chunk, classify_words, token_image
+
+    rng = random.Random(7)
+    rows = [canary(e, 16).tobytes() for e in (0, 1, 2, 3, 0x10002)] + [token_image(e, 0, 1, 2, 32)[:16]
+                                                                       for e in range(5)]
+    rows += [rng.randbytes(16) for _ in range(200)]
+    rows += [struct.pack("<4I", 0xC0DE0000 | rng.randrange(4), 0, 0, rng.choice([0xDEADBEEF, 0xDEADBEEE]))
+             for _ in range(50)]
+    for epoch in (0, 1, 2, 3, 0x10002, 2**31):
+        for r in rows:
+            w0, _, _, w3 = struct.unpack("<4I", r)
+            assert classify_words(w0, w3, epoch) == classify_chunk(r, epoch)
+
+
 def test_canary_words_and_read_only() -> None:
     """Every 16-byte chunk of the poison is (tag | epoch low 16 bits, ~0, ~0, 0xDEADBEEF), little-endian u32s,
     over nbytes // 16 chunks; the array is read-only (memory copies it before writing)."""

@@ -10,7 +10,7 @@ from epfuzz.encoding import codec
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.sim import engine
-from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes
+from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes, surviving_tlps
 from epfuzz.sim.packets import Tlp
 
 
@@ -72,3 +72,65 @@ def test_the_typed_copies_are_the_generic_bodies_line_for_line():
     once (the random comparison above would catch it only where a schedule reaches the change)."""
     assert _body("apply_tlp_overtakes") == _body("apply_overtakes")
     assert _body("surviving_tlps") == _body("surviving")
+
+
+def _surviving_by_sorted_seqs(order, inversions):
+    """`surviving` as it was before issue 31 (the reference): each passed run's pieces found by bisecting the
+    pieces' sorted first seqs, the passer's rank by identity."""
+    from bisect import bisect_left
+
+    if not inversions:
+        return []
+    rank = {id(x): i for i, x in enumerate(order)}
+    starts = sorted((x.seq, i) for i, x in enumerate(order))
+    keys = [s for s, _ in starts]
+    out, seen = [], set()
+    for a, b, r in inversions:
+        ra = rank[id(a)]
+        j = bisect_left(keys, b.seq)
+        while j < len(keys) and keys[j] < b.seq + b.n:
+            i = starts[j][1]
+            if ra < i and (ra, i) not in seen:
+                seen.add((ra, i))
+                out.append((a, order[i], r))
+            j += 1
+    return out
+
+
+def test_surviving_walks_the_pieces_the_sorted_search_found() -> None:
+    """`surviving` finds a passed run's pieces by walking seqs from its first (a run is a union of pieces:
+    splits only refine them); the search by sorted seqs it replaced is the reference, on the recorded passes
+    of random scenarios' TLP runs (several moves: later ones split and undo earlier passes) and packets."""
+    import importlib.util
+    from pathlib import Path
+
+    from epfuzz.sim.pass_rules import packet_pass_rule
+
+    # a pure copy of the module (whatever path this process imported), whose final step is spied on
+    path = Path(__file__).resolve().parents[2] / "epfuzz" / "sim" / "adversary.py"
+    spec = importlib.util.spec_from_file_location("_adversary_pure", path)
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    seen: list[tuple[list, list]] = []
+    real = mod.surviving
+    mod.surviving = lambda order, inv: seen.append((order, list(inv))) or real(order, inv)
+    rng = random.Random(12)
+    names, presets = sorted(BUILTIN), list(PRESETS)
+    compared = 0
+    for _ in range(200):
+        scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
+        form = engine.build_form(scn, get_protocol(scn.protocol))
+        a = form.arrived(scn, engine.net_moves(scn))
+        window = scn.knobs.reorder_window
+        for _ in range(3):
+            seen.clear()
+            moves = [(rng.randrange(1024), rng.randint(1, 64)) for _ in range(rng.randint(1, 6))]
+            mod.apply_overtakes(a.tlps, moves, a.rule, window, QpStreams(a.tlps, window))
+            mod.apply_overtakes(form.packets, moves, packet_pass_rule(True), 64)
+            for order, inv in seen:
+                want = [(id(x), id(y), r) for x, y, r in _surviving_by_sorted_seqs(order, inv)]
+                assert [(id(x), id(y), r) for x, y, r in real(order, inv)] == want
+                if order and isinstance(order[0], Tlp):  # the typed copy the engine runs, compiled or not
+                    assert [(id(x), id(y), r) for x, y, r in surviving_tlps(order, inv)] == want
+                compared += bool(inv)
+    assert compared > 300
