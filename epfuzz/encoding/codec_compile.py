@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from epfuzz.ir.choices import ChoiceReader, ChoiceWriter, _width
-from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, SectionField, Values, write_int
+from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, ItemsField, SectionField, Values, write_int
 
 
 class SlotLike(Protocol):
@@ -92,13 +92,15 @@ def _int_lines(src: _Source, v: str, spec: IntField) -> list[str]:
             f"{v} = _base + _m"]
 
 
-def _slot_lines(src: _Source, v: str, s: SlotLike, free: object) -> list[str]:
-    """Statements that leave slot `s`'s value in `v`."""
+def _slot_lines(src: _Source, v: str, s: SlotLike, free: object, indent: str = "    ") -> list[str]:
+    """Statements that leave slot `s`'s value in `v` (a nested plan's own lines go to `src` at `indent`)."""
     spec = s.spec
     if s.fixed is not free:
         return [f"{v} = {src.const(s.fixed)}"]
     if isinstance(spec, SectionField):
-        return [f"{v} = {_emit(src, s.nested, free)}"]
+        return [f"{v} = {_emit(src, s.nested, free, indent)}"]
+    if isinstance(spec, ItemsField) and s.nested is not None:
+        return _items_lines(src, v, spec, s.nested, free, indent)
     if isinstance(spec, BoolField):
         expr = _draw(0, 1)
         return [f"{v} = ({expr.split('  #')[0]}) != 0; pos += 1"]
@@ -113,16 +115,28 @@ def _slot_lines(src: _Source, v: str, s: SlotLike, free: object) -> list[str]:
     return [f"r.pos = pos; {v} = {src.const(spec)}.draw(r, values, {src.const(s.nested)}); pos = r.pos"]
 
 
-def _emit(src: _Source, plan: PlanLike, free: object) -> str:
-    """Append the lines that decode one instance of `plan.cls`; the variable holding it."""
+def _items_lines(src: _Source, v: str, spec: ItemsField, nested: PlanLike, free: object, indent: str) -> list[str]:
+    """`ItemsField.draw` inlined: the count, then a loop over the item plan's own lines (no call, generator
+    step and nested plan call per item: a fresh scenario decodes ~7 overtakes, issue 31)."""
+    n, items = src.var(), src.var()
+    expr, _, took = _draw(0, spec.max_len).partition("  # +")
+    src.lines += [f"{indent}{n} = {expr}" + (f"; pos += {took}" if took else ""), f"{indent}{items} = []",
+                  f"{indent}for _ in range({n}):"]
+    obj = _emit(src, nested, free, indent + "    ")
+    src.lines.append(f"{indent}    {items}.append({obj})")
+    return [f"{v} = tuple({items})"]
+
+
+def _emit(src: _Source, plan: PlanLike, free: object, indent: str = "    ") -> str:
+    """Append the lines that decode one instance of `plan.cls` at `indent`; the variable holding it."""
     args = []
     for s in plan.slots:
         v = src.var()
-        src.lines += [f"    {line}" for line in _slot_lines(src, v, s, free)]
-        src.lines.append(f"    values[{s.path!r}] = {v}")
+        src.lines += [f"{indent}{line}" for line in _slot_lines(src, v, s, free, indent)]
+        src.lines.append(f"{indent}values[{s.path!r}] = {v}")
         args.append(f"{s.name}={v}")
     obj = src.var()
-    src.lines.append(f"    {obj} = {src.const(plan.cls)}({', '.join(args)})")
+    src.lines.append(f"{indent}{obj} = {src.const(plan.cls)}({', '.join(args)})")
     return obj
 
 
