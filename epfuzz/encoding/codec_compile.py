@@ -17,7 +17,17 @@ from collections.abc import Callable
 from typing import Any, Protocol
 
 from epfuzz.ir.choices import ChoiceReader, ChoiceWriter, _width
-from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, ItemsField, SectionField, Values, write_int
+from epfuzz.ir.fields import (
+    BoolField,
+    ChoiceField,
+    FieldSpec,
+    IntField,
+    IntsField,
+    ItemsField,
+    SectionField,
+    Values,
+    write_int,
+)
 
 
 class SlotLike(Protocol):
@@ -101,6 +111,8 @@ def _slot_lines(src: _Source, v: str, s: SlotLike, free: object, indent: str = "
         return [f"{v} = {_emit(src, s.nested, free, indent)}"]
     if isinstance(spec, ItemsField) and s.nested is not None:
         return _items_lines(src, v, spec, s.nested, free, indent)
+    if isinstance(spec, IntsField):
+        return _ints_lines(src, v, spec)
     if isinstance(spec, BoolField):
         expr = _draw(0, 1)
         return [f"{v} = ({expr.split('  #')[0]}) != 0; pos += 1"]
@@ -113,6 +125,20 @@ def _slot_lines(src: _Source, v: str, s: SlotLike, free: object, indent: str = "
         expr, _, took = _draw(spec.lo, spec.hi).partition("  # +")
         return [f"{v} = {expr}" + (f"; pos += {took}" if took else "")]
     return [f"r.pos = pos; {v} = {src.const(spec)}.draw(r, values, {src.const(s.nested)}); pos = r.pos"]
+
+
+def _ints_lines(src: _Source, v: str, spec: IntsField) -> list[str]:
+    """`IntsField.draw` inlined: the count (`len_for`), the bound (`hi_for`, as an `IntField`'s `hi_from`),
+    then each element as `draw_int` draws it, in a loop (no generator and two calls per element)."""
+    n, items, x = src.var(), src.var(), src.var()
+    if spec.len_from is None:
+        expr, _, took = _draw(0, spec.max_len).partition("  # +")
+        count = [f"{n} = {expr}" + (f"; pos += {took}" if took else "")]
+    else:
+        count = [f"_ln = min({spec.max_len}, int(values[{spec.len_from!r}]))", *_dyn_draw(n, "0", "_ln")]
+    hi, *element = _int_lines(src, x, IntField(lo=spec.lo, hi=spec.hi, hi_from=spec.hi_from, log=spec.log))
+    return [*count, hi, f"{items} = []", f"for _ in range({n}):", *[f"    {line}" for line in element],
+            f"    {items}.append({x})", f"{v} = tuple({items})"]
 
 
 def _items_lines(src: _Source, v: str, spec: ItemsField, nested: PlanLike, free: object, indent: str) -> list[str]:

@@ -58,6 +58,8 @@ def test_compiled_decoder_equals_plan_walk() -> None:
     from epfuzz.protocols import REGISTRY
 
     rng = random.Random(14)
+    lists = ("schedule", "faults.spins", "faults.qp_delay_ns", "faults.qp_rate_div", "topology.channel_qp")
+    seen: set[str] = set()
     for name in REGISTRY.items:
         for preset in PRESETS:
             plan = _plan_for(name, preset)
@@ -68,6 +70,8 @@ def test_compiled_decoder_equals_plan_walk() -> None:
                 sv: dict[str, object] = {}
                 assert plan.decode(fast, fv) == plan.walk_decode(slow, sv)
                 assert fast.pos == slow.pos and fv == sv
+                seen |= {k for k in lists if fv.get(k)}
+    assert seen == set(lists)  # the lists, inlined in the compiled decoder (issue 31), were drawn non-empty
 
 
 def test_compiled_encoder_equals_plan_walk() -> None:
