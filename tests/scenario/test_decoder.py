@@ -105,3 +105,25 @@ def test_compiled_encoder_equals_plan_walk() -> None:
             assert run(plan.encode, bad) == run(plan.walk_encode, bad)
             bad = scn.replace(signal=dataclasses.replace(scn.signal, kind="nope"))
             assert run(plan.encode, bad) == run(plan.walk_encode, bad)
+
+
+def test_compiled_decoder_passes_fields_by_position_only_where_they_are_the_parameters() -> None:
+    """A section is built by position when its parameters are exactly positional-or-keyword ones (issue 31);
+    anything else (keyword-only, *args, **kwargs, no signature) keeps the keywords."""
+    from dataclasses import dataclass, field
+
+    from epfuzz.encoding.codec_compile import _positional
+    from epfuzz.ir.scenario import Overtake, Scenario
+
+    @dataclass(frozen=True)
+    class KwOnly:
+        a: int = 0
+        b: int = field(default=0, kw_only=True)
+
+    class Star:
+        def __init__(self, a: int, *rest: int) -> None:
+            pass
+
+    assert _positional(Overtake) == ["stage", "index", "distance"]
+    assert _positional(Scenario)[:3] == ["protocol", "preset", "knobs"]
+    assert _positional(KwOnly) == [] and _positional(Star) == [] and _positional(int) == []
