@@ -27,6 +27,7 @@ from epfuzz.ir.fields import (
     ItemsField,
     SectionField,
     Values,
+    draw_int,
     write_int,
 )
 
@@ -129,25 +130,27 @@ def _slot_lines(src: _Source, v: str, s: SlotLike, free: object, indent: str = "
 
 
 def _ints_lines(src: _Source, v: str, spec: IntsField) -> list[str]:
-    """`IntsField.draw` inlined: the count (`len_for`), the bound (`hi_for`, as an `IntField`'s `hi_from`),
-    then each element as `draw_int` draws it, in a loop (no generator and two calls per element)."""
+    """`IntsField.draw` inlined: the count (`len_for`), the bound (`hi_for`), then each element in a loop (no
+    generator, no `draw_int` call per element). Every draw the list makes still goes through the reader's
+    `draw`, as `IntsField.draw` makes them: `search.context.field_bounds` records the offsets of the draws a
+    reader sees, and the guided search's trajectory depends on them (tests/search/test_trajectory.py)."""
     n, items, x = src.var(), src.var(), src.var()
     if spec.len_from is None:
-        expr, _, took = _draw(0, spec.max_len).partition("  # +")
-        count = [f"{n} = {expr}" + (f"; pos += {took}" if took else "")]
+        count = [f"r.pos = pos; {n} = draw(0, {spec.max_len}); pos = r.pos"]
     else:
-        count = [f"_ln = min({spec.max_len}, int(values[{spec.len_from!r}]))", *_dyn_draw(n, "0", "_ln")]
-    hi, *element = _int_lines(src, x, IntField(lo=spec.lo, hi=spec.hi, hi_from=spec.hi_from, log=spec.log))
-    return [*count, hi, f"{items} = []", f"for _ in range({n}):", *[f"    {line}" for line in element],
-            f"    {items}.append({x})", f"{v} = tuple({items})"]
+        count = [f"r.pos = pos; {n} = draw(0, min({spec.max_len}, int(values[{spec.len_from!r}]))); pos = r.pos"]
+    hi = f"_hi = {spec.hi}" if spec.hi_from is None else f"_hi = min({spec.hi}, int(values[{spec.hi_from!r}]) - 1)"
+    element = (f"{x} = {src.const(draw_int)}(r, {spec.lo}, _hi, True)" if spec.log else f"{x} = draw({spec.lo}, _hi)")
+    return [*count, hi, f"{items} = []", "r.pos = pos", f"for _ in range({n}):", f"    {element}",
+            f"    {items}.append({x})", f"pos = r.pos; {v} = tuple({items})"]
 
 
 def _items_lines(src: _Source, v: str, spec: ItemsField, nested: PlanLike, free: object, indent: str) -> list[str]:
     """`ItemsField.draw` inlined: the count, then a loop over the item plan's own lines (no call, generator
-    step and nested plan call per item: a fresh scenario decodes ~7 overtakes, issue 31)."""
+    step and nested plan call per item: a fresh scenario decodes ~7 overtakes, issue 31). The count is drawn
+    through the reader's `draw`, as `ItemsField.draw` draws it (`_ints_lines` says why)."""
     n, items = src.var(), src.var()
-    expr, _, took = _draw(0, spec.max_len).partition("  # +")
-    src.lines += [f"{indent}{n} = {expr}" + (f"; pos += {took}" if took else ""), f"{indent}{items} = []",
+    src.lines += [f"{indent}r.pos = pos; {n} = draw(0, {spec.max_len}); pos = r.pos", f"{indent}{items} = []",
                   f"{indent}for _ in range({n}):"]
     obj = _emit(src, nested, free, indent + "    ")
     src.lines.append(f"{indent}    {items}.append({obj})")

@@ -127,3 +127,31 @@ def test_compiled_decoder_passes_fields_by_position_only_where_they_are_the_para
     assert _positional(Overtake) == ["stage", "index", "distance"]
     assert _positional(Scenario)[:3] == ["protocol", "preset", "knobs"]
     assert _positional(KwOnly) == [] and _positional(Star) == [] and _positional(int) == []
+
+
+def test_inlined_lists_make_the_reader_draws_of_the_list_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled decoder's inlined lists (issue 31) call the reader's `draw` exactly where `IntsField.draw`
+    and `ItemsField.draw` did, at the same offsets: `search.context.field_bounds` records those, and the
+    guided search mutates at them. Reference: the same plan compiled with every list calling its spec."""
+    import random
+
+    from epfuzz.encoding import codec_compile as cc
+    from epfuzz.encoding.codec import _FREE, _plan_for
+    from epfuzz.ir.presets import PRESETS
+    from epfuzz.protocols import REGISTRY
+    from epfuzz.search.context import field_bounds
+
+    def by_spec(src, v, spec, *rest):  # type: ignore[no-untyped-def]  # the pre-issue-31 line
+        nested = rest[0] if isinstance(spec, cc.ItemsField) else None
+        return [f"r.pos = pos; {v} = {src.const(spec)}.draw(r, values, {src.const(nested)}); pos = r.pos"]
+
+    rng = random.Random(31)
+    inputs = [rng.randbytes(rng.randrange(0, 200)) for _ in range(25)]
+    compiled = {(n, p): cc.compile_plan(_plan_for(n, p), _FREE) for n in REGISTRY.items for p in PRESETS}
+    monkeypatch.setattr(cc, "_ints_lines", by_spec)
+    monkeypatch.setattr(cc, "_items_lines", by_spec)
+    for (name, preset), fast in compiled.items():
+        slow = cc.compile_plan(_plan_for(name, preset), _FREE)
+        for data in inputs:
+            assert field_bounds(data, lambda r, f=fast: f(r, {})) == field_bounds(data, lambda r, f=slow: f(r, {}))
+            assert fast(ChoiceReader(data), {}) == slow(ChoiceReader(data), {})
