@@ -17,6 +17,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from epfuzz.ir.slotinit import fast_init
+
 DATA, SIGNAL, CQ, RECV = "data", "signal", "cq", "recv"
 REGIONS = (DATA, SIGNAL, CQ, RECV)
 
@@ -211,3 +213,9 @@ WR_OPS = (Write, WriteValue, AtomicAdd, WriteImm, Send, Read, CeCopy, CeValue)
 SOURCE_OPS = (SrcStore, SrcFlush, SrcClear)
 #: the GPU-only ops: no WR (the requester only paces the channel through them)
 GPU_OPS = (SrcStore, SrcFlush, SrcClear, ProxyFence)
+
+# every op's __init__ without a generic attribute set per field (same signature and effect,
+# `epfuzz.ir.slotinit`): a protocol's sender makes its ops anew for each fresh configuration (issue 31)
+for _cls in (Write, WriteValue, AtomicAdd, WriteImm, Send, Read, CeCopy, CeValue, Spin, Flush, ProxyFence, SrcStore,
+             SrcFlush, SrcClear):
+    fast_init(_cls)

@@ -36,6 +36,7 @@ from epfuzz.ir.fields import (
     declare,
     iter_leaves,
 )
+from epfuzz.ir.slotinit import fast_init
 
 # ---------------------------------------------------------------- schema helpers
 
@@ -265,3 +266,10 @@ def _to_plain(obj: Any) -> Any:
     if isinstance(obj, tuple):
         return [_to_plain(x) for x in obj]
     return obj
+
+
+# the sections' and overtakes' __init__ without a generic attribute set per field (same signature and
+# effect, `epfuzz.ir.slotinit`): every fresh scenario decodes each of them (issue 31); Scenario keeps its
+# own (its sections' defaults are factories)
+for _cls in (Chunking, Payload, Topology, Signal, Knobs, SpinFault, Faults, Gpu, Overtake):
+    fast_init(_cls)

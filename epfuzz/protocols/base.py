@@ -24,6 +24,7 @@ from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
 from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import Scenario
+from epfuzz.ir.slotinit import fast_init
 
 Verdict = Literal["finding", "clean", ""]
 #: what `Protocol.expect` may be: one verdict, one per preset name ("*" for the rest), or a callable
@@ -57,6 +58,7 @@ class Layout:
         return slot * self.num_channels + channel
 
 
+@fast_init  # a receiver's poll makes these per accept: no generic attribute set per field (epfuzz.ir.slotinit)
 @dataclass(frozen=True, slots=True)
 class Consume:
     """Bytes the receiver reads as ready payload, right after it saw a signal."""

@@ -128,3 +128,30 @@ def test_canary_words_and_read_only() -> None:
             assert (words[:, 0] == (CANARY_TAG | (epoch & 0xFFFF))).all()
             assert (words[:, 1] == 0xFFFFFFFF).all() and (words[:, 2] == 0xFFFFFFFF).all()
             assert (words[:, 3] == 0xDEADBEEF).all()
+
+
+def test_token_image_joined_equals_numpy_construction() -> None:
+    """`token_image` joins the chunks' index words of tokens up to 4 KiB (issue 31): the same bytes as the
+    numpy construction it keeps for larger tokens and out-of-range words, at every size around the switch
+    and for random words, and the same errors for words past 32 bits and a negative size."""
+    import random
+
+    import pytest
+
+    from epfuzz.ir import payload as pl
+
+    make = pl.token_image.__wrapped__  # around the cache: every call builds
+    rng = random.Random(31)
+    sizes = [0, 8, 16, 24, 32, 48, 4080, 4096, 4112, 14400] + [rng.randrange(0, 6000) for _ in range(60)]
+    for tb in sizes:
+        e, src, c, tok = rng.randrange(0, 9), rng.randrange(0, 4), rng.randrange(0, 8), rng.randrange(0, 500)
+        assert make(e, src, c, tok, tb) == pl._token_image_numpy(e, src, c, tok, tb), tb
+    for words in ((0xFFFFFFFF, 0xFFFF, 0xFFFF, 0xFFFFFFFF), (0, 0, 0, 0)):
+        assert make(*words, 64) == pl._token_image_numpy(*words, 64)
+    for words in ((7, 0x10000, 3, 5), (1 << 32, 0, 0, 0)):  # a word past u32: numpy's error, both ways
+        with pytest.raises(OverflowError):
+            pl._token_image_numpy(*words, 64)
+        with pytest.raises(OverflowError):
+            make(*words, 64)
+    with pytest.raises(ValueError):
+        make(1, 0, 0, 0, -32)

@@ -58,6 +58,8 @@ def test_compiled_decoder_equals_plan_walk() -> None:
     from epfuzz.protocols import REGISTRY
 
     rng = random.Random(14)
+    lists = ("schedule", "faults.spins", "faults.qp_delay_ns", "faults.qp_rate_div", "topology.channel_qp")
+    seen: set[str] = set()
     for name in REGISTRY.items:
         for preset in PRESETS:
             plan = _plan_for(name, preset)
@@ -68,6 +70,8 @@ def test_compiled_decoder_equals_plan_walk() -> None:
                 sv: dict[str, object] = {}
                 assert plan.decode(fast, fv) == plan.walk_decode(slow, sv)
                 assert fast.pos == slow.pos and fv == sv
+                seen |= {k for k in lists if fv.get(k)}
+    assert seen == set(lists)  # the lists, inlined in the compiled decoder (issue 31), were drawn non-empty
 
 
 def test_compiled_encoder_equals_plan_walk() -> None:
@@ -101,3 +105,53 @@ def test_compiled_encoder_equals_plan_walk() -> None:
             assert run(plan.encode, bad) == run(plan.walk_encode, bad)
             bad = scn.replace(signal=dataclasses.replace(scn.signal, kind="nope"))
             assert run(plan.encode, bad) == run(plan.walk_encode, bad)
+
+
+def test_compiled_decoder_passes_fields_by_position_only_where_they_are_the_parameters() -> None:
+    """A section is built by position when its parameters are exactly positional-or-keyword ones (issue 31);
+    anything else (keyword-only, *args, **kwargs, no signature) keeps the keywords."""
+    from dataclasses import dataclass, field
+
+    from epfuzz.encoding.codec_compile import _positional
+    from epfuzz.ir.scenario import Overtake, Scenario
+
+    @dataclass(frozen=True)
+    class KwOnly:
+        a: int = 0
+        b: int = field(default=0, kw_only=True)
+
+    class Star:
+        def __init__(self, a: int, *rest: int) -> None:
+            pass
+
+    assert _positional(Overtake) == ["stage", "index", "distance"]
+    assert _positional(Scenario)[:3] == ["protocol", "preset", "knobs"]
+    assert _positional(KwOnly) == [] and _positional(Star) == [] and _positional(int) == []
+
+
+def test_inlined_lists_make_the_reader_draws_of_the_list_fields(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled decoder's inlined lists (issue 31) call the reader's `draw` exactly where `IntsField.draw`
+    and `ItemsField.draw` did, at the same offsets: `search.context.field_bounds` records those, and the
+    guided search mutates at them. Reference: the same plan compiled with every list calling its spec."""
+    import random
+
+    from epfuzz.encoding import codec_compile as cc
+    from epfuzz.encoding.codec import _FREE, _plan_for
+    from epfuzz.ir.presets import PRESETS
+    from epfuzz.protocols import REGISTRY
+    from epfuzz.search.context import field_bounds
+
+    def by_spec(src, v, spec, *rest):  # type: ignore[no-untyped-def]  # the pre-issue-31 line
+        nested = rest[0] if isinstance(spec, cc.ItemsField) else None
+        return [f"r.pos = pos; {v} = {src.const(spec)}.draw(r, values, {src.const(nested)}); pos = r.pos"]
+
+    rng = random.Random(31)
+    inputs = [rng.randbytes(rng.randrange(0, 200)) for _ in range(25)]
+    compiled = {(n, p): cc.compile_plan(_plan_for(n, p), _FREE) for n in REGISTRY.items for p in PRESETS}
+    monkeypatch.setattr(cc, "_ints_lines", by_spec)
+    monkeypatch.setattr(cc, "_items_lines", by_spec)
+    for (name, preset), fast in compiled.items():
+        slow = cc.compile_plan(_plan_for(name, preset), _FREE)
+        for data in inputs:
+            assert field_bounds(data, lambda r, f=fast: f(r, {})) == field_bounds(data, lambda r, f=slow: f(r, {}))
+            assert fast(ChoiceReader(data), {}) == slow(ChoiceReader(data), {})
