@@ -60,6 +60,9 @@ class Context:
     #: the built form `base` found or made for the configuration it was last given (None where it has none):
     #: the schedule move reads it right after, without a second lookup (a hash of the whole configuration)
     last_form: Any = None
+    #: inputs -> their encoding cut around the schedule (`codec.split`), least recently used first: a schedule
+    #: move's mutant differs from its parent only in the schedule, so only that is encoded (`emit_schedule`)
+    cuts: OrderedDict[bytes, codec.Split] = field(default_factory=OrderedDict)
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -103,6 +106,23 @@ class Context:
         data = codec.encode(scn)
         self.made = (data, scn)
         return data
+
+    def emit_schedule(self, data: bytes, scn: Scenario, schedule: tuple[Any, ...]) -> bytes:
+        """`emit(scn.replace(schedule=schedule))` for `scn`, what `data` decodes to: the same bytes, with only
+        the schedule encoded. The cut is kept per input (a bounded LRU, as `decoded`); the key is complete
+        because the cut is a function of `scn` without its schedule, and `scn` of `data` (this context's
+        decoder, or a scenario `remember`ed as what `data` decodes to)."""
+        cache = self.cuts
+        cut = cache.get(data)
+        if cut is None:
+            cut = cache[data] = codec.split(scn)
+            if len(cache) > DECODED:
+                cache.popitem(last=False)
+        else:
+            cache.move_to_end(data)
+        out = codec.encode_split(cut, schedule)
+        self.made = (out, scn.replace(schedule=schedule))
+        return out
 
     def config_of(self, data: bytes, scn: Scenario) -> Scenario:
         """`scn.replace(schedule=())` for `scn`, what `data` decodes to, kept per input (a bounded LRU, as

@@ -85,7 +85,7 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     streams = form.arrived(config, ()).streams if form is not None else None
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
                             focus=True, base=base, marks=lambda: ctx.marked(config, base), streams=streams)
-    return ctx.emit(scn.replace(schedule=sched))
+    return ctx.emit_schedule(data, scn, sched)
 
 
 def fresh(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -140,7 +140,7 @@ def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
         if not 0 <= index <= MAX_INDEX:
             index = o.index - step
         sched[i] = dataclasses.replace(o, index=encodable(index))
-    return ctx.emit(scn.replace(schedule=tuple(sched)))
+    return ctx.emit_schedule(data, scn, tuple(sched))
 
 
 def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:
