@@ -27,6 +27,7 @@ from typing import Any
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols.base import Protocol
+from epfuzz.search.schedcore import position as _position  # index of a unit in an order (compiled)
 from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes
 from epfuzz.sim.engine import NET_WINDOW, build
 from epfuzz.sim.packets import TlpAction
@@ -44,16 +45,6 @@ def encodable(index: int) -> int:
     """An overtake index the codec can write: a run longer than 65,536 units has units no index
     addresses (the index is taken modulo the run's length), so a position past it is held at it."""
     return max(0, min(MAX_INDEX, index))
-
-
-def _position(order: Sequence[Any], unit: int) -> int:
-    """Index of arrival unit `unit` in the current order, counted in units."""
-    acc = 0
-    for x in order:
-        if x.seq <= unit < x.seq + x.n:
-            return acc + unit - x.seq
-        acc += x.n
-    return 0
 
 
 def _pick_unit(ev: Any, rng: random.Random) -> int:

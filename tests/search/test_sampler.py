@@ -83,3 +83,14 @@ def test_orders_kept_move_by_move_are_the_whole_schedules_order():
             checked += len(moves[stage])
             moves[stage].append((rng.randrange(65536), rng.randint(1, 64)))
     assert checked > 200
+
+
+def test_position_counts_units_in_the_current_order():
+    """`schedcore.position` (compiled): a unit's index in an order of runs, counted in units; 0 if absent."""
+    from types import SimpleNamespace as R
+
+    from epfuzz.search.schedcore import position
+
+    order = [R(seq=5, n=3), R(seq=0, n=5), R(seq=8, n=1)]      # units 5-7, then 0-4, then 8
+    assert [position(order, u) for u in range(9)] == [3, 4, 5, 6, 7, 0, 1, 2, 8]
+    assert position(order, 9) == 0 and position([], 0) == 0
