@@ -63,6 +63,9 @@ class Context:
     #: inputs -> their encoding cut around the schedule (`codec.split`), least recently used first: a schedule
     #: move's mutant differs from its parent only in the schedule, so only that is encoded (`emit_schedule`)
     cuts: OrderedDict[bytes, codec.Split] = field(default_factory=OrderedDict)
+    #: (bytes, cut) of the last `emit_schedule`: its mutant has its parent's configuration, so its parent's cut;
+    #: kept for it if the engine keeps it (`remember`), where it is a parent to be
+    made_cut: tuple[bytes, codec.Split] | None = None
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -96,6 +99,9 @@ class Context:
         cache.move_to_end(data)
         if len(cache) > DECODED:
             cache.popitem(last=False)
+        made = self.made_cut
+        if made is not None and made[0] is data:
+            self._cut(data, made[1])
 
     def emit(self, scn: Scenario) -> bytes:
         """`scn`'s bytes, and `scn` kept beside them in `made`. Only for a scenario that decodes back to
@@ -109,20 +115,26 @@ class Context:
 
     def emit_schedule(self, data: bytes, scn: Scenario, schedule: tuple[Any, ...]) -> bytes:
         """`emit(scn.replace(schedule=schedule))` for `scn`, what `data` decodes to: the same bytes, with only
-        the schedule encoded. The cut is kept per input (a bounded LRU, as `decoded`); the key is complete
-        because the cut is a function of `scn` without its schedule, and `scn` of `data` (this context's
-        decoder, or a scenario `remember`ed as what `data` decodes to)."""
-        cache = self.cuts
-        cut = cache.get(data)
+        the schedule encoded. The cut is kept per input (a bounded LRU, as `decoded`), and for the mutant too
+        if the engine keeps it (`made_cut`); the key is complete because the cut is a function of `scn`
+        without its schedule (the mutant's is its parent's), and `scn` of `data` (this context's decoder, or
+        a scenario `remember`ed as what `data` decodes to)."""
+        cut = self.cuts.get(data)
         if cut is None:
-            cut = cache[data] = codec.split(scn)
-            if len(cache) > DECODED:
-                cache.popitem(last=False)
-        else:
-            cache.move_to_end(data)
+            cut = codec.split(scn)
+        self._cut(data, cut)
         out = codec.encode_split(cut, schedule)
         self.made = (out, scn.replace(schedule=schedule))
+        self.made_cut = (out, cut)
         return out
+
+    def _cut(self, data: bytes, cut: codec.Split) -> None:
+        """`cut` kept for `data` as its most recent entry (a bounded LRU, as `decoded`)."""
+        cache = self.cuts
+        cache[data] = cut
+        cache.move_to_end(data)
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
 
     def config_of(self, data: bytes, scn: Scenario) -> Scenario:
         """`scn.replace(schedule=())` for `scn`, what `data` decodes to, kept per input (a bounded LRU, as

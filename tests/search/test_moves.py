@@ -239,3 +239,24 @@ def test_the_guided_engine_decodes_no_input_a_move_built_from_a_scenario(monkeyp
         if s.kept and s.data in loop.ctx.decoded:
             assert loop.ctx.decoded[s.data] == codec.decode(s.data, "deep_gdr")
     assert any(s.kept and s.data in loop.ctx.decoded for s in steps)
+
+
+def test_schedule_moves_encode_through_cuts_that_equal_a_fresh_split():
+    """A schedule move encodes only the mutant's schedule, over its parent's cut (`Context.cuts`); a kept
+    mutant gets its parent's cut (`remember`: same configuration). Every cut kept must be what `codec.split`
+    makes of its input's scenario, and the bytes what `codec.encode` writes."""
+    from epfuzz.protocols.deep import DEEP_ZOO
+    from epfuzz.search.engines.guided import Guided
+
+    for bad in (DEEP_ZOO[0][2], "dispatch_any"):
+        g = Guided(bad, get_protocol(bad), 3)
+        inherited = 0
+        for _ in range(300):
+            st = g.step()
+            if st.kept and st.move in ("extend", "resample", "shift"):
+                inherited += st.data in g.ctx.cuts
+        assert inherited > 0
+        for data, cut in g.ctx.cuts.items():
+            scn = codec.decode(data, bad)
+            assert cut == codec.split(scn)
+            assert codec.encode_split(cut, scn.schedule) == codec.encode(scn)
