@@ -32,6 +32,7 @@ from epfuzz.search.context import MAX_LEN as MAX_LEN
 from epfuzz.search.context import MAX_SCHEDULE as MAX_SCHEDULE
 from epfuzz.search.context import Context as Context
 from epfuzz.search.context import field_bounds as field_bounds
+from epfuzz.search.context import with_schedule
 
 
 @dataclass(frozen=True)
@@ -105,12 +106,12 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
 
     scn = codec.decode(_random_bytes(rng), ctx.protocol, ctx.preset)   # a one-off: not through the cache
     ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
-    config = scn.replace(schedule=())
+    config = with_schedule(scn, ())
     form = FORMS.get(scn, ctx.proto)
     base = build_over(form, config)  # its built form is the run's next
     ctx.running = None
     streams = form.arrived(config, ()).streams       # the QP streams of `base`'s TLPs, kept on their arrival
-    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
+    return ctx.emit(with_schedule(scn, sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
 
 
 def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:

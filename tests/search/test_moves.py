@@ -260,3 +260,15 @@ def test_schedule_moves_encode_through_cuts_that_equal_a_fresh_split():
             scn = codec.decode(data, bad)
             assert cut == codec.split(scn)
             assert codec.encode_split(cut, scn.schedule) == codec.encode(scn)
+
+
+def test_with_schedule_is_replace():
+    """`context.with_schedule` (positional) makes what `Scenario.replace(schedule=...)` makes."""
+    rng = random.Random(5)
+    for name in ("deep_gdr", "dispatch_any", "mixed_plane"):
+        for _ in range(30):
+            scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), name)
+            sched = codec.decode(rng.randbytes(rng.randrange(0, 60)), name).schedule
+            got = context.with_schedule(scn, sched)
+            assert got == scn.replace(schedule=sched) and type(got) is type(scn)
+            assert all(getattr(got, f) is getattr(scn, f) for f in context._FIELDS if f != "schedule")
