@@ -81,6 +81,12 @@ class Context:
     #: (bytes, cut) of the last `emit_schedule`: its mutant has its parent's configuration, so its parent's cut;
     #: kept for it if the engine keeps it (`remember`), where it is a parent to be
     made_cut: tuple[bytes, codec.Split] | None = None
+    #: id(a configuration object) -> [that object, its base run, its form, its marks or None], least recently used
+    #: out (at most BASES): `config_of` hands out one object per input, so a parent picked again finds its base,
+    #: form and marks by identity, where each lookup by value hashed the whole configuration again (four per
+    #: schedule move, ~10 us each run cache-cold in the engine). A record of an equal configuration made
+    #: before its base left `bases` holds an equal run (a base is a function of its configuration)
+    hot: OrderedDict[int, list[Any]] = field(default_factory=OrderedDict)
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -179,12 +185,26 @@ class Context:
         from epfuzz.sim.engine import FORMS, simulate
 
         bases = self.bases
+        rec = self.hot.get(id(config))
+        if rec is not None and rec[0] is config:
+            try:
+                bases.move_to_end(config)         # the LRU order a hit by value leaves
+            except KeyError:                      # its base left `bases`: run again, as a miss by value does
+                rec = None
+            else:
+                self.hot.move_to_end(id(config))
+                form = self.last_form = rec[2]
+                if form is not None:
+                    FORMS.put(config, self.proto, form.lean())
+                run: Any = rec[1]
+                return run
         run = bases.get(config)
         if run is not None:
             bases.move_to_end(config)
             form = self.last_form = self.forms.get(config)
             if form is not None:
                 FORMS.put(config, self.proto, form.lean())   # a copy: what the cache adds to it is not kept here
+            self._hot(config, run, form)
             return run
         self.running = config
         run = simulate(config, self.proto)
@@ -198,16 +218,31 @@ class Context:
             old, _ = bases.popitem(last=False)
             self.forms.pop(old, None)
             self.marks.pop(old, None)
+        self._hot(config, run, self.last_form)
         return run
+
+    def _hot(self, config: Scenario, run: Any, form: Any) -> None:
+        hot = self.hot
+        hot[id(config)] = [config, run, form, None]
+        hot.move_to_end(id(config))
+        if len(hot) > BASES:
+            hot.popitem(last=False)
 
     def marked(self, config: Scenario, run: Any) -> list[Any]:
         """`sampler._marked(run)` for the base run of `config`, kept beside it: a function of that run alone,
         which each focused change point on a parent of this configuration made again."""
         from epfuzz.search.sampler import _marked
 
+        rec = self.hot.get(id(config))
+        mine = rec is not None and rec[0] is config and rec[1] is run
+        if mine and rec is not None and rec[3] is not None:
+            kept: list[Any] = rec[3]
+            return kept
         got = self.marks.get(config)
         if got is None:
             got = self.marks[config] = _marked(run)
+        if mine and rec is not None:
+            rec[3] = got
         return got
 
 

@@ -272,3 +272,27 @@ def test_with_schedule_is_replace():
             got = context.with_schedule(scn, sched)
             assert got == scn.replace(schedule=sched) and type(got) is type(scn)
             assert all(getattr(got, f) is getattr(scn, f) for f in context._FIELDS if f != "schedule")
+
+
+def test_a_configuration_found_by_identity_is_the_one_found_by_value(monkeypatch):
+    """`Context.base` and `marked` find a configuration object seen before by its identity (`hot`), without
+    hashing it: the run, form and marks must be those a lookup by value gives, its use must keep `bases`'
+    LRU order as one by value did, and a record whose base left `bases` must not stop it running again."""
+    monkeypatch.setattr(context, "BASES", 2)
+    ctx = _ctx()
+    a, b, c = (codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}) for n in (2, 3, 4))
+    run = ctx.base(a)
+    marks = ctx.marked(a, run)
+    twin = codec.load_dict(a.to_dict())                 # equal, another object: found by value
+    assert twin == a and twin is not a
+    assert ctx.base(twin) is run and ctx.marked(twin, run) is marks and ctx.last_form is ctx.forms[a]
+    ctx.base(b)
+    assert ctx.base(a) is run and ctx.marked(a, run) is marks and ctx.last_form is ctx.forms[a]
+    assert list(ctx.bases) == [b, a] and ctx.base_runs == 2
+    ctx.base(c)                                         # b leaves
+    assert list(ctx.bases) == [a, c] and ctx.base_runs == 3
+    del ctx.bases[a]                                    # a's base gone, its record not (as after a twin's use)
+    assert ctx.hot[id(a)][0] is a
+    again = ctx.base(a)
+    assert ctx.base_runs == 4 and list(ctx.bases) == [c, a] and again is not run
+    assert [t.seq for t in ctx.marked(a, again)] == [t.seq for t in marks]
