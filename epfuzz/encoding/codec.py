@@ -169,6 +169,63 @@ def encode(scn: Scenario) -> bytes:
     return writer.getvalue().rstrip(b"\0")
 
 
+@dataclass(frozen=True, slots=True)
+class Split:
+    """A scenario's encoding cut around one top-level field (`split`): the bytes before and after it, and
+    the values recorded before it (what that field's bounds may read), so that `encode_split` writes the
+    scenario with another value of that field without walking the rest again."""
+
+    head: bytes
+    tail: bytes
+    values: dict[str, Any]
+    slot: _Slot | None     # None where the field is pinned (it takes no bytes)
+
+
+def split(scn: Scenario, name: str = "schedule") -> Split:
+    """`scn`'s encoding around its top-level field `name` (unstripped: `encode_split` strips the joined bytes).
+
+    The top-level walk of `_Plan.walk_encode`, the nested parts through their compiled encoders (the tests
+    hold those to the walk). Why the tail is the same whatever the value of `name`: its bytes are written
+    from the fields after `name` and the bounds those read from `values` (`hi_from`, `len_from`, `hi_fn`);
+    here they are written with no value of `name` (nor of a path under it) in `values`, so a bound that read
+    one would raise KeyError, and no split is made. tests/scenario/test_codec.py compares
+    `encode_split(split(s), x)` with `encode(s.replace(name=x))` for every protocol and preset."""
+    plan = _plan_for(scn.protocol, scn.preset)
+    w = ChoiceWriter()
+    values: Values = {}
+    at: Values = {}
+    mark, cut = -1, None
+    for s in plan.slots:
+        v = getattr(scn, s.name)
+        if s.name == name:
+            at, mark = dict(values), len(w.parts)
+            cut = s if s.fixed is _FREE else None
+            continue
+        values[s.path] = v
+        if s.fixed is not _FREE:
+            continue
+        try:
+            if isinstance(s.spec, SectionField):
+                assert s.nested is not None
+                s.nested.encode(w, values, v)
+            else:
+                s.spec.write(w, values, v, s.nested)
+        except KeyError as e:
+            raise ValueError(f"{s.path}: a bound reads {e}: no split encoding around {name}") from None
+    if mark < 0:
+        raise ValueError(f"no top-level field {name}")
+    return Split(b"".join(w.parts[:mark]), b"".join(w.parts[mark:]), at, cut)
+
+
+def encode_split(cut: Split, value: Any) -> bytes:
+    """`encode(scn.replace(<field>=value))` for the scenario `cut` was made from (`split`)."""
+    if cut.slot is None:
+        return (cut.head + cut.tail).rstrip(b"\0")
+    w = ChoiceWriter()
+    cut.slot.spec.write(w, dict(cut.values), value, cut.slot.nested)
+    return (cut.head + b"".join(w.parts) + cut.tail).rstrip(b"\0")
+
+
 def load_dict(obj: Any) -> Scenario:
     """A scenario from parsed JSON; every bad field raises `ScenarioError` naming it."""
     if not isinstance(obj, Mapping):

@@ -8,6 +8,7 @@ bounded least-recently-used; the moves are stateless functions of (context, pare
 from __future__ import annotations
 
 import dataclasses
+import operator
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -22,6 +23,20 @@ MAX_LEN = 256
 MAX_SCHEDULE = 16      # the decoder's cap on overtakes
 BASES = 256            # configurations whose unscheduled run is kept for the sampler (least recently used out)
 DECODED = 1024         # inputs whose decoded scenario `Context.decode` keeps (least recently used out)
+
+#: Scenario's fields in __init__'s order (every one an init field: the positional construction below needs it)
+_FIELDS = tuple(f.name for f in dataclasses.fields(Scenario) if f.init)
+assert len(_FIELDS) == len(dataclasses.fields(Scenario))
+_SCHEDULE = _FIELDS.index("schedule")
+_values = operator.attrgetter(*_FIELDS)
+
+
+def with_schedule(scn: Scenario, schedule: tuple[Any, ...]) -> Scenario:
+    """`scn.replace(schedule=schedule)`, built positionally: `dataclasses.replace` walks the fields and makes
+    keyword arguments at every call (twice the time), and the search makes one per schedule move."""
+    values = list(_values(scn))
+    values[_SCHEDULE] = schedule
+    return type(scn)(*values)
 
 
 @dataclass
@@ -60,6 +75,18 @@ class Context:
     #: the built form `base` found or made for the configuration it was last given (None where it has none):
     #: the schedule move reads it right after, without a second lookup (a hash of the whole configuration)
     last_form: Any = None
+    #: inputs -> their encoding cut around the schedule (`codec.split`), least recently used first: a schedule
+    #: move's mutant differs from its parent only in the schedule, so only that is encoded (`emit_schedule`)
+    cuts: OrderedDict[bytes, codec.Split] = field(default_factory=OrderedDict)
+    #: (bytes, cut) of the last `emit_schedule`: its mutant has its parent's configuration, so its parent's cut;
+    #: kept for it if the engine keeps it (`remember`), where it is a parent to be
+    made_cut: tuple[bytes, codec.Split] | None = None
+    #: id(a configuration object) -> [that object, its base run, its form, its marks or None], least recently used
+    #: out (at most BASES): `config_of` hands out one object per input, so a parent picked again finds its base,
+    #: form and marks by identity, where each lookup by value hashed the whole configuration again (four per
+    #: schedule move, ~10 us each run cache-cold in the engine). A record of an equal configuration made
+    #: before its base left `bases` holds an equal run (a base is a function of its configuration)
+    hot: OrderedDict[int, list[Any]] = field(default_factory=OrderedDict)
 
     def decode(self, data: bytes) -> Scenario:
         """`codec.decode`, through the `decoded` cache (the scenarios are frozen: sharing one is safe)."""
@@ -93,6 +120,9 @@ class Context:
         cache.move_to_end(data)
         if len(cache) > DECODED:
             cache.popitem(last=False)
+        made = self.made_cut
+        if made is not None and made[0] is data:
+            self._cut(data, made[1])
 
     def emit(self, scn: Scenario) -> bytes:
         """`scn`'s bytes, and `scn` kept beside them in `made`. Only for a scenario that decodes back to
@@ -104,6 +134,29 @@ class Context:
         self.made = (data, scn)
         return data
 
+    def emit_schedule(self, data: bytes, scn: Scenario, schedule: tuple[Any, ...]) -> bytes:
+        """`emit(scn.replace(schedule=schedule))` for `scn`, what `data` decodes to: the same bytes, with only
+        the schedule encoded. The cut is kept per input (a bounded LRU, as `decoded`), and for the mutant too
+        if the engine keeps it (`made_cut`); the key is complete because the cut is a function of `scn`
+        without its schedule (the mutant's is its parent's), and `scn` of `data` (this context's decoder, or
+        a scenario `remember`ed as what `data` decodes to)."""
+        cut = self.cuts.get(data)
+        if cut is None:
+            cut = codec.split(scn)
+        self._cut(data, cut)
+        out = codec.encode_split(cut, schedule)
+        self.made = (out, with_schedule(scn, schedule))
+        self.made_cut = (out, cut)
+        return out
+
+    def _cut(self, data: bytes, cut: codec.Split) -> None:
+        """`cut` kept for `data` as its most recent entry (a bounded LRU, as `decoded`)."""
+        cache = self.cuts
+        cache[data] = cut
+        cache.move_to_end(data)
+        if len(cache) > DECODED:
+            cache.popitem(last=False)
+
     def config_of(self, data: bytes, scn: Scenario) -> Scenario:
         """`scn.replace(schedule=())` for `scn`, what `data` decodes to, kept per input (a bounded LRU, as
         `decoded`: bytes hash once, a configuration at every lookup)."""
@@ -112,7 +165,7 @@ class Context:
         if got is not None:
             cache.move_to_end(data)
             return got
-        got = cache[data] = scn.replace(schedule=())
+        got = cache[data] = with_schedule(scn, ())
         if len(cache) > DECODED:
             cache.popitem(last=False)
         return got
@@ -132,12 +185,26 @@ class Context:
         from epfuzz.sim.engine import FORMS, simulate
 
         bases = self.bases
+        rec = self.hot.get(id(config))
+        if rec is not None and rec[0] is config:
+            try:
+                bases.move_to_end(config)         # the LRU order a hit by value leaves
+            except KeyError:                      # its base left `bases`: run again, as a miss by value does
+                rec = None
+            else:
+                self.hot.move_to_end(id(config))
+                form = self.last_form = rec[2]
+                if form is not None:
+                    FORMS.put(config, self.proto, form.lean())
+                run: Any = rec[1]
+                return run
         run = bases.get(config)
         if run is not None:
             bases.move_to_end(config)
             form = self.last_form = self.forms.get(config)
             if form is not None:
                 FORMS.put(config, self.proto, form.lean())   # a copy: what the cache adds to it is not kept here
+            self._hot(config, run, form)
             return run
         self.running = config
         run = simulate(config, self.proto)
@@ -151,16 +218,31 @@ class Context:
             old, _ = bases.popitem(last=False)
             self.forms.pop(old, None)
             self.marks.pop(old, None)
+        self._hot(config, run, self.last_form)
         return run
+
+    def _hot(self, config: Scenario, run: Any, form: Any) -> None:
+        hot = self.hot
+        hot[id(config)] = [config, run, form, None]
+        hot.move_to_end(id(config))
+        if len(hot) > BASES:
+            hot.popitem(last=False)
 
     def marked(self, config: Scenario, run: Any) -> list[Any]:
         """`sampler._marked(run)` for the base run of `config`, kept beside it: a function of that run alone,
         which each focused change point on a parent of this configuration made again."""
         from epfuzz.search.sampler import _marked
 
+        rec = self.hot.get(id(config))
+        mine = rec is not None and rec[0] is config and rec[1] is run
+        if mine and rec is not None and rec[3] is not None:
+            kept: list[Any] = rec[3]
+            return kept
         got = self.marks.get(config)
         if got is None:
             got = self.marks[config] = _marked(run)
+        if mine and rec is not None:
+            rec[3] = got
         return got
 
 

@@ -79,6 +79,31 @@ def reads_of(run: SimRun) -> Reads:
     return Reads(ranges, triggers, watched)
 
 
+def marked_tlps(run: SimRun) -> list[Tlp]:
+    """The TLP runs the receiver hinges on (`epfuzz.search.sampler._marked`, which says why) for a run with
+    polls: those that woke an accepting poll or landed in a region they did, and the data runs holding the
+    first or last bytes of an accepted range or of a slot in one. A loop over every TLP run of a base run,
+    once per configuration the guided engine mutates, compiled here."""
+    r = reads_of(run)
+    triggers, watched, ranges = r.triggers, r.watched, r.ranges
+    tb = run.layout.token_bytes
+    out: list[Tlp] = []
+    for t in run.tlps:
+        if t.local:
+            continue
+        if t.seq in triggers or t.region in watched:
+            out.append(t)
+            continue
+        lo = t.off
+        ln = t.length
+        hi = lo + (ln if ln > 1 else 1)
+        for a, b in ranges.get((t.epoch, t.region), ()):
+            if lo < b and a < hi and (lo <= a or hi >= b or (tb != 0 and ((lo - a) % tb == 0 or (hi - a) % tb == 0))):
+                out.append(t)
+                break
+    return out
+
+
 def _part(lo: int, hi: int, a: int, b: int) -> str:
     """Which part of [a, b) the bytes [lo, hi) hold."""
     head, tail = lo <= a < hi, lo < b <= hi

@@ -32,6 +32,7 @@ from epfuzz.search.context import MAX_LEN as MAX_LEN
 from epfuzz.search.context import MAX_SCHEDULE as MAX_SCHEDULE
 from epfuzz.search.context import Context as Context
 from epfuzz.search.context import field_bounds as field_bounds
+from epfuzz.search.context import with_schedule
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def _schedule(ctx: Context, data: bytes, rng: random.Random, extend: bool) -> by
     streams = form.arrived(config, ()).streams if form is not None else None
     sched = sample_schedule(scn, ctx.proto, rng, depth=rng.randint(1, 2) if extend else None, keep=keep,
                             focus=True, base=base, marks=lambda: ctx.marked(config, base), streams=streams)
-    return ctx.emit(scn.replace(schedule=sched))
+    return ctx.emit_schedule(data, scn, sched)
 
 
 def fresh(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -105,12 +106,12 @@ def fresh_pct(ctx: Context, data: bytes, rng: random.Random) -> bytes:
 
     scn = codec.decode(_random_bytes(rng), ctx.protocol, ctx.preset)   # a one-off: not through the cache
     ctx.running = scn            # the plug-in's sender runs in the build: where it loops or raises, this is the input
-    config = scn.replace(schedule=())
+    config = with_schedule(scn, ())
     form = FORMS.get(scn, ctx.proto)
     base = build_over(form, config)  # its built form is the run's next
     ctx.running = None
     streams = form.arrived(config, ()).streams       # the QP streams of `base`'s TLPs, kept on their arrival
-    return ctx.emit(scn.replace(schedule=sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
+    return ctx.emit(with_schedule(scn, sample_schedule(scn, ctx.proto, rng, base=base, streams=streams)))
 
 
 def extend(ctx: Context, data: bytes, rng: random.Random) -> bytes:
@@ -140,7 +141,7 @@ def shift(ctx: Context, data: bytes, rng: random.Random) -> bytes:
         if not 0 <= index <= MAX_INDEX:
             index = o.index - step
         sched[i] = dataclasses.replace(o, index=encodable(index))
-    return ctx.emit(scn.replace(schedule=tuple(sched)))
+    return ctx.emit_schedule(data, scn, tuple(sched))
 
 
 def _field_span(ctx: Context, data: bytes, rng: random.Random) -> tuple[int, int] | None:

@@ -27,6 +27,8 @@ from typing import Any
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake, Scenario
 from epfuzz.protocols.base import Protocol
+from epfuzz.search.featcore import marked_tlps  # the loop of `_marked` (compiled)
+from epfuzz.search.schedcore import position as _position  # index of a unit in an order (compiled)
 from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes
 from epfuzz.sim.engine import NET_WINDOW, build
 from epfuzz.sim.packets import TlpAction
@@ -46,16 +48,6 @@ def encodable(index: int) -> int:
     return max(0, min(MAX_INDEX, index))
 
 
-def _position(order: Sequence[Any], unit: int) -> int:
-    """Index of arrival unit `unit` in the current order, counted in units."""
-    acc = 0
-    for x in order:
-        if x.seq <= unit < x.seq + x.n:
-            return acc + unit - x.seq
-        acc += x.n
-    return 0
-
-
 def _pick_unit(ev: Any, rng: random.Random) -> int:
     r = rng.randrange(3)
     if r == 0 or ev.n == 1:
@@ -71,26 +63,10 @@ def _marked(run: Any) -> list[Any]:
     the data runs that hold the first or last bytes of a range it accepted, or of a slot in one (what
     it reads: a header, a trailer, a stamp). A run with no accepting poll (a configuration built
     without its replay) falls back to every non-data TLP."""
-    from epfuzz.search.feedbacks import reads_of
-
     polls = getattr(run, "polls", None)
     if not polls:
         return [t for t in run.tlps if t.action not in _DATA]
-    r = reads_of(run)
-    tb = run.layout.token_bytes
-    out = []
-    for t in run.tlps:
-        if t.local:
-            continue
-        if t.seq in r.triggers or t.region in r.watched:
-            out.append(t)
-            continue
-        lo, hi = t.off, t.off + max(t.length, 1)
-        for a, b in r.ranges.get((t.epoch, t.region), ()):
-            if lo < b and a < hi and (lo <= a or hi >= b or (tb and ((lo - a) % tb == 0 or (hi - a) % tb == 0))):
-                out.append(t)
-                break
-    return out or [t for t in run.tlps if t.action not in _DATA]
+    return marked_tlps(run) or [t for t in run.tlps if t.action not in _DATA]
 
 
 class _Orders:

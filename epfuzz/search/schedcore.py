@@ -104,3 +104,17 @@ def reweigh(near: SumTree, fav: SumTree, every: SumTree, i: int, e: Any, hits: l
     every.set(i, w)
     fav.set(i, w if e.held > 0 else 0.0)
     near.set(i, w if e.near else 0.0)
+
+
+def position(order: Any, unit: int) -> int:
+    """Index of arrival unit `unit` in `order` (TLP runs or packets, each `n` units from `seq`), counted in
+    units; 0 where no element holds it (`epfuzz.search.sampler`'s change points: a walk over the whole order
+    per change point, hundreds of elements on the deep set, compiled here)."""
+    acc = 0
+    for x in order:
+        seq: int = x.seq
+        n: int = x.n
+        if seq <= unit < seq + n:
+            return acc + unit - seq
+        acc += n
+    return 0

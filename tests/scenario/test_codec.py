@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError, ScenarioError
 from epfuzz.ir.presets import PRESETS
-from epfuzz.ir.scenario import Scenario, iter_leaf_fields
+from epfuzz.ir.scenario import Overtake, Scenario, iter_leaf_fields
 from epfuzz.protocols import REGISTRY
 
 protocols = st.sampled_from(sorted(REGISTRY.items))
@@ -95,3 +95,28 @@ def test_token_budget_bounds_num_tokens():
                                                                            "num_tokens": 64}}
     with pytest.raises(ScenarioError, match="payload.num_tokens"):
         codec.load_dict(s)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=200), st.binary(max_size=80), protocols, presets)
+def test_split_encoding_equals_the_full_encoding(data, other, protocol, preset):
+    """A schedule move encodes only its mutant's schedule (`codec.split` once per parent, `encode_split` per
+    mutant): the bytes must be the full encoding's, whatever the configuration and the new schedule."""
+    s = codec.decode(data, protocol, preset)
+    sched = codec.decode(other, protocol, preset).schedule
+    cut = codec.split(s)
+    assert codec.encode_split(cut, sched) == codec.encode(s.replace(schedule=sched))
+    assert codec.encode_split(cut, s.schedule) == codec.encode(s)
+    assert codec.encode_split(cut, ()) == codec.encode(s.replace(schedule=()))
+
+
+def test_split_refuses_a_field_a_later_bound_reads():
+    """The tail after the cut is written without the cut field's value: a later bound that reads it (here
+    faults.qp_delay_ns's length, from topology.num_qps) would make the tail depend on it, so no split."""
+    s = codec.decode(bytes(range(1, 120)), "dispatch_any")
+    with pytest.raises(ValueError, match="a bound reads"):
+        codec.split(s, "topology")
+    with pytest.raises(ValueError, match="no top-level field"):
+        codec.split(s, "nope")
+    with pytest.raises(ValueError, match="outside"):
+        codec.encode_split(codec.split(s), (Overtake(index=1 << 20),))   # as `encode` raises for it

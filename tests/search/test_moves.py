@@ -239,3 +239,60 @@ def test_the_guided_engine_decodes_no_input_a_move_built_from_a_scenario(monkeyp
         if s.kept and s.data in loop.ctx.decoded:
             assert loop.ctx.decoded[s.data] == codec.decode(s.data, "deep_gdr")
     assert any(s.kept and s.data in loop.ctx.decoded for s in steps)
+
+
+def test_schedule_moves_encode_through_cuts_that_equal_a_fresh_split():
+    """A schedule move encodes only the mutant's schedule, over its parent's cut (`Context.cuts`); a kept
+    mutant gets its parent's cut (`remember`: same configuration). Every cut kept must be what `codec.split`
+    makes of its input's scenario, and the bytes what `codec.encode` writes."""
+    from epfuzz.protocols.deep import DEEP_ZOO
+    from epfuzz.search.engines.guided import Guided
+
+    for bad in (DEEP_ZOO[0][2], "dispatch_any"):
+        g = Guided(bad, get_protocol(bad), 3)
+        inherited = 0
+        for _ in range(300):
+            st = g.step()
+            if st.kept and st.move in ("extend", "resample", "shift"):
+                inherited += st.data in g.ctx.cuts
+        assert inherited > 0
+        for data, cut in g.ctx.cuts.items():
+            scn = codec.decode(data, bad)
+            assert cut == codec.split(scn)
+            assert codec.encode_split(cut, scn.schedule) == codec.encode(scn)
+
+
+def test_with_schedule_is_replace():
+    """`context.with_schedule` (positional) makes what `Scenario.replace(schedule=...)` makes."""
+    rng = random.Random(5)
+    for name in ("deep_gdr", "dispatch_any", "mixed_plane"):
+        for _ in range(30):
+            scn = codec.decode(rng.randbytes(rng.randrange(0, 129)), name)
+            sched = codec.decode(rng.randbytes(rng.randrange(0, 60)), name).schedule
+            got = context.with_schedule(scn, sched)
+            assert got == scn.replace(schedule=sched) and type(got) is type(scn)
+            assert all(getattr(got, f) is getattr(scn, f) for f in context._FIELDS if f != "schedule")
+
+
+def test_a_configuration_found_by_identity_is_the_one_found_by_value(monkeypatch):
+    """`Context.base` and `marked` find a configuration object seen before by its identity (`hot`), without
+    hashing it: the run, form and marks must be those a lookup by value gives, its use must keep `bases`'
+    LRU order as one by value did, and a record whose base left `bases` must not stop it running again."""
+    monkeypatch.setattr(context, "BASES", 2)
+    ctx = _ctx()
+    a, b, c = (codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": n}}) for n in (2, 3, 4))
+    run = ctx.base(a)
+    marks = ctx.marked(a, run)
+    twin = codec.load_dict(a.to_dict())                 # equal, another object: found by value
+    assert twin == a and twin is not a
+    assert ctx.base(twin) is run and ctx.marked(twin, run) is marks and ctx.last_form is ctx.forms[a]
+    ctx.base(b)
+    assert ctx.base(a) is run and ctx.marked(a, run) is marks and ctx.last_form is ctx.forms[a]
+    assert list(ctx.bases) == [b, a] and ctx.base_runs == 2
+    ctx.base(c)                                         # b leaves
+    assert list(ctx.bases) == [a, c] and ctx.base_runs == 3
+    del ctx.bases[a]                                    # a's base gone, its record not (as after a twin's use)
+    assert ctx.hot[id(a)][0] is a
+    again = ctx.base(a)
+    assert ctx.base_runs == 4 and list(ctx.bases) == [c, a] and again is not run
+    assert [t.seq for t in ctx.marked(a, again)] == [t.seq for t in marks]

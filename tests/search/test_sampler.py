@@ -83,3 +83,52 @@ def test_orders_kept_move_by_move_are_the_whole_schedules_order():
             checked += len(moves[stage])
             moves[stage].append((rng.randrange(65536), rng.randint(1, 64)))
     assert checked > 200
+
+
+def test_position_counts_units_in_the_current_order():
+    """`schedcore.position` (compiled): a unit's index in an order of runs, counted in units; 0 if absent."""
+    from types import SimpleNamespace as R
+
+    from epfuzz.search.schedcore import position
+
+    order = [R(seq=5, n=3), R(seq=0, n=5), R(seq=8, n=1)]      # units 5-7, then 0-4, then 8
+    assert [position(order, u) for u in range(9)] == [3, 4, 5, 6, 7, 0, 1, 2, 8]
+    assert position(order, 9) == 0 and position([], 0) == 0
+
+
+def _marked_reference(run):
+    """`sampler._marked`'s loop as first written (plain Python), the reference for the compiled one."""
+    from epfuzz.search.feedbacks import reads_of
+
+    r = reads_of(run)
+    tb = run.layout.token_bytes
+    out = []
+    for t in run.tlps:
+        if t.local:
+            continue
+        if t.seq in r.triggers or t.region in r.watched:
+            out.append(t)
+            continue
+        lo, hi = t.off, t.off + max(t.length, 1)
+        for a, b in r.ranges.get((t.epoch, t.region), ()):
+            if lo < b and a < hi and (lo <= a or hi >= b or (tb and ((lo - a) % tb == 0 or (hi - a) % tb == 0))):
+                out.append(t)
+                break
+    return out
+
+
+def test_marked_tlps_equal_the_plain_loop():
+    """`featcore.marked_tlps` (compiled) picks the very TLPs of the loop it replaced, on runs with polls."""
+    from epfuzz.protocols.deep import DEEP_ZOO
+    from epfuzz.search.featcore import marked_tlps
+
+    rng = random.Random(31)
+    checked = 0
+    for _, _, bad, _ in DEEP_ZOO:
+        proto = get_protocol(bad)
+        for _ in range(6):
+            run = simulate(codec.decode(rng.randbytes(rng.randrange(20, 90)), bad).replace(schedule=()), proto)
+            if run.polls:
+                assert [id(t) for t in marked_tlps(run)] == [id(t) for t in _marked_reference(run)]
+                checked += 1
+    assert checked >= 20
