@@ -153,7 +153,10 @@ class _Jobs:
         self.procs: list[subprocess.Popen[str] | None] = [None] * jobs
         self.readers: list[threading.Thread | None] = [None] * jobs
         self.base = [0] * jobs  # execs of earlier (restarted) incarnations of each job
-        self.stopping = threading.Event()
+        # a plain flag, not a threading.Event: `stop` is a signal handler, which Python may run between
+        # any two lines of the main thread, inside an Event.set() holding its lock too (a deadlock
+        # until SIGKILL); only the main thread reads or sets it
+        self.stopping = False
         self.got: list[int] = []
         self.resources_at = [0] * jobs  # resource findings of each job when it was (re)launched
         self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
@@ -174,11 +177,18 @@ class _Jobs:
                              daemon=True)
         t.start()
         self.readers[j] = t
+        # a signal's handler (`stop`) runs between bytecodes, so it may have run inside Popen (which waits
+        # for the exec) before `procs` held this job: that stop missed it, and it would fuzz on to the
+        # deadline (minutes) with the summary waiting on it. Whatever stop ran before this line, this job
+        # gets it now; any stop after it finds the job in `procs`.
+        if self.stopping:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGINT)
 
     def stop(self, signum: int = 0, *_: object) -> None:
         if signum:
             self.got.append(signum)
-        self.stopping.set()
+        self.stopping = True
         self.signal_jobs(signal.SIGINT)
 
     def signal_jobs(self, sig: int) -> None:
@@ -192,8 +202,8 @@ class _Jobs:
         after the deadline (stuck in an input libFuzzer's -timeout has had time to report) gets
         SIGINT, and KILL_GRACE_S later SIGKILL (a job stuck after a MemoryError ran 120 s on)."""
         late = now - self.deadline - self.input_timeout - STOP_GRACE_S
-        if late >= 0 and not self.stopping.is_set():
-            self.stopping.set()
+        if late >= 0 and not self.stopping:
+            self.stopping = True
             self.signal_jobs(signal.SIGINT)
         if late >= KILL_GRACE_S:
             self.signal_jobs(signal.SIGKILL)
@@ -204,7 +214,7 @@ class _Jobs:
         if not self.disk_full:
             self.disk_full = next((s.disk_full for s in self.states if s.disk_full), "")
             if self.disk_full:
-                self.stopping.set()
+                self.stopping = True
                 self.signal_jobs(signal.SIGINT)
         alive = False
         for j, p in enumerate(self.procs):
@@ -218,11 +228,11 @@ class _Jobs:
                 reader.join(timeout=5)
             if self.states[j].disk_full and not self.disk_full:  # it ended for want of room: so do the others
                 self.disk_full = self.states[j].disk_full
-                self.stopping.set()
+                self.stopping = True
                 self.signal_jobs(signal.SIGINT)
             # a job that ended early: a crash, or exit 0 without libFuzzer's "Done" (a plug-in's os._exit(0))
             early = p.returncode != 0 or not self.states[j].done
-            if early and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
+            if early and not self.stopping and time.monotonic() < self.deadline - 1:
                 if len(self.states[j].resource) == self.resources_at[j]:  # not a hang/oom libFuzzer reported
                     self.states[j].harness_errors += 1
                     if not self.states[j].error:
