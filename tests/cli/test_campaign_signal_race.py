@@ -117,3 +117,33 @@ def test_a_signal_during_stop_is_no_deadlock(tmp_path, sigint_ends_jobs):
             break
         k += 1
     assert k > 3
+
+
+def test_a_job_whose_sigint_does_nothing_is_killed_seconds_after_the_stop(tmp_path):
+    """A plug-in's own SIGINT handler (or SIG_IGN) replaces libFuzzer's in its job, and libFuzzer's
+    handler itself is no async-signal-safe code: a job may outlive its SIGINT. The campaign no longer
+    waits on it until the deadline (here 300 s): KILL_GRACE_S after the stop it is killed."""
+    from epfuzz.campaign.jobs import KILL_GRACE_S
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    ready = tmp_path / "ignoring"
+    deaf = ("import pathlib, signal, sys, time; signal.signal(signal.SIGINT, signal.SIG_IGN); "
+            "pathlib.Path(sys.argv[1]).touch(); time.sleep(300)")
+    pool = _Jobs([sys.executable, "-c", deaf, str(ready)], [], [], 1, 300, run_dir, None, get_logger(harness="t"))
+    pool.launch(0)
+    for _ in range(600):  # steps of 0.1 s: until the job ignores SIGINT
+        if ready.exists():
+            break
+        threading.Event().wait(0.1)
+    assert ready.exists(), "the job did not start"
+    pool.stop(signal.SIGTERM)
+    t = threading.Thread(target=_monitor, args=(pool, 300, False), daemon=True)
+    t.start()
+    t.join(timeout=30)  # KILL_GRACE_S (3 s) and a reap step; without the kill, the 300 s deadline
+    ended = not t.is_alive()
+    if not ended:
+        pool.signal_jobs(signal.SIGKILL)
+        t.join(timeout=30)
+    assert ended, "a job that ignores SIGINT held the campaign after its stop"
+    assert pool.states[0].restarts == 0 and KILL_GRACE_S < 10
