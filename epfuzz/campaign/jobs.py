@@ -5,7 +5,9 @@ thread per job copies its output to `jobN.log` and reads from it the status line
 uncaught exception (with the plug-in's line), the artifacts libFuzzer's per-input limits wrote
 (`timeout-*`, `oom-*`) and a full disk. A job that dies early is restarted for the time left; a
 job still running past the campaign's bound is ended (SIGINT, then SIGKILL); every job dies with
-the campaign (PR_SET_PDEATHSIG).
+the campaign (PR_SET_PDEATHSIG). Once the campaign stops (a signal, a full disk, the bound), a job
+that has not ended KILL_GRACE_S after its SIGINT gets SIGKILL: the summary never waits on a job
+whose SIGINT did nothing.
 """
 
 from __future__ import annotations
@@ -25,7 +27,8 @@ from epfuzz.infra import proc
 from epfuzz.infra.diskspace import NoSpace, is_no_room
 from epfuzz.search.monitor import Console
 
-#: after the deadline (plus the jobs' -timeout), seconds until a job still running gets SIGINT, then SIGKILL
+#: after the deadline (plus the jobs' -timeout), seconds until a job still running gets SIGINT; after any
+#: stop's SIGINT, seconds until a job still running gets SIGKILL
 STOP_GRACE_S, KILL_GRACE_S = 3.0, 3.0
 STATUS = re.compile(r"#(\d+)\s+(\w+)\s+cov: (\d+) ft: (\d+) corp: (\d+)/\S+.*?exec/s: (\d+)(?: rss: (\d+)Mb)?")
 
@@ -153,7 +156,11 @@ class _Jobs:
         self.procs: list[subprocess.Popen[str] | None] = [None] * jobs
         self.readers: list[threading.Thread | None] = [None] * jobs
         self.base = [0] * jobs  # execs of earlier (restarted) incarnations of each job
-        self.stopping = threading.Event()
+        # a plain flag, not a threading.Event: `stop` is a signal handler, which Python may run between
+        # any two lines of the main thread, inside an Event.set() holding its lock too (a deadlock
+        # until SIGKILL); only the main thread reads or sets it
+        self.stopping = False
+        self.stopped_at = 0.0           # when `stopping` was set: KILL_GRACE_S later a job still running is killed
         self.got: list[int] = []
         self.resources_at = [0] * jobs  # resource findings of each job when it was (re)launched
         self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
@@ -174,11 +181,27 @@ class _Jobs:
                              daemon=True)
         t.start()
         self.readers[j] = t
+        # a signal's handler (`stop`) runs between bytecodes, so it may have run inside Popen (which waits
+        # for the exec) before `procs` held this job: that stop missed it, and it would fuzz on to the
+        # deadline (minutes) with the summary waiting on it. Whatever stop ran before this line, this job
+        # gets it now; any stop after it finds the job in `procs`.
+        if self.stopping:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, signal.SIGINT)
 
     def stop(self, signum: int = 0, *_: object) -> None:
+        """The SIGINT/SIGTERM handler (and the campaign's end): every job gets SIGINT, which libFuzzer
+        turns into its final stats and an exit."""
         if signum:
             self.got.append(signum)
-        self.stopping.set()
+        self.stop_jobs()
+
+    def stop_jobs(self) -> None:
+        """SIGINT to every job, now and to any launched later; `enforce` kills what is left KILL_GRACE_S
+        on: a job whose SIGINT does nothing (a plug-in's own SIGINT handler, or one that ignores it, replaces
+        libFuzzer's) ran on to the deadline, minutes, with the summary a container's stop asked for waiting."""
+        if not self.stopping:
+            self.stopping, self.stopped_at = True, time.monotonic()
         self.signal_jobs(signal.SIGINT)
 
     def signal_jobs(self, sig: int) -> None:
@@ -190,12 +213,12 @@ class _Jobs:
     def enforce(self, now: float) -> None:
         """The campaign's bound, whatever its jobs do: a job still running `input_timeout` + STOP_GRACE_S
         after the deadline (stuck in an input libFuzzer's -timeout has had time to report) gets
-        SIGINT, and KILL_GRACE_S later SIGKILL (a job stuck after a MemoryError ran 120 s on)."""
+        SIGINT, and a job still running KILL_GRACE_S after any stop's SIGINT gets SIGKILL (a job stuck
+        after a MemoryError ran 120 s on)."""
         late = now - self.deadline - self.input_timeout - STOP_GRACE_S
-        if late >= 0 and not self.stopping.is_set():
-            self.stopping.set()
-            self.signal_jobs(signal.SIGINT)
-        if late >= KILL_GRACE_S:
+        if late >= 0 and not self.stopping:
+            self.stop_jobs()
+        if self.stopping and now - self.stopped_at >= KILL_GRACE_S:
             self.signal_jobs(signal.SIGKILL)
 
     def reap(self) -> bool:
@@ -204,8 +227,7 @@ class _Jobs:
         if not self.disk_full:
             self.disk_full = next((s.disk_full for s in self.states if s.disk_full), "")
             if self.disk_full:
-                self.stopping.set()
-                self.signal_jobs(signal.SIGINT)
+                self.stop_jobs()
         alive = False
         for j, p in enumerate(self.procs):
             if p is None:
@@ -218,11 +240,10 @@ class _Jobs:
                 reader.join(timeout=5)
             if self.states[j].disk_full and not self.disk_full:  # it ended for want of room: so do the others
                 self.disk_full = self.states[j].disk_full
-                self.stopping.set()
-                self.signal_jobs(signal.SIGINT)
+                self.stop_jobs()
             # a job that ended early: a crash, or exit 0 without libFuzzer's "Done" (a plug-in's os._exit(0))
             early = p.returncode != 0 or not self.states[j].done
-            if early and not self.stopping.is_set() and time.monotonic() < self.deadline - 1:
+            if early and not self.stopping and time.monotonic() < self.deadline - 1:
                 if len(self.states[j].resource) == self.resources_at[j]:  # not a hang/oom libFuzzer reported
                     self.states[j].harness_errors += 1
                     if not self.states[j].error:

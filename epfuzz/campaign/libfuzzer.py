@@ -48,8 +48,7 @@ def _monitor(jobs: _Jobs, seconds: int, progress: bool) -> None:
             _rows(jobs, seconds, progress, csv)
     except OSError as e:
         jobs.disk_full = jobs.disk_full or _no_room(jobs.run_dir / "progress.csv", e)
-        jobs.stopping.set()
-        jobs.signal_jobs(signal.SIGINT)
+        jobs.stop_jobs()
         while jobs.reap():
             jobs.enforce(time.monotonic())
             time.sleep(0.5)

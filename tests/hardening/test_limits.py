@@ -146,7 +146,14 @@ def test_sigterm_writes_the_summary_within_seconds(tmp_path, engine):
         time.sleep(0.1)
     t0 = time.monotonic()
     p.send_signal(signal.SIGTERM)
-    out, err = p.communicate(timeout=120)
+    try:
+        out, err = p.communicate(timeout=120)
+    except subprocess.TimeoutExpired:  # what it and its jobs were doing, not an orphan fuzzing on for minutes
+        tree = subprocess.run(["ps", "-o", "pid,ppid,stat,wchan:20,etime,args", "-p", str(p.pid), "--ppid",
+                               str(p.pid)], capture_output=True, text=True).stdout
+        p.kill()
+        out, err = p.communicate()
+        pytest.fail(f"no exit 120 s after SIGTERM\n{tree}\nstdout: {out[-2000:]}\nstderr: {err[-3000:]}")
     took = time.monotonic() - t0
     assert p.returncode == 128 + signal.SIGTERM and "Traceback" not in err, (p.returncode, err[-2000:])
     assert "stopped early by signal 15" in out, out
