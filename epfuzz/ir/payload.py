@@ -97,11 +97,7 @@ def canary_bytes(epoch: int, nbytes: int) -> bytes:
 def classify_chunk(chunk: bytes, epoch: int) -> str:
     """What a wrong 16-byte chunk holds: poison, an older epoch's payload, or garbage."""
     w = np.frombuffer(chunk, dtype="<u4")
-    if int(w[3]) == 0xDEADBEEF and (int(w[0]) & 0xFFFF0000) == CANARY_TAG:
-        return "poisoned" if (int(w[0]) & 0xFFFF) == (epoch & 0xFFFF) else "stale-poison"
-    if int(w[0]) < epoch:
-        return "stale"
-    return "corrupt"
+    return classify_words(int(w[0]), int(w[3]), epoch)
 
 
 _CLASSES = ("stale", "corrupt", "stale-poison", "poisoned")

@@ -143,7 +143,7 @@ def _details_by_bytes(v: Violation, a: bytes, e: bytes, layout: Layout, epoch: i
     return v
 
 
-def judge(consume: Consume, region: np.ndarray, expected: np.ndarray, layout: Layout, protocol: str,
+def judge(consume: Consume, region: np.ndarray | bytearray, expected: np.ndarray, layout: Layout, protocol: str,
           epoch: int) -> Violation | None:
     """The receiver step's verdict on one accepted range, for every backend alike.
 
@@ -152,7 +152,10 @@ def judge(consume: Consume, region: np.ndarray, expected: np.ndarray, layout: La
     from another region as payload is wrong by construction.
     """
     in_region(consume, len(region), protocol, epoch)
-    return check(consume, region, expected if consume.region == ops.DATA else None, layout, protocol, epoch)
+    # `region` as the sim keeps it (a bytearray) or as an array: only the accepted range is copied out
+    o, n = consume.offset, consume.length
+    e = expected[o:o + n].tobytes() if consume.region == ops.DATA else None
+    return check_bytes(consume, bytes(region[o:o + n]), e, layout, protocol, epoch)
 
 
 def in_region(consume: Consume, size: int, protocol: str, epoch: int) -> None:

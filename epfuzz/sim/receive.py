@@ -17,7 +17,7 @@ import numpy as np
 
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
-from epfuzz.model.oracle import Violation, check_bytes, in_region, judge
+from epfuzz.model.oracle import Violation, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.sim.memory import Memory, Starts, expected_data
@@ -139,12 +139,8 @@ class Receiving:
         if (c.region == ops.DATA and epoch == mem.epoch and c.offset >= 0 and c.length >= 0
                 and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
             return None  # what judge says of a whole, right range, without a numpy object (most accepts)
-        # `judge` on the bytes: the region's numpy views are not made for it (they cost a microsecond or two)
-        buf = mem.bufs[c.region]
-        in_region(c, len(buf), self.name, epoch)
-        o, n = c.offset, c.length
-        e = expected_data(lay, epoch)[o:o + n].tobytes() if c.region == ops.DATA else None
-        v = check_bytes(c, bytes(buf[o:o + n]), e, lay, self.name, epoch)
+        # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
+        v = judge(c, mem.bufs[c.region], expected_data(lay, epoch), lay, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
         return v
