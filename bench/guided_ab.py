@@ -22,7 +22,6 @@ import os
 import platform
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -34,12 +33,12 @@ sys.path.insert(0, str(ROOT))
 
 from epfuzz.cases.corpus import write_atomic  # noqa: E402  (this tree's; the older one runs in its own interpreters)
 
+sys.path.insert(0, str(ROOT / "bench"))
+from trees import UNEDIT, add_base_arguments, build, child_env, median_run, unpack  # noqa: E402
+
 DEEP = ("deep_ro_signal", "deep_remainder_flag", "deep_flag_write", "deep_notify_qp", "deep_other_qp",
         "deep_imm_other_qp", "deep_gdr", "deep_reset_race")
 
-#: an editable install of another checkout (`pip install -e`) maps `epfuzz` there ahead of sys.path
-UNEDIT = ('sys.meta_path = [f for f in sys.meta_path '
-          'if not str(getattr(f, "__module__", "")).startswith("__editable__")]')
 #: run in a fresh interpreter with the tree first on sys.path: the older tree's engine was `epfuzz.greybox`
 ONE = r"""
 import json, sys, time
@@ -68,8 +67,7 @@ print(json.dumps({"path": running(), "exec_per_s": round(steps / dt, 1), "first_
 
 
 def one(tree: Path, bad: str, steps: int, tune: bool) -> dict[str, Any]:
-    env = {k: v for k, v in os.environ.items() if k not in ("EPFUZZ_PURE", "PYTHONPATH")}
-    env["OPENBLAS_NUM_THREADS"] = "1"  # what the CLI sets: no BLAS threads spinning on this process's CPU clock
+    env = child_env()
     res = subprocess.run([sys.executable, "-c", ONE, str(tree), bad, str(steps), "1" if tune else "0"],
                          capture_output=True, text=True, env=env, cwd=tree, check=False)
     if res.returncode != 0:
@@ -78,52 +76,17 @@ def one(tree: Path, bad: str, steps: int, tune: bool) -> dict[str, Any]:
     return out
 
 
-def build(tree: Path) -> str:
-    """The older tree's compiled core, as its own `make install` built it; 'compiled' or why not."""
-    for mod in ("epfuzz.core.corebuild", "epfuzz.corebuild"):
-        if (tree / Path(*mod.split("."))).with_suffix(".py").exists():
-            code = (f"import runpy, sys; sys.path.insert(0, {str(tree)!r}); {UNEDIT}; "
-                    f"runpy.run_module({mod!r}, run_name='__main__')")
-            res = subprocess.run([sys.executable, "-c", code], cwd=tree, capture_output=True, text=True, check=False)
-            return "compiled" if res.returncode == 0 else f"build failed: {res.stderr.strip()[-200:]}"
-    return "no corebuild module"
-
-
-def unpack(args: argparse.Namespace, into: Path) -> tuple[Path, str]:
-    if args.base_tar:
-        tar = Path(args.base_tar)
-    else:
-        tar = into / "base.tar"
-        subprocess.run(["git", "-C", str(ROOT), "archive", args.base, "-o", str(tar)], check=True)
-    with tarfile.open(tar) as t:
-        t.extractall(into / "tree", filter="data")
-    tree = into / "tree"
-    inner = [p for p in tree.iterdir() if p.is_dir()]
-    if not (tree / "epfuzz").exists() and len(inner) == 1:  # an archive made with --prefix
-        tree = inner[0]
-    return tree, args.base or tar.name
-
-
-def median_run(rs: list[dict[str, Any]]) -> dict[str, Any]:
-    """The run of median rate (the lower middle one of an even count), with every rate beside it."""
-    mid = sorted(rs, key=lambda r: r["exec_per_s"])[(len(rs) - 1) // 2]
-    return {**mid, "all_exec_per_s": [r["exec_per_s"] for r in rs]}
-
-
 def mean(rows: dict[str, dict[str, Any]]) -> float:
     return round(sum(r["exec_per_s"] for r in rows.values()) / len(rows), 1)
 
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    src = ap.add_mutually_exclusive_group(required=True)
-    src.add_argument("--base", help="the older commit (git archive of this repository)")
-    src.add_argument("--base-tar", help="a tar of the older tree")
+    add_base_arguments(ap)
     ap.add_argument("--steps", type=int, default=3000)
     ap.add_argument("--parallel", type=int, default=max(1, (os.cpu_count() or 2) // 4))
     ap.add_argument("--repeat", type=int, default=3, help="runs of each (tree, protocol); the median is kept")
     ap.add_argument("--protocols", default=",".join(DEEP), help="comma-separated (default: the deep zoo's)")
-    ap.add_argument("--no-build", action="store_true", help="run the older tree's pure-Python path (tests)")
     ap.add_argument("--out", required=True)
     args = ap.parse_args(argv)
     with tempfile.TemporaryDirectory() as tmp:

@@ -19,11 +19,12 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 #: modules of bench/ that are not commands (imported by the scripts; running them does nothing)
-LIBRARIES = {"stats.py"}
+LIBRARIES = {"stats.py", "trees.py"}
 #: the arguments a script requires besides the option under test, so that the parser gets as far as the
 #: unknown option (argparse reports a missing required argument first)
 REQUIRED = {"cuda_agreement.py": ["md"], "cuda_litmus.py": ["--out", "{tmp}/x.jsonl"],
-            "guided_ab.py": ["--base", "HEAD", "--out", "{tmp}/x.json"], "search_throughput.py": ["render"]}
+            "guided_ab.py": ["--base", "HEAD", "--out", "{tmp}/x.json"], "search_throughput.py": ["render"],
+            "throughput_ab.py": ["--base", "HEAD", "--out", "{tmp}/x.json"]}
 SCRIPTS = sorted(p.name for p in BENCH.glob("*.py") if p.name not in LIBRARIES)
 #: where the scripts write their results (and docs/repair.md, tests/data/equivalence.json.gz)
 WATCHED = (BENCH, ROOT / "docs", ROOT / "tests" / "data")
