@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import importlib
 import importlib.machinery
+import itertools
 import os
 import sys
 import traceback
@@ -65,9 +66,11 @@ class Registry:
         """Every protocol, the built-ins first in their table's order, then plug-ins as loaded (the
         dict itself: tests add and remove entries). Imports every built-in family."""
         missing = [n for n in self.builtin if n not in self.loaded]
-        if missing:
-            for module in dict.fromkeys(self.builtin[n] for n in missing):
-                self._import_family(module)
+        for module in dict.fromkeys(self.builtin[n] for n in missing):
+            self._import_family(module)
+        # families asked for one at a time (`get`) arrive in the order of the asking, which depends on
+        # what ran before in the process: the table's order is restored whenever it is not the dict's
+        if list(itertools.islice(self.loaded, len(self.builtin))) != list(self.builtin):
             ordered = {n: self.loaded[n] for n in self.builtin}
             ordered |= {n: p for n, p in self.loaded.items() if n not in ordered}
             self.loaded.clear()

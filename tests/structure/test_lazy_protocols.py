@@ -74,3 +74,16 @@ def test_the_table_names_what_each_family_defines_and_every_family_is_in_it():
                 n.targets[0] if isinstance(n, ast.Assign) else n.target) == "PROTOCOLS" for n in tree.body):
             defining.add(f"epfuzz.protocols.{path.stem}")
     assert defining == set(FAMILY_PROTOCOLS), "a family module missing from protocols.FAMILY_PROTOCOLS"
+
+
+def test_items_keep_the_tables_order_whatever_was_asked_for_first():
+    """`get` imports one family at a time, in the order a process happens to ask; `items` must not
+    depend on that order (a test once saw signal_reset_race before flag_write_signal after some
+    earlier test had asked for it)."""
+    from epfuzz.protocols import BUILTIN_MODULES
+    from epfuzz.protocols.registry import Registry
+
+    reg = Registry(builtin=BUILTIN_MODULES)
+    for name in reversed(list(BUILTIN_MODULES)):
+        reg.get(name)
+    assert list(reg.items)[:len(BUILTIN_MODULES)] == list(BUILTIN_MODULES)
