@@ -1,7 +1,11 @@
 """`epfuzz fuzz --jobs N` on the guided engine: N worker processes (epfuzz.campaign.worker, each
 campaign_guided.run_worker) fuzz into one run folder, sharing corpus/ the way libFuzzer's -jobs and
 AFL++'s -M/-S do; this process follows their progress rows, forwards a stop, then groups every job's
-findings into one summary and bug table (the same as one job's)."""
+findings into one summary and bug table (the same as one job's). A job still running KILL_GRACE_S after
+the forwarded SIGTERM is killed, as `epfuzz.campaign.jobs` kills a libFuzzer job: a worker checks for a
+stop between executions, and one plug-in call may run up to its per-call limit (or the plug-in may have
+replaced the worker's handler), longer than a container's grace before its own SIGKILL; what a killed job
+wrote is whole (findings and corpus entries are written atomically), its stats are missing."""
 
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from epfuzz.campaign.common import (
     resource_findings,
     until_grace,
 )
+from epfuzz.campaign.jobs import KILL_GRACE_S
 from epfuzz.cases.corpus import write_atomic
 from epfuzz.infra import proc
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty
@@ -66,16 +71,18 @@ def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, st
     """Follow the jobs until all have exited, forwarding a stop, summing their progress rows into the
     run's progress.csv and showing them as one run (the progress line, each raw finding); returns why the
     disk is full, or ""."""
-    forwarded = False
+    forwarded_at = 0.0
     console = Console()
     logs = _Logs(run_dir, len(procs), console)
     try:
         with (run_dir / "progress.csv").open("a") as csv:
             csv.write(PROGRESS_HEADER)
             while any(p.poll() is None for p in procs):
-                if stopped[0] and not forwarded:
+                if stopped[0] and not forwarded_at:
                     _stop_all(procs)
-                    forwarded = True
+                    forwarded_at = time.monotonic()
+                elif forwarded_at and time.monotonic() - forwarded_at >= KILL_GRACE_S:
+                    _kill_all(procs)  # a job whose plug-in replaced its SIGTERM handler, or a call that runs on
                 time.sleep(0.2)
                 logs.follow()
                 rows = [_last_row(run_dir / "jobs" / f"job-{j}.csv") for j in range(len(procs))]
@@ -107,6 +114,12 @@ def _stop_all(procs: list[subprocess.Popen[bytes]]) -> None:
     for p in procs:
         if p.poll() is None:
             p.send_signal(signal.SIGTERM)
+
+
+def _kill_all(procs: list[subprocess.Popen[bytes]]) -> None:
+    for p in procs:
+        if p.poll() is None:
+            p.kill()
 
 
 def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: float, seed: int, progress: bool,
