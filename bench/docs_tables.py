@@ -191,6 +191,16 @@ def search_throughput() -> str:
         _script("search_throughput").render(_load("search_throughput.json"))
 
 
+def ab() -> str:
+    """Issue 31's rates against older trees, both trees measured in one invocation on one machine."""
+    doc, guided = _load("throughput_ab.json"), _load("guided_ab.json")
+    stamp = _stamp("throughput_ab.json", doc, f"bench/throughput_ab.py --base {doc['base'].split()[0]} "
+                                              f"--repeat {doc['repeat']} --parallel {doc['parallel']}")
+    stamp += _stamp("guided_ab.json", guided, f"bench/guided_ab.py --base {guided['base'].split()[0]} "
+                                              f"--steps {guided['steps']} --repeat {guided['repeat']}")
+    return stamp + _script("throughput_ab").render(doc, guided)
+
+
 def search_zoo() -> str:
     zoo = _load("search-zoo.json")
     return (_stamp("search-zoo.json", zoo, f"bench/search.py --budget {zoo['config']['budget']:g}")
@@ -271,7 +281,7 @@ TABLES: dict[str, Callable[[], str]] = {
     "results": results, "search-deep": search_deep, "search-sets": search_sets,
     "search-throughput": search_throughput, "search-zoo": search_zoo, "depth": depth,
     "minimization": minimization, "soak": soak, "fixed-budget": fixed_budget, "litmus": litmus,
-    "agreement": agreement, "safety": safety,
+    "agreement": agreement, "safety": safety, "ab": ab,
 }
 
 

@@ -79,6 +79,29 @@ def summary(rounds: list[dict[str, Any]]) -> dict[str, Any]:
             for f in FIGURES}
 
 
+#: how the rendered table names each figure
+LABELS = {"emulator_random_exec_per_s": "fresh random `dispatch_any` scenarios",
+          "emulator_661_random_exec_per_s": "fresh random #661-protocol scenarios",
+          "emulator_661_seed_exec_per_s": "the DeepEP #661 seed",
+          "emulator_zoo_mean_exec_per_s": "fresh random scenarios, zoo mean",
+          "schedule_only_661_exec_per_s": "schedule-only, #661 shape",
+          "schedule_only_deep_exec_per_s": "schedule-only, deep shape"}
+
+
+def render(doc: dict[str, Any], guided: dict[str, Any] | None = None) -> str:
+    """The figures of this tree against the older one (and the guided engine's, from bench/guided_ab.json,
+    whose older tree may be another commit): medians per CPU second, every round's value in the data."""
+    lines = ["| exec/s per CPU second | older tree | its median | this tree | ratio |",
+             "| --- | --- | --- | --- | --- |"]
+    for f in FIGURES:
+        lines.append(f"| {LABELS[f]} | `{doc['base'].split()[0]}` | {doc['figures']['base'][f]['median']:,} | "
+                     f"{doc['figures']['this'][f]['median']:,} | {doc['ratio'][f]}x |")
+    if guided is not None:
+        lines.append(f"| guided engine, deep-zoo mean | `{guided['base'].split()[0]}` | {guided['mean']['base']:,} | "
+                     f"{guided['mean']['this_tuned_gc']:,} | {guided['ratio']}x |")
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     add_base_arguments(ap)

@@ -41,6 +41,8 @@ def add_base_arguments(ap: argparse.ArgumentParser) -> None:
     src.add_argument("--base", help="the older commit (git archive of this repository)")
     src.add_argument("--base-tar", help="a tar of the older tree")
     ap.add_argument("--no-build", action="store_true", help="run the older tree's pure-Python path (tests)")
+    ap.add_argument("--base-name", help="how the result file names the older tree (default: the commit, or the "
+                                        "tar's file name)")
 
 
 def build(tree: Path) -> str:
@@ -71,7 +73,7 @@ def unpack(args: argparse.Namespace, into: Path) -> tuple[Path, str]:
     inner = [p for p in tree.iterdir() if p.is_dir()]
     if not (tree / "epfuzz").exists() and len(inner) == 1:  # an archive made with --prefix
         tree = inner[0]
-    return tree, args.base or tar.name
+    return tree, args.base_name or args.base or tar.name
 
 
 def median_run(rs: list[dict[str, Any]], key: str = "exec_per_s") -> dict[str, Any]:
