@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
@@ -32,9 +32,9 @@ from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr, op_kind
 from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port, port_and_wire
 from epfuzz.sim.sender_side import gpu_op, mark_stale
 
-POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
-BASE_LATENCY_NS = 600   # one way, wire + switch
-_NEVER = 1 << 62        # a time after every event
+POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
+BASE_LATENCY_NS: Final = 600   # one way, wire + switch
+_NEVER: Final = 1 << 62        # a time after every event
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow hook
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
@@ -178,8 +178,9 @@ class SendQueues:
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
         batch = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
-        for i in range(first, len(self.pkts)) if w.after >= 0 or w.fence_read >= 0 or batch >= 0 else ():
-            self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
+        if w.after >= 0 or w.fence_read >= 0 or batch >= 0:  # (a conditional iterable is a generic iterator)
+            for i in range(first, len(self.pkts)):
+                self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])
@@ -248,7 +249,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     heapq.heapify(heap)
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
-    frontier: dict[tuple[int, int], int] = {}  # (channel, QP) -> the QP's last WR before the channel's first
+    frontier: dict[int, int] = {}  # channel * QPs + QP -> the QP's last WR before the channel's first
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
@@ -266,7 +267,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             q = fl.qp % nq
             f = FlushWait()
             # quiet-stale-frontier: a stale quiet drains to the QP's post index before the channel's own first WR
-            upto = frontier.get((c, q), sq.last_wr[q]) if fl.stale else sq.last_wr[q]
+            upto = frontier.get(c * nq + q, sq.last_wr[q]) if fl.stale else sq.last_wr[q]
             f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, upto
             f.clause = "quiet-stale-frontier" if fl.stale else ""
             if flushes is not None:
@@ -287,7 +288,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         else:
             wop = cast(Posted, op)
             q = wop.qp % nq
-            frontier.setdefault((c, q), sq.last_wr[q])
+            frontier.setdefault(c * nq + q, sq.last_wr[q])
             sq.post(wop, kind, c, idx, q, t, after[c])
             t += POST_NS
         if idx + 1 < len(prog):
