@@ -10,10 +10,11 @@ cheap to compare and hash as the plain integers they replaced.
 from __future__ import annotations
 
 from enum import IntEnum
-from typing import TYPE_CHECKING, ClassVar
+from typing import TYPE_CHECKING, ClassVar, Final
+
+from epfuzz.ir import ops
 
 if TYPE_CHECKING:
-    from epfuzz.ir import ops
     from epfuzz.model.ordering import Attrs
 
 
@@ -49,6 +50,43 @@ class LocalStore(IntEnum):
     NONE = 0         # traffic from the network
     BARRIER = 1      # ordered before the epoch's traffic
     UNORDERED = 2    # racing the epoch's traffic
+
+
+# What the requester (`epfuzz.sim.requester`) does with an op, as a small int: `op_kind` looks it up by
+# the op's exact type (one dict hit) where an isinstance chain cost a failed `__instancecheck__` per class
+# tried, per op (issue 31). A WRITE and a copy-engine copy are timed as MTU pieces (the copy as a WRITE on
+# its lane, `cebatch`). The WR kinds come first (<= K_SEND); K_OTHER, an op of no known class, posts and
+# starts as a SEND did. Final: mypyc compiles them in as constants, no module-dict lookup per use.
+K_WRITE: Final = 0
+K_CECOPY: Final = 1
+K_IMM: Final = 2
+K_VALUE: Final = 3
+K_CEVALUE: Final = 4
+K_ATOMIC: Final = 5
+K_READ: Final = 6
+K_SEND: Final = 7
+K_OTHER: Final = 8
+K_SPIN: Final = 9
+K_FLUSH: Final = 10
+K_GPU: Final = 11
+#: the chain `op_kind` classifies a new type by, first match wins: the order the requester's branches had
+_CHAIN: tuple[tuple[type, int], ...] = (
+    (ops.Spin, K_SPIN), (ops.Flush, K_FLUSH), (ops.SrcStore, K_GPU), (ops.SrcFlush, K_GPU), (ops.SrcClear, K_GPU),
+    (ops.ProxyFence, K_GPU), (ops.Write, K_WRITE), (ops.CeCopy, K_CECOPY), (ops.WriteImm, K_IMM),
+    (ops.WriteValue, K_VALUE), (ops.CeValue, K_CEVALUE), (ops.AtomicAdd, K_ATOMIC), (ops.Read, K_READ),
+    (ops.Send, K_SEND))
+_KINDS: dict[type, int] = {}
+
+
+def op_kind(op: object) -> int:
+    """The requester's kind of `op`: by its exact type, classified on first sight (a subclass is what its
+    first base in `_CHAIN` is, as `isinstance` had it; any other op is K_OTHER)."""
+    tp = type(op)
+    k = _KINDS.get(tp)
+    if k is None:
+        k = next((kind for cls, kind in _CHAIN if isinstance(op, cls)), K_OTHER)
+        _KINDS[tp] = k
+    return k
 
 
 class Packet:

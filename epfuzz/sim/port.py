@@ -4,15 +4,13 @@ wire (split from `epfuzz.sim.requester`, whose send queues decide the ready time
 from __future__ import annotations
 
 import heapq
-from operator import attrgetter
+from typing import Final
 
 from epfuzz.sim.packets import Packet
 
-LINK_BYTES_PER_NS = 25  # 200 Gb/s
-MIN_PKT_BYTES = 64      # headers: even a zero-length packet takes wire time
-
-# sort keys as C-level attribute getters (the same tuples the lambdas built, without a Python call per packet)
-_BY_READY, _BY_ARRIVAL = attrgetter("ready", "qp", "psn"), attrgetter("arrive", "depart", "qp", "psn")
+# Final: mypyc compiles them in, where a module global is a dict lookup per packet
+LINK_BYTES_PER_NS: Final = 25  # 200 Gb/s
+MIN_PKT_BYTES: Final = 64      # headers: even a zero-length packet takes wire time
 
 
 class Port:
@@ -46,12 +44,35 @@ class Port:
 
 
 def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:
-    """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order."""
-    pkts.sort(key=_BY_READY)
+    """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order.
+
+    `pkts` is sorted in place, by (ready, QP, PSN), then by (arrival, departure, QP, PSN). Each order
+    is a sort of plain ints (`_order`): a key tuple per packet read through attribute getters cost
+    more than the rest of the requester's port and wire together (issue 31)."""
+    nq = len(lat)
+    ps = 0
+    for p in pkts:
+        if p.psn >= ps:
+            ps = p.psn + 1
+    pkts[:] = _order(pkts, [(p.ready * nq + p.qp) * ps + p.psn for p in pkts])
     port_free = 0
     for p in pkts:
-        p.depart = max(p.ready, port_free)
+        p.depart = p.ready if p.ready > port_free else port_free
         port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
         p.arrive = p.depart + lat[p.qp]
-    pkts.sort(key=_BY_ARRIVAL)
+    span = 0  # departures are >= 0 (the port is free from 0 on): a mixed-radix digit, base max + 1
+    for p in pkts:
+        if p.depart >= span:
+            span = p.depart + 1
+    pkts[:] = _order(pkts, [((p.arrive * span + p.depart) * nq + p.qp) * ps + p.psn for p in pkts])
     return pkts
+
+
+def _order(pkts: list[Packet], keys: list[int]) -> list[Packet]:
+    """`pkts` by ascending `keys`, each a packet's sort tuple as one int (a mixed radix: every digit but the
+    first is below its base, QP < QPs and PSN < max PSN + 1, so the ints order as the tuples do; the tuples
+    are distinct, (QP, PSN) is, so no tie is left to stability). The index rides in the lowest digit."""
+    n = len(pkts)
+    dec = [k * n + i for i, k in enumerate(keys)]
+    dec.sort()
+    return [pkts[k % n] for k in dec]

@@ -20,34 +20,32 @@ from __future__ import annotations
 
 import heapq
 from bisect import bisect_right
+from typing import Any, Final, cast
 
 from epfuzz.ir import ops
-from epfuzz.ir.ops import GPU_OPS
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.model.source import SrcEvent
+from epfuzz.sim import packets as pk
 from epfuzz.sim.nvlink import is_nvlink
-from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr
+from epfuzz.sim.packets import FlushWait, Packet, PacketKind, Wr, op_kind
 from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port, port_and_wire
 from epfuzz.sim.sender_side import gpu_op, mark_stale
 
-POST_NS = 20          # one ibv_post_send from a GPU thread (doorbell batched)
-BASE_LATENCY_NS = 600   # one way, wire + switch
-_NEVER = 1 << 62        # a time after every event
+POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
+BASE_LATENCY_NS: Final = 600   # one way, wire + switch
+_NEVER: Final = 1 << 62        # a time after every event
 
-# members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow
-# attribute hook (~0.15 us), which the requester would otherwise pay per WR
+# members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow hook
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
                                                PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
-# op classes as tuples built once: an `A | B` in `isinstance` builds a types.UnionType per call (per WR here)
-_PAYLOAD_OPS = (ops.Write, ops.CeCopy)   # timed as MTU pieces (a copy-engine copy as a WRITE on its lane)
-_WORD_OPS = (ops.WriteValue, ops.CeValue)
-_CE_OPS = (ops.CeCopy, ops.CeValue)      # `epfuzz.model.cebatch`
+#: the completion clause a Flush waits by, per the waited WR's op class (IB-ack for the others)
+_FLUSH_CLAUSE: dict[type, str] = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}
 
 
-#: the ops that become a WR (`Spin`, `Flush` only pace the channel); `Strong`: those with a strong-ordering flag
+#: the ops that become a WR (`Spin`, `Flush` only pace the channel)
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
-Strong = ops.WriteValue | ops.AtomicAdd
+_GpuOp = ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence
 
 
 class SendQueues:
@@ -79,28 +77,31 @@ class SendQueues:
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
         self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
         #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
-        self.waiting: list[list[tuple[Wr, Posted]]] = [[] for _ in range(nq)]
+        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = [[] for _ in range(nq)]
         self.stalled = 0  # WRs waiting, over all QPs
 
-    def post(self, op: Posted, channel: int, index: int, qp: int, now: int, after: int = -1) -> None:
-        """Post `op` (the channel's op number `index`) on `qp` at time `now` (`after`: the READ a Flush waited for)."""
+    def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1) -> None:
+        """Post `op` (the channel's op number `index`, of `op_kind` `kind`) on `qp` at time `now` (`after`: the
+        READ a Flush waited for)."""
+        fence: bool = op.fence
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
         w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
         # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
         # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
-        w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if op.fence else -1
+        w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
         w.proxy_fence = NO_PROXY_FENCE
         self.wrs.append(w)
         self.last_wr[qp] = w.id
-        if isinstance(op, ops.Read):
+        if kind == pk.K_READ:
             self.last_read[qp] = w.id
             self.reads[qp].append(w.id)
-        if self.waiting[qp] or (op.fence and not self.fence_clear(qp)):
-            self.waiting[qp].append((w, op))  # the send queue is in order: all behind a stalled fence waits
+        if self.waiting[qp] or (fence and not self.fence_clear(qp)):
+            # the send queue is in order: all behind a stalled fence waits
+            self.waiting[qp].append((w, op, kind, fence))
             self.stalled += 1
             return
-        self.start(w, op)
+        self.start(w, op, kind, fence)
 
     def fence_clear(self, qp: int) -> bool:
         """Whether the QP's latest ATOMIC has left the port, so that its response time is known."""
@@ -111,10 +112,10 @@ class SendQueues:
         """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
         queue = self.waiting[qp]
         started = False
-        while queue and (not queue[0][1].fence or self.fence_clear(qp)):
-            w, op = queue.pop(0)
+        while queue and (not queue[0][3] or self.fence_clear(qp)):
+            w, op, kind, fence = queue.pop(0)
             self.stalled -= 1
-            self.start(w, op)
+            self.start(w, op, kind, fence)
             started = True
         return started
 
@@ -138,42 +139,48 @@ class SendQueues:
         a = self.atomic_pkt[qp]
         return a.ready + 1 if self.waiting[qp] and a is not None else _NEVER
 
-    def start(self, w: Wr, op: Posted) -> None:
-        """The NIC starts WR `w` (of `op`): after the QP's earlier WRs and, fenced, after its earlier ATOMICs
-        completed."""
+    def start(self, w: Wr, op: Posted, kind: int, fence: bool) -> None:
+        """The NIC starts WR `w` (of `op`, its `op_kind` `kind`): after the QP's earlier WRs and, `fence`d,
+        after its earlier ATOMICs completed."""
+        o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
         channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
         first = len(self.pkts)
         start = self.free[qp]
         if w.post > start:
             start = w.post
         a = self.atomic_pkt[qp]
-        if op.fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
+        if fence and a is not None and a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
             start = a.arrive + self.lat[qp]
         w.start = start
-        if isinstance(op, _PAYLOAD_OPS):  # a copy-engine copy is timed as a WRITE on its lane
-            ready = self._payload(op.region, op.offset, op.length, _WRITE, op.shift if isinstance(op, ops.Write)
+        if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
+            ready = self._payload(o.region, o.offset, o.length, _WRITE, o.shift if kind == pk.K_WRITE
                                   else 0, 0, channel, index, qp, wid, start)
-        elif isinstance(op, ops.WriteImm):
-            ready = self._payload(op.region, op.offset, op.length, _IMM, op.imm, op.cq_slot, channel, index, qp,
+        elif kind == pk.K_IMM:
+            ready = self._payload(o.region, o.offset, o.length, _IMM, o.imm, o.cq_slot, channel, index, qp,
                                   wid, start)
         else:  # one packet: an 8-byte value, an atomic or a send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            if isinstance(op, _WORD_OPS):
-                self._packet(channel, index, qp, wid, _VALUE, op.region, op.offset, 8, op.value, True, ready, 0)
-            elif isinstance(op, ops.AtomicAdd):
-                self._packet(channel, index, qp, wid, _ATOMIC, op.region, op.offset, 8, op.delta, True, ready, 0)
+            # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
+            if kind in (pk.K_VALUE, pk.K_CEVALUE):
+                self._packet(channel, index, qp, wid, _VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
+                             kind == pk.K_VALUE and o.strong)
+            elif kind == pk.K_ATOMIC:
+                self._packet(channel, index, qp, wid, _ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
+                             o.strong)
                 self.atomic_pkt[qp] = self.pkts[-1]
-            elif isinstance(op, ops.Read):  # the request; its response is the completion (IB-read-response)
-                self._packet(channel, index, qp, wid, _READ, op.region, op.offset, op.length, 0, True, ready, 0)
+            elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
+                self._packet(channel, index, qp, wid, _READ, o.region, o.offset, o.length, 0, True, ready, 0,
+                             False)
                 self.atomic_pkt[qp] = self.pkts[-1]
             else:
-                self._packet(channel, index, qp, wid, _SEND, ops.RECV, op.slot * 16, 8, op.value, True, ready,
-                             op.slot)
+                self._packet(channel, index, qp, wid, _SEND, ops.RECV, o.slot * 16, 8, o.value, True, ready,
+                             o.slot, False)
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
-        batch = op.batch if isinstance(op, _CE_OPS) else -1  # epfuzz.model.cebatch
-        for i in range(first, len(self.pkts)) if w.after >= 0 or w.fence_read >= 0 or batch >= 0 else ():
-            self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
+        batch = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
+        if w.after >= 0 or w.fence_read >= 0 or batch >= 0:  # (a conditional iterable is a generic iterator)
+            for i in range(first, len(self.pkts)):
+                self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])
@@ -204,7 +211,7 @@ class SendQueues:
         return ready
 
     def _packet(self, channel: int, index: int, qp: int, wid: int, kind: PacketKind, region: str, off: int,
-                ln: int, value: int, last: bool, ready: int, cq_slot: int) -> None:
+                ln: int, value: int, last: bool, ready: int, cq_slot: int, strong: bool) -> None:
         p = Packet()
         p.seq = -1
         p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = self.epoch, channel, wid, qp, self.psn[qp], kind
@@ -212,7 +219,7 @@ class SendQueues:
         p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
         p.cq_slot = cq_slot
         p.op_index = index
-        p.strong = isinstance(o := self.wrs[wid - self.wr_base].op, Strong) and o.strong
+        p.strong = strong
         self.pkts.append(p)
 
 
@@ -220,9 +227,10 @@ def _waits(programs: list[list[ops.Op]]) -> bool:
     """Whether some op waits for a completion (a Flush, a fenced WR): then the port is departed as posting goes."""
     for prog in programs:
         for op in prog:
-            if isinstance(op, ops.Flush):
+            k = op_kind(op)
+            if k == pk.K_FLUSH:
                 return True
-            if isinstance(op, ops.WR_OPS) and op.fence:
+            if k <= pk.K_SEND and cast(Posted, op).fence:
                 return True
     return False
 
@@ -241,8 +249,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     heapq.heapify(heap)
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
-    post = sq.post
-    frontier: dict[tuple[int, int], int] = {}  # (channel, QP) -> the QP's last WR before the channel's first
+    frontier: dict[int, int] = {}  # channel * QPs + QP -> the QP's last WR before the channel's first
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
@@ -252,21 +259,22 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         t, c, idx = heap[0]
         prog = programs[c]
         op = prog[idx]
-        if isinstance(op, ops.Spin):
-            t += op.ns
-        elif isinstance(op, ops.Flush):
-            q = op.qp % nq
+        kind = op_kind(op)
+        if kind == pk.K_SPIN:
+            t += cast(ops.Spin, op).ns
+        elif kind == pk.K_FLUSH:
+            fl = cast(ops.Flush, op)
+            q = fl.qp % nq
             f = FlushWait()
             # quiet-stale-frontier: a stale quiet drains to the QP's post index before the channel's own first WR
-            upto = frontier.get((c, q), sq.last_wr[q]) if op.stale else sq.last_wr[q]
+            upto = frontier.get(c * nq + q, sq.last_wr[q]) if fl.stale else sq.last_wr[q]
             f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, upto
-            f.clause = "quiet-stale-frontier" if op.stale else ""
+            f.clause = "quiet-stale-frontier" if fl.stale else ""
             if flushes is not None:
                 flushes.append(f)
             if f.wr >= 0:  # wait (IB-flush-qp: for this QP only); `_settle` resumes the channel
                 w = sq.wrs[f.wr - wr_base]
-                f.clause = f.clause or {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}.get(
-                    type(w.op), "IB-ack")
+                f.clause = f.clause or _FLUSH_CLAUSE.get(type(w.op), "IB-ack")
                 # the QP's latest READ it waited for (IB-sq-order); a stale quiet waits for fewer WRs than
                 # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
                 i = bisect_right(sq.reads[q], f.wr)
@@ -274,13 +282,14 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 parked.append((c, idx, f))
                 heapq.heappop(heap)
                 continue
-        elif isinstance(op, GPU_OPS):  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
-            gpu_op(op, c, idx, t, src, sq.wrs)
+        elif kind == pk.K_GPU:  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
+            gpu_op(cast(_GpuOp, op), c, idx, t, src, sq.wrs)
             t += POST_NS
         else:
-            q = op.qp % nq
-            frontier.setdefault((c, q), sq.last_wr[q])
-            post(op, c, idx, q, t, after[c])
+            wop = cast(Posted, op)
+            q = wop.qp % nq
+            frontier.setdefault(c * nq + q, sq.last_wr[q])
+            sq.post(wop, kind, c, idx, q, t, after[c])
             t += POST_NS
         if idx + 1 < len(prog):
             heapq.heapreplace(heap, (t, c, idx + 1))

@@ -14,6 +14,8 @@ additionally must not pass the QP's earlier TLPs at PCIe (`Tlp.hold`, applied by
 
 from __future__ import annotations
 
+from typing import Final
+
 from epfuzz.ir import ops
 from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
@@ -26,10 +28,27 @@ LocalStoreSpec = tuple[str, int, int, bool]
 
 # members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
 # EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
-_WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
-                                               PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
-_COPY, _SET, _STALE = TlpAction.COPY, TlpAction.VALUE, TlpAction.STALE
-_NONE = LocalStore.NONE
+# (Final: mypyc keeps them in C statics, where a plain module global is a dict lookup per use)
+_WRITE: Final = PacketKind.WRITE
+_VALUE: Final = PacketKind.VALUE
+_ATOMIC: Final = PacketKind.ATOMIC
+_IMM: Final = PacketKind.IMM
+_SEND: Final = PacketKind.SEND
+_READ: Final = PacketKind.READ
+_COPY: Final = TlpAction.COPY
+_SET: Final = TlpAction.VALUE
+_STALE: Final = TlpAction.STALE
+_NONE: Final = LocalStore.NONE
+_CQE: Final = TlpAction.CQE
+_FETCH: Final = TlpAction.FETCH
+_RMW_READ: Final = TlpAction.READ
+_ADD: Final = TlpAction.ADD
+#: the TLP types the responder emits, by the index `Responder.emit` takes (an int, so that its per-run
+#: Attrs table is a list index, not a tuple key hashed per TLP)
+_TYPES: Final = (TlpType.POSTED, TlpType.READ, TlpType.NP_DATA)
+T_POSTED: Final = 0
+T_READ: Final = 1
+T_NP_DATA: Final = 2
 #: Attrs are frozen values: one object per (type, RO, IDO, requester ID) for every run, made at import so
 #: that no run takes a cache-miss path
 _ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
@@ -64,24 +83,33 @@ class Responder:
         self.next_seq = tlp_base
         self.out: list[Tlp] = []
         self._attrs: dict[tuple[TlpType, bool, int], Attrs] = {}
-        # per-QP in-order execution: PSNs arrived, lowest PSN not yet arrived, packets waiting for it
-        self.arrived: dict[int, set[int]] = {}
-        self.low: dict[int, int] = {}
-        self.held: dict[int, list[Packet]] = {}
+        #: `attrs` by ((type index * 2 + RO) * functions + requester ID): what `emit` reads per TLP
+        self._tab: list[Attrs | None] = [None] * (len(_TYPES) * 2 * self.nf)
+        # per-QP in-order execution, indexed by QP (`run` sizes them): PSNs arrived, lowest PSN not yet
+        # arrived, packets waiting for it
+        self.arrived: list[set[int] | None] = []
+        self.low: list[int] = []
+        self.held: list[list[Packet]] = []
 
     def run(self, arrivals: list[Packet]) -> list[Tlp]:
         """All TLPs of `arrivals` (packets in arrival order), the epochs' local stores first."""
+        nq = 0
         for p in arrivals:
-            self.low.setdefault(p.qp, p.psn)
-            self.low[p.qp] = min(self.low[p.qp], p.psn)
+            if p.qp >= nq:
+                nq = p.qp + 1
+        low = self.low = [-1] * nq  # PSNs are >= 0: -1 is "no packet of the QP"
+        for p in arrivals:
+            if low[p.qp] < 0 or p.psn < low[p.qp]:
+                low[p.qp] = p.psn
+        self.arrived = [None] * nq
+        self.held = [[] for _ in range(nq)]
         epoch = -1
-        receive, execute = self.receive, self.execute_in_order
-        for p in arrivals:
+        for p in arrivals:  # direct calls: a bound method in a local is a Python-level call under mypyc
             if p.epoch != epoch:
                 epoch = p.epoch
                 self.local_stores(epoch)
-            receive(p)
-            execute(p.qp, p.psn)
+            self.receive(p)
+            self.execute_in_order(p.qp, p.psn)
         return self.out
 
     def attrs(self, tp: TlpType, ro: bool, qp: int) -> Attrs:
@@ -110,13 +138,15 @@ class Responder:
         self.out.append(t)
         return t
 
-    def emit(self, tp: TlpType, ro: bool, action: TlpAction, p: Packet, region: str, off: int, length: int,
-             value: int, *, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
-        """A TLP run made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
+    def emit(self, ti: int, ro: bool, action: TlpAction, p: Packet, region: str, off: int, length: int,
+             value: int, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
+        """A TLP run of type `_TYPES[ti]` made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
         qp = p.qp
-        a = self._attrs.get((tp, ro, qp % self.nf))
+        nf = self.nf
+        k = ((ti * 2 + ro) * nf) + qp % nf
+        a = self._tab[k]
         if a is None:
-            a = self.attrs(tp, ro, qp)
+            a = self._tab[k] = self.attrs(_TYPES[ti], ro, qp)
         t = Tlp()
         t.seq, t.n, t.mps = self.next_seq, n, self.mps
         self.next_seq += n
@@ -142,16 +172,16 @@ class Responder:
         elif kind == _VALUE:
             self.payload(p, _SET, p.value)
         elif kind in (_ATOMIC, _READ):  # executed in PSN order, even when writes are placed out of order
-            self.held.setdefault(p.qp, []).append(p)
+            self.held[p.qp].append(p)
         elif kind == _IMM:
             if p.length:
                 self.payload(p, _STALE if p.stale else _COPY, 0)  # the value is the immediate, not a shift
             if p.last:
-                self.held.setdefault(p.qp, []).append(p)
+                self.held[p.qp].append(p)
         elif kind == _SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
-            self.emit(TlpType.POSTED, self.ro, _SET, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
+            self.emit(T_POSTED, self.ro, _SET, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
                       8, p.value)
-            self.held.setdefault(p.qp, []).append(p)
+            self.held[p.qp].append(p)
 
     def payload(self, p: Packet, action: TlpAction, value: int) -> None:
         """MemWr TLPs split at max-payload-size address boundaries, as one run."""
@@ -167,7 +197,7 @@ class Responder:
             last.length += p.length
             self.next_seq += n
             return
-        self.emit(TlpType.POSTED, self.ro and not p.strong, action, p, p.region, p.off, p.length, value, n=n)
+        self.emit(T_POSTED, self.ro and not p.strong, action, p, p.region, p.off, p.length, value, n)
 
     def execute_in_order(self, qp: int, psn: int) -> None:
         """Record `psn` as arrived; execute the held packets every earlier PSN of the QP has reached.
@@ -177,20 +207,20 @@ class Responder:
         """
         lo = self.low[qp]
         if psn != lo:
-            s = self.arrived.get(qp)
+            s = self.arrived[qp]
             if s is None:
                 s = self.arrived[qp] = set()
             s.add(psn)
             return
         lo += 1
-        s = self.arrived.get(qp)
+        s = self.arrived[qp]
         if s:
             while lo in s:
                 lo += 1
         self.low[qp] = lo
-        held = self.held.get(qp)
+        held = self.held[qp]
         if held:
-            keep = []
+            keep: list[Packet] = []
             for h in held:
                 if h.psn < lo:
                     self.complete(h)
@@ -203,20 +233,18 @@ class Responder:
         if p.kind == _ATOMIC:
             self.atomic(p, hold=self.o920)
         elif p.kind == _READ:  # one MemRd, no RO (RO does not let a read pass: B2a)
-            self.emit(TlpType.READ, False, TlpAction.FETCH, p, p.region, p.off, p.length, 0)
+            self.emit(T_READ, False, _FETCH, p, p.region, p.off, p.length, 0)
         else:
-            self.emit(TlpType.POSTED, False, TlpAction.CQE, p, ops.CQ,
+            self.emit(T_POSTED, False, _CQE, p, ops.CQ,
                       (p.channel * self.max_signals + p.cq_slot) * 16, 16, p.value)
 
     def atomic(self, p: Packet, hold: bool) -> None:
         """One AtomicOp (PCI atomic mode 4), or MemRd then the MemWr that waits for its completion."""
         if self.atomic_op:
-            self.emit(TlpType.NP_DATA, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
-                      hold=hold)
+            self.emit(T_NP_DATA, self.ro and not p.strong, _ADD, p, p.region, p.off, 8, p.value, 1, -1, hold)
         else:
-            rd = self.emit(TlpType.READ, False, TlpAction.READ, p, p.region, p.off, 8, 0, hold=hold)
-            self.emit(TlpType.POSTED, self.ro and not p.strong, TlpAction.ADD, p, p.region, p.off, 8, p.value,
-                      dep=rd.seq, hold=hold)
+            rd = self.emit(T_READ, False, _RMW_READ, p, p.region, p.off, 8, 0, 1, -1, hold)
+            self.emit(T_POSTED, self.ro and not p.strong, _ADD, p, p.region, p.off, 8, p.value, 1, rd.seq, hold)
 
 
 def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,
