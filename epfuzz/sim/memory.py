@@ -41,13 +41,25 @@ class Starts:
     it is a function of the layout alone, the one layout of the form whose runs share it.
     """
 
-    __slots__ = ("sizes", "writes", "images")
+    __slots__ = ("sizes", "writes", "images", "_first")
 
     def __init__(self) -> None:
         #: `Layout.sizes`, made once (the property builds a dict per call)
         self.sizes: dict[str, int] | None = None
         self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
         self.images: dict[int, np.ndarray] = {}
+        self._first: list[tuple[str, bytearray]] | None = None
+
+    def first(self, layout: Layout) -> list[tuple[str, bytearray]]:
+        """Every region as epoch 0's start leaves it (its writes are the same whatever the protocol's poison and
+        reset flags: `start_images`), as bytearrays that `Memory` copies and nothing writes: a bytearray's
+        `copy()` costs half of `bytearray(bytes)` at a region's size (four regions a run)."""
+        out = self._first
+        if out is None:
+            written = dict(self.start(layout, 0, True, True))
+            out = self._first = [(name, bytearray(written[name]) if name in written else bytearray(size))
+                                 for name, size in self.region_sizes(layout).items()]
+        return out
 
     def region_sizes(self, layout: Layout) -> dict[str, int]:
         sizes = self.sizes
@@ -93,18 +105,10 @@ class Memory:
         #: the configuration's images (`Starts`): one the caller shares between the runs of one configuration
         #: (`engine.Built.starts`), so that only its first run makes them; a run of its own otherwise
         self.starts = im = Starts() if starts is None else starts
-        # made as epoch 0's start leaves them (its writes are the same whatever the protocol's poison and reset
-        # flags: `start_images`), in one copy: zeroed buffers that the first `start_epoch(0)` then overwrote
-        # were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo (issue 31)
-        first = im.start(layout, 0, True, True)
-        bufs: dict[str, bytearray] = {}
-        for name, image in first:
-            bufs[name] = bytearray(image)
-        if len(bufs) != len(im.region_sizes(layout)):  # every region is written at epoch 0: never, kept exact
-            for name, size in im.region_sizes(layout).items():
-                if name not in bufs:
-                    bufs[name] = bytearray(size)
-        self.bufs = bufs
+        # made as epoch 0's start leaves them, in one copy: zeroed buffers that the first `start_epoch(0)` then
+        # overwrote were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo
+        # (issue 31)
+        self.bufs = {name: image.copy() for name, image in im.first(layout)}
         self._views: dict[str, memoryview] = {}
         #: the buffers hold epoch 0's start and nothing has landed: the first `start_epoch(0)` has nothing to write
         self._at_start0 = True
@@ -158,8 +162,13 @@ class Memory:
         self._expect(self.starts.expected(self.layout, epoch))
 
     def same_as_expected(self, offset: int, length: int) -> bool:
-        """Do the data region's bytes [offset, offset + length) hold this epoch's image (a memcmp)?"""
-        return self.bufs[ops.DATA][offset:offset + length] == self._src[offset:offset + length]
+        """Do the data region's bytes [offset, offset + length) hold this epoch's image (a memcmp)?
+
+        `startswith` at `offset` compares in place: a slice of the region was a copy of it, then an equality
+        test through both buffers (twice the instructions at a slot's size). The caller keeps the range in the
+        region (where it is not, a too short region's `startswith` is False where the slices' test compared
+        what was there)."""
+        return self.bufs[ops.DATA].startswith(self._src[offset:offset + length], offset)
 
     def u64(self, region: str, offset: int) -> int:
         return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
