@@ -41,7 +41,7 @@ class Starts:
     it is a function of the layout alone, the one layout of the form whose runs share it.
     """
 
-    __slots__ = ("sizes", "writes", "images", "_first")
+    __slots__ = ("sizes", "writes", "images", "_first", "_used")
 
     def __init__(self) -> None:
         #: `Layout.sizes`, made once (the property builds a dict per call)
@@ -49,13 +49,18 @@ class Starts:
         self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
         self.images: dict[int, np.ndarray] = {}
         self._first: list[tuple[str, bytearray]] | None = None
+        self._used = False
 
-    def first(self, layout: Layout) -> list[tuple[str, bytearray]]:
+    def first(self, layout: Layout) -> list[tuple[str, bytearray]] | None:
         """Every region as epoch 0's start leaves it (its writes are the same whatever the protocol's poison and
         reset flags: `start_images`), as bytearrays that `Memory` copies and nothing writes: a bytearray's
-        `copy()` costs half of `bytearray(bytes)` at a region's size (four regions a run)."""
+        `copy()` costs half of `bytearray(bytes)` at a region's size (four regions a run). None the first time:
+        a fresh configuration's one run makes its buffers from the images, not a template and a copy of it."""
         out = self._first
         if out is None:
+            if not self._used:
+                self._used = True
+                return None
             written = dict(self.start(layout, 0, True, True))
             out = self._first = [(name, bytearray(written[name]) if name in written else bytearray(size))
                                  for name, size in self.region_sizes(layout).items()]
@@ -108,7 +113,13 @@ class Memory:
         # made as epoch 0's start leaves them, in one copy: zeroed buffers that the first `start_epoch(0)` then
         # overwrote were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo
         # (issue 31)
-        self.bufs = {name: image.copy() for name, image in im.first(layout)}
+        templates = im.first(layout)
+        if templates is not None:
+            self.bufs = {name: image.copy() for name, image in templates}
+        else:
+            written = dict(im.start(layout, 0, True, True))
+            self.bufs = {name: bytearray(written[name]) if name in written else bytearray(size)
+                         for name, size in im.region_sizes(layout).items()}
         self._views: dict[str, memoryview] = {}
         #: the buffers hold epoch 0's start and nothing has landed: the first `start_epoch(0)` has nothing to write
         self._at_start0 = True

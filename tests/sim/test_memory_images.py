@@ -82,3 +82,30 @@ def test_same_as_expected_is_the_slices_equality() -> None:
             assert mem.same_as_expected(off, length) == (bytes(data[off:off + length]) == exp[off:off + length])
             if flip is not None and 0 <= flip < size:
                 data[flip] ^= 0x5A
+
+
+def test_a_copy_past_either_end_does_what_the_memoryviews_did() -> None:
+    """A COPY past either end of the region or of the image, as the memoryviews write it: never resizing the
+    region (a bytearray's slice assignment would: a faster COPY through bytearrays must keep to this), refused
+    where the two lengths differ."""
+    for layout in _layouts():
+        size = len(Memory(layout).bufs[ops.DATA])
+        for off, shift, n in ((size - 8, 16, 8), (0, -8, 16), (size - 4, 0, 8), (8, -16, 16), (0, 0, size),
+                              (16, size - 20, 8), (size - 7, 0, 8)):
+            mem = Memory(layout, Starts())
+            ref = bytearray(mem.bufs[ops.DATA])
+            src = mem.expected.tobytes()
+            try:
+                memoryview(ref)[off:off + n] = memoryview(src)[off + shift:off + shift + n]
+                want: object = bytes(ref)
+            except ValueError:
+                want = ValueError
+            t = Tlp()
+            t.region, t.action, t.off, t.length, t.value = ops.DATA, TlpAction.COPY, off, n, shift
+            try:
+                mem.apply(t)
+                got: object = bytes(mem.bufs[ops.DATA])
+            except ValueError:
+                got = ValueError
+            assert got == want, (off, shift, n)
+            assert len(mem.bufs[ops.DATA]) == size
