@@ -81,7 +81,7 @@ class Built:
         self.flushes, self.prologue = flushes, prologue
         self._arrived: dict[tuple[tuple[int, int], ...], Arrived] = {}
         #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run
-        self.starts: Starts = {}
+        self.starts = Starts()
 
     def arrived(self, scn: Scenario, net: tuple[tuple[int, int], ...]) -> Arrived:
         """The arrival order the (effective) net overtakes `net` make, built on first use."""

@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import struct
+from typing import Final
 
 import numpy as np
 
@@ -14,18 +15,76 @@ from epfuzz.model.epoch import expected_data, start_images
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.packets import Tlp, TlpAction
 
-MASK64 = (1 << 64) - 1
-_U32X4 = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
-_U64 = struct.Struct("<Q")
-# bound once: `TlpAction.X` is a slow attribute lookup on Python 3.11, and `apply` runs per TLP
-_COPY, _VALUE, _ADD, _READ, _CQE = TlpAction.COPY, TlpAction.VALUE, TlpAction.ADD, TlpAction.READ, TlpAction.CQE
-_FETCH = TlpAction.FETCH
-_STALE = TlpAction.STALE
+MASK64: Final = (1 << 64) - 1
+_U32X4: Final = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
+_U64: Final = struct.Struct("<Q")
+# Final: mypyc keeps these in C statics (a module global is a dict lookup per use, and `apply` runs per TLP;
+# `TlpAction.X` is a slow attribute lookup on Python 3.11)
+_COPY: Final = TlpAction.COPY
+_VALUE: Final = TlpAction.VALUE
+_ADD: Final = TlpAction.ADD
+_READ: Final = TlpAction.READ
+_CQE: Final = TlpAction.CQE
+_FETCH: Final = TlpAction.FETCH
+_STALE: Final = TlpAction.STALE
 
 __all__ = ["Memory", "Starts", "expected_data"]
 
-#: the bytes `Memory.start_epoch` writes, by (epoch, poison, reset): (region, image from offset 0)
-Starts = dict[tuple[int, bool, bool], list[tuple[str, bytes]]]
+
+class Starts:
+    """The images of one configuration's receiver memory: what `Memory.start_epoch` writes, by (epoch, poison,
+    reset), and each epoch's expected data image, made on first use and kept for the configuration's later runs.
+
+    One per built form (`engine.Built.starts`): a schedule-only execution's memory then costs copies of images
+    already made, not the layout's region sizes (an interpreted property), its epoch-start images and a lookup
+    of its expected image (an interpreted `Layout.__hash__` per lookup), each run again (issue 31). Everything in
+    it is a function of the layout alone, the one layout of the form whose runs share it.
+    """
+
+    __slots__ = ("sizes", "writes", "images", "_first", "_used")
+
+    def __init__(self) -> None:
+        #: `Layout.sizes`, made once (the property builds a dict per call)
+        self.sizes: dict[str, int] | None = None
+        self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
+        self.images: dict[int, np.ndarray] = {}
+        self._first: list[tuple[str, bytearray]] | None = None
+        self._used = False
+
+    def first(self, layout: Layout) -> list[tuple[str, bytearray]] | None:
+        """Every region as epoch 0's start leaves it (its writes are the same whatever the protocol's poison and
+        reset flags: `start_images`), as bytearrays that `Memory` copies and nothing writes: a bytearray's
+        `copy()` costs half of `bytearray(bytes)` at a region's size (four regions a run). None the first time:
+        a fresh configuration's one run makes its buffers from the images, not a template and a copy of it."""
+        out = self._first
+        if out is None:
+            if not self._used:
+                self._used = True
+                return None
+            written = dict(self.start(layout, 0, True, True))
+            out = self._first = [(name, bytearray(written[name]) if name in written else bytearray(size))
+                                 for name, size in self.region_sizes(layout).items()]
+        return out
+
+    def region_sizes(self, layout: Layout) -> dict[str, int]:
+        sizes = self.sizes
+        if sizes is None:
+            sizes = self.sizes = layout.sizes
+        return sizes
+
+    def start(self, layout: Layout, epoch: int, poison: bool, reset: bool) -> list[tuple[str, bytes]]:
+        key = (epoch, poison, reset)
+        w = self.writes.get(key)
+        if w is None:
+            w = self.writes[key] = start_images(layout, epoch, poison, reset)
+        return w
+
+    def expected(self, layout: Layout, epoch: int) -> np.ndarray:
+        """`expected_data(layout, epoch)`, the very array (its cache keeps layouts that several forms share)."""
+        img = self.images.get(epoch)
+        if img is None:
+            img = self.images[epoch] = expected_data(layout, epoch)
+        return img
 
 
 class Memory:
@@ -40,31 +99,44 @@ class Memory:
     copies any `x` that is not a bytearray into a temporary bytearray first (bytearray_ass_subscript),
     so an epoch's poison of a MiB region was a MiB allocated, page-faulted, copied and copied again,
     and every landed COPY TLP two copies (issue 31). A memoryview's slice assignment is one copy, and
-    it refuses a length that differs where the bytearray's would have resized the region.
+    it refuses a length that differs where the bytearray's would have resized the region. The views
+    are made on a region's first such write: most runs write through one region's view, the data's.
     """
 
     __slots__ = ("layout", "bufs", "_views", "_regions", "expected", "_src", "epoch", "starts", "_at_start0")
 
     def __init__(self, layout: Layout, starts: Starts | None = None) -> None:
         self.layout = layout
-        #: what `start_epoch` writes, by (epoch, poison, reset), as bytes: a dict the caller shares between
-        #: the runs of one configuration (`engine.Built.starts`), so that only its first run makes the images
-        self.starts = starts
-        # made as epoch 0's start leaves them (its writes are the same whatever the protocol's poison and reset
-        # flags: `start_images`), in one copy: zeroed buffers that the first `start_epoch(0)` then overwrote
-        # were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo (issue 31)
-        first = dict(self._writes(0, True, True))
-        self._set_bufs({name: bytearray(first[name]) if name in first else bytearray(size)
-                        for name, size in layout.sizes.items()})
+        #: the configuration's images (`Starts`): one the caller shares between the runs of one configuration
+        #: (`engine.Built.starts`), so that only its first run makes them; a run of its own otherwise
+        self.starts = im = Starts() if starts is None else starts
+        # made as epoch 0's start leaves them, in one copy: zeroed buffers that the first `start_epoch(0)` then
+        # overwrote were two passes over regions of up to a MiB, a tenth of a guided execution on the deep zoo
+        # (issue 31)
+        templates = im.first(layout)
+        if templates is not None:
+            self.bufs = {name: image.copy() for name, image in templates}
+        else:
+            written = dict(im.start(layout, 0, True, True))
+            self.bufs = {name: bytearray(written[name]) if name in written else bytearray(size)
+                         for name, size in im.region_sizes(layout).items()}
+        self._views: dict[str, memoryview] = {}
         #: the buffers hold epoch 0's start and nothing has landed: the first `start_epoch(0)` has nothing to write
         self._at_start0 = True
         self._regions: dict[str, np.ndarray] | None = None
         self.epoch = 0
-        self._expect(expected_data(layout, 0))
+        self._expect(im.expected(layout, 0))
 
     def _set_bufs(self, bufs: dict[str, bytearray]) -> None:
         self.bufs = bufs
-        self._views = {name: memoryview(buf) for name, buf in bufs.items()}
+        self._views = {}
+
+    def _view(self, name: str) -> memoryview:
+        """The memoryview every write to region `name` goes through, made on first use."""
+        v = self._views.get(name)
+        if v is None:
+            v = self._views[name] = memoryview(self.bufs[name])
+        return v
 
     @property
     def regions(self) -> dict[str, np.ndarray]:
@@ -80,35 +152,34 @@ class Memory:
         self.expected = image
         self._src = image.data  # a memoryview, sliced per COPY TLP: no numpy object per slice
 
-    def _writes(self, epoch: int, poison: bool, reset: bool) -> list[tuple[str, bytes]]:
-        starts = self.starts
-        key = (epoch, poison, reset)
-        writes = None if starts is None else starts.get(key)
-        if writes is None:
-            writes = start_images(self.layout, epoch, poison, reset)
-            if starts is not None:
-                starts[key] = writes
-        return writes
+    def expected_of(self, epoch: int) -> np.ndarray:
+        """Epoch `epoch`'s expected data image (`expected_data`): the current one without a lookup."""
+        if epoch == self.epoch:
+            return self.expected
+        return self.starts.expected(self.layout, epoch)
 
     def start_epoch(self, epoch: int, poison: bool = True, reset: bool = True) -> None:
         """Poison the slots with this epoch's canary; reset signal words and CQ (receiver cleanup)."""
         self.epoch = epoch
         if self._at_start0:
             self._at_start0 = False
-            if epoch == 0:  # what it writes is there already
-                self._expect(expected_data(self.layout, 0))
+            if epoch == 0:  # what it writes is there already, and `expected` is epoch 0's image
                 return
             # a first epoch after 0: from the zeroed buffers, as if epoch 0's writes had never been made
-            self._set_bufs({name: bytearray(size) for name, size in self.layout.sizes.items()})
+            self._set_bufs({name: bytearray(size) for name, size in self.starts.region_sizes(self.layout).items()})
             self._regions = None
-        views = self._views
-        for name, image in self._writes(epoch, poison, reset):
-            views[name][:] = image
-        self._expect(expected_data(self.layout, epoch))
+        for name, image in self.starts.start(self.layout, epoch, poison, reset):
+            self._view(name)[:] = image
+        self._expect(self.starts.expected(self.layout, epoch))
 
     def same_as_expected(self, offset: int, length: int) -> bool:
-        """Do the data region's bytes [offset, offset + length) hold this epoch's image (a memcmp)?"""
-        return self.bufs[ops.DATA][offset:offset + length] == self._src[offset:offset + length]
+        """Do the data region's bytes [offset, offset + length) hold this epoch's image (a memcmp)?
+
+        `startswith` at `offset` compares in place: a slice of the region was a copy of it, then an equality
+        test through both buffers (twice the instructions at a slot's size). The caller keeps the range in the
+        region (where it is not, a too short region's `startswith` is False where the slices' test compared
+        what was there)."""
+        return self.bufs[ops.DATA].startswith(self._src[offset:offset + length], offset)
 
     def u64(self, region: str, offset: int) -> int:
         return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
@@ -122,13 +193,18 @@ class Memory:
 
     def apply(self, t: Tlp) -> None:
         self._at_start0 = False
-        buf = self.bufs[t.region]
         a = t.action
         off = t.off
         if a == _COPY:  # value = source shift (0: the bytes the receiver expects there)
             src = off + t.value
-            self._views[t.region][off:off + t.length] = self._src[src:src + t.length]
-        elif a == _VALUE:
+            n = t.length
+            v = self._views.get(t.region)
+            if v is None:
+                v = self._view(t.region)
+            v[off:off + n] = self._src[src:src + n]
+            return
+        buf = self.bufs[t.region]
+        if a == _VALUE:
             _U64.pack_into(buf, off, t.value & MASK64)
         elif a == _ADD:  # atomic: one TLP, or the RMW's write-back after its read
             _U64.pack_into(buf, off, (_U64.unpack_from(buf, off)[0] + t.value) & MASK64)
@@ -136,7 +212,7 @@ class Memory:
             _U32X4.pack_into(buf, off, (self.epoch + 1) & 0xFFFFFFFF, t.value & 0xFFFFFFFF,
                              (t.value >> 32) & 0xFFFFFFFF, t.qp & 0xFFFFFFFF)
         elif a == _STALE:  # the NIC read the send buffer before the payload was there (epfuzz.model.source)
-            self._views[t.region][off:off + t.length] = bytes(t.length)
+            self._view(t.region)[off:off + t.length] = bytes(t.length)
         elif a != _READ and a != _FETCH:  # pragma: no cover
             raise AssertionError(a)
 
@@ -146,4 +222,4 @@ class Memory:
     def restore(self, snap: dict[str, bytes]) -> None:
         self._at_start0 = False
         for k, b in snap.items():
-            self._views[k][:] = b
+            self._view(k)[:] = b

@@ -20,7 +20,7 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
-from epfuzz.sim.memory import Memory, Starts, expected_data
+from epfuzz.sim.memory import Memory, Starts
 from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import Tlp, TlpAction
 
@@ -140,7 +140,7 @@ class Receiving:
                 and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
             return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
-        v = judge(c, mem.bufs[c.region], expected_data(lay, epoch), lay, self.name, epoch)
+        v = judge(c, mem.bufs[c.region], mem.expected_of(epoch), lay, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
         return v
@@ -152,13 +152,13 @@ class Receiving:
         mem = self.mem
         buf = mem.bufs[ops.DATA]
         if not 0 <= c.offset <= c.offset + c.length <= len(buf):  # judge's one-line error for a bad range
-            return judge(c, mem.regions[ops.DATA], expected_data(mem.layout, epoch), mem.layout, self.name, epoch)
+            return judge(c, mem.regions[ops.DATA], mem.expected_of(epoch), mem.layout, self.name, epoch)
         seen, stale = self.cache.read(buf, c.offset, c.length, self.epoch, c.invalidate)
         if epoch == mem.epoch and seen == mem.expected[c.offset:c.offset + c.length].tobytes():
             return None
         region = mem.regions[ops.DATA].copy()
         region[c.offset:c.offset + c.length] = np.frombuffer(seen, dtype=np.uint8)
-        v = judge(c, region, expected_data(mem.layout, epoch), mem.layout, self.name, epoch)
+        v = judge(c, region, mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
             if stale:  # RX-stale-line: (line offset, epoch of its fill) of the first lines served stale

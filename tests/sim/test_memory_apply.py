@@ -9,7 +9,7 @@ import random
 from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import build
-from epfuzz.sim.memory import MASK64, Memory
+from epfuzz.sim.memory import MASK64, Memory, Starts
 from epfuzz.sim.packets import Tlp, TlpAction
 
 
@@ -49,7 +49,7 @@ def test_every_action_writes_what_the_bytearray_writes_did() -> None:
     for name, raw in (("deep_gdr", b"\x07" * 40), ("dispatch_any", b"\x05\x01")):
         layout = build(codec.decode(raw, name, "spec"), get_protocol(name)).layout
         for epoch in (0, 1, 3):
-            mem = Memory(layout, {})
+            mem = Memory(layout, Starts())
             mem.start_epoch(epoch)
             ref = {k: bytearray(v) for k, v in mem.snapshot().items()}
             src = mem.expected.tobytes()

@@ -10,7 +10,7 @@ from epfuzz.encoding import codec
 from epfuzz.ir.payload import canary
 from epfuzz.protocols import get_protocol
 from epfuzz.sim.engine import build
-from epfuzz.sim.memory import Memory
+from epfuzz.sim.memory import Memory, Starts
 
 
 def _reference(layout, calls):  # type: ignore[no-untyped-def]
@@ -33,7 +33,7 @@ def _layouts():  # type: ignore[no-untyped-def]
 def test_first_start_of_any_epoch_matches_the_reference() -> None:
     for layout in _layouts():
         for first, poison, reset in itertools.product((0, 1, 2), (True, False), (True, False)):
-            for shared in (None, {}):
+            for shared in (None, Starts()):
                 mem = Memory(layout, shared)
                 mem.start_epoch(first, poison, reset)
                 assert mem.snapshot() == _reference(layout, [(first, poison, reset)]), (first, poison, reset)
@@ -44,7 +44,7 @@ def test_a_later_start_after_landing_writes_again() -> None:
     from epfuzz.sim.packets import Tlp, TlpAction
 
     for layout in _layouts():
-        mem = Memory(layout, {})
+        mem = Memory(layout, Starts())
         mem.start_epoch(0, False, False)
         t = Tlp()
         t.region, t.action, t.off, t.value, t.qp = "signal", TlpAction.VALUE, 0, 7, 0
