@@ -135,65 +135,87 @@ class DispatchProtocol(Protocol):
         return [(ops.SIGNAL, c * 8, 0, self.prologue_reset) for c in range(lay.num_channels)]
 
     def _shift(self, lay: Layout, c: int, first: int, cnt: int) -> tuple[int, int]:
-        """(destination offset, source shift) of a WR writing slots [first, first+cnt) of channel c."""
-        off = lay.slot_offset(c, first)
+        """(destination offset, source shift) of a WR writing slots [first, first+cnt) of channel c.
+
+        `Layout.slot_offset` and `Layout.token_of` written out (a call from compiled code into the
+        plain-Python Layout cost more than the WR it computes, issue 31); tests/zoo/test_sender_ops.py
+        checks them against the Layout's methods."""
+        spc = lay.slots_per_channel
+        tb = lay.token_bytes
+        off = (c * spc + first) * tb  # lay.slot_offset(c, first)
         if not self.wrong_stride:
             return off, 0
-        pow2 = 1 << (lay.num_channels - 1).bit_length()
-        wrong = lay.slot_offset(c, lay.token_of(c, first) // pow2)
+        nch = lay.num_channels
+        pow2 = 1 << (nch - 1).bit_length()
+        wrong = (c * spc + (first * nch + c) // pow2) * tb  # lay.slot_offset(c, lay.token_of(c, first) // pow2)
         return wrong, off - wrong
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
+        # generic lookup from compiled code); the ops are made with positional arguments, which spare the
+        # keyword dict a call into their Python __init__ builds (same objects: tests/zoo/test_sender_ops.py)
         sig = scn.signal
         nq = scn.topology.num_qps
+        other_qp = sig.other_qp
+        at_end_only = sig.at_end_only
+        interval = sig.interval
+        counts = lay.tokens_in_channel
+        row_bytes = lay.slots_per_channel * lay.token_bytes  # lay.slot_offset(c, first) == c * row_bytes + ...
+        tb = lay.token_bytes
+        wrong_stride = self.wrong_stride
+        no_signal = self.no_signal
+        flush = self.flush_before_signal
+        write = ops.Write
+        data = ops.DATA
         programs: list[list[ops.Op]] = []
         for c in range(lay.num_channels):
             qp = scn.qp_of_channel(c)
-            sqp = (qp + 1) % nq if sig.other_qp else qp
-            n = lay.tokens_in_channel[c]
-            interval = n if sig.at_end_only else sig.interval
+            sqp = (qp + 1) % nq if other_qp else qp
+            n = counts[c]
+            every = n if at_end_only else interval
             prog: list[ops.Op] = []
             signaled = 0
             k = 0
             wrs = data_wrs(scn, lay, c)
+            last = len(wrs) - 1
             for i, (first, cnt, off, length) in enumerate(wrs):
-                if self.wrong_stride:
+                if wrong_stride:
                     dst, shift = self._shift(lay, c, first, cnt)
-                    prog.append(ops.Write(qp, ops.DATA, dst + off - lay.slot_offset(c, first), length, shift=shift))
+                    prog.append(write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
-                    prog.append(ops.Write(qp, ops.DATA, off, length, shift=0))
-                done = first + cnt
-                last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
-                if self.no_signal:
+                    prog.append(write(qp, data, off, length))
+                if no_signal:
                     continue
-                if last_piece and (done - signaled >= interval or done == n):
-                    if self.flush_before_signal:
+                done = first + cnt
+                if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
+                    if flush:
                         prog.append(ops.Flush(qp))
                     prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
                     signaled = done
                     k += 1
-            if n == 0 and not self.no_signal:  # an empty channel still tells the receiver it is finished
+            if n == 0 and not no_signal:  # an empty channel still tells the receiver it is finished
                 prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
             programs.append(prog)
         return programs
 
     def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
         sig = scn.signal
+        kind = sig.kind
+        fence = sig.fence
         finish = FINISH if tail == n else 0
         pack = sig.encoding == "pack2"
         word = 0 if self.shared_word else c * 8
-        if sig.kind == "faa":
+        if kind == "faa":
             delta = pack2(finish, tail - old) if pack else tail - old
-            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence=sig.fence)
-        if sig.kind == "write":
+            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence)
+        if kind == "write":
             value = pack2(finish, tail) if pack else tail
-            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence=sig.fence)
-        if sig.kind == "write_imm":
+            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence)
+        if kind == "write_imm":
             # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
-            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(c << 24) | (tail << 1) | finish, cq_slot=k, fence=sig.fence)
+            return ops.WriteImm(qp, ops.DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
         # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
-        return ops.Send(qp, value=((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish,
-                        slot=k, fence=sig.fence)
+        return ops.Send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
         return self.receiver_cls(scn, lay, **self.receiver_opts)
