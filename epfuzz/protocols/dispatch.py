@@ -35,7 +35,11 @@ def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
     bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
     if bufs is None:
         return mem.u64(region, offset)
-    buf = bufs[region]
+    return buf_u64(bufs[region], offset)
+
+
+def buf_u64(buf: bytearray, offset: int) -> int:
+    """The little-endian u64 at `offset` of a region's bytes, as `Memory.u64` reads it."""
     if 0 <= offset <= len(buf) - 8:  # no slice object; the same int as the slice's int.from_bytes
         u: int = _U64.unpack_from(buf, offset)[0]
         return u
@@ -240,6 +244,7 @@ class DispatchReceiver(Receiver):
         self.spc = lay.slots_per_channel
         self.tb = lay.token_bytes
         self.counts = lay.tokens_in_channel
+        self.ms = lay.max_signals
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
@@ -261,23 +266,24 @@ class DispatchReceiver(Receiver):
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         """New (finish, tail) observations for channel c since the last poll."""
         if self.word:
-            word = mem_u64(mem, ops.SIGNAL, c * 8)
-            n = self.counts[c]
-            if self.epoch_base:
-                word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
-            if self.pack:
-                return [unpack2(word & ((1 << 64) - 1))]
-            return [(int(word >= n), word)]
+            return [self._word(mem_u64(mem, ops.SIGNAL, c * 8), self.counts[c])]
         seen = []
-        while self.next_cqe[c] < self.lay.max_signals:
+        ms = self.ms
+        # the CQ's bytes looked up once for the channel's entries, not per entry (`mem_u32x4`'s read)
+        bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+        cq = bufs[ops.CQ] if bufs is not None else None
+        while self.next_cqe[c] < ms:
             k = self.next_cqe[c]
-            valid, lo, hi, _ = mem_u32x4(mem, ops.CQ, (c * self.lay.max_signals + k) * 16)
+            off = (c * ms + k) * 16
+            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(ops.CQ, off)
+            valid: int = entry[0]
+            lo: int = entry[1]
             if valid != epoch + 1:
                 break
             if self.kind == "write_imm":
                 seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = mem_u64(mem, ops.RECV, (c * self.lay.max_signals + k) * 16)
+                msg = mem_u64(mem, ops.RECV, (c * ms + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:
@@ -285,30 +291,53 @@ class DispatchReceiver(Receiver):
             self.next_cqe[c] += 1
         return seen
 
+    def _word(self, word: int, n: int) -> tuple[int, int]:
+        """(finish, tail) that a tail word says, for a channel of n tokens."""
+        if self.epoch_base:
+            word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
+        if self.pack:
+            return unpack2(word & ((1 << 64) - 1))
+        return int(word >= n), word
+
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
         finished = self.finished
-        tails = self.tail
-        tb = self.tb
+        # this class's own `_observe` of tail words, over a view with `bufs`: read each word from the
+        # region's bytes here, without a lookup of the view and a list per channel (issue 31; a subclass
+        # may observe otherwise, so it goes through its `_observe`: tests/zoo/test_poll_words.py)
+        sig: bytearray | None = None
+        if self.word and type(self) is DispatchReceiver:
+            bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+            if bufs is not None:
+                sig = bufs[ops.SIGNAL]
         for c in range(self.nch):
             if finished[c]:
                 continue
             n = self.counts[c]
+            if sig is not None:
+                finish, tail = self._word(buf_u64(sig, c * 8), n)
+                self._accept(out, c, n, finish, tail)
+                continue
             for finish, tail in self._observe(mem, c, epoch):
                 if finish == -1:
-                    base = (c * self.lay.max_signals + tail) * 16
+                    base = (c * self.ms + tail) * 16
                     out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                     continue
-                if tail > n:
-                    tail = n
-                old = tails[c]
-                if tail > old:
-                    out.append(Consume(ops.DATA, (c * self.spc + old) * tb, (tail - old) * tb, c,
-                                       f"slots [{old}, {tail}) of channel {c}"))
-                    tails[c] = tail
-                if finish and tails[c] == n:
-                    finished[c] = True
+                self._accept(out, c, n, finish, tail)
         return out
+
+    def _accept(self, out: list[Consume], c: int, n: int, finish: int, tail: int) -> None:
+        """Consume the slots channel c's observation (finish, tail) announces beyond those it consumed."""
+        tails = self.tail
+        if tail > n:
+            tail = n
+        old = tails[c]
+        if tail > old:
+            out.append(Consume(ops.DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
+                               f"slots [{old}, {tail}) of channel {c}"))
+            tails[c] = tail
+        if finish and tails[c] == n:
+            self.finished[c] = True
 
     def done(self) -> bool:
         return all(self.finished)
