@@ -234,6 +234,8 @@ def _layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only
 def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[list[ops.Op]]:
     """Insert the scenario's GPU spins; shared by every backend so faults mean the same."""
     out = [list(p) for p in programs]
+    if not scn.faults.spins:  # most scenarios: no sort, no key function made (issue 31)
+        return out
     spins = sorted(scn.faults.spins, key=lambda s: (s.channel, -s.before_op))
     for s in spins:
         if s.channel < len(out) and s.ns:

@@ -35,7 +35,11 @@ def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
     bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
     if bufs is None:
         return mem.u64(region, offset)
-    buf = bufs[region]
+    return buf_u64(bufs[region], offset)
+
+
+def buf_u64(buf: bytearray, offset: int) -> int:
+    """The little-endian u64 at `offset` of a region's bytes, as `Memory.u64` reads it."""
     if 0 <= offset <= len(buf) - 8:  # no slice object; the same int as the slice's int.from_bytes
         u: int = _U64.unpack_from(buf, offset)[0]
         return u
@@ -135,65 +139,87 @@ class DispatchProtocol(Protocol):
         return [(ops.SIGNAL, c * 8, 0, self.prologue_reset) for c in range(lay.num_channels)]
 
     def _shift(self, lay: Layout, c: int, first: int, cnt: int) -> tuple[int, int]:
-        """(destination offset, source shift) of a WR writing slots [first, first+cnt) of channel c."""
-        off = lay.slot_offset(c, first)
+        """(destination offset, source shift) of a WR writing slots [first, first+cnt) of channel c.
+
+        `Layout.slot_offset` and `Layout.token_of` written out (a call from compiled code into the
+        plain-Python Layout cost more than the WR it computes, issue 31); tests/zoo/test_sender_ops.py
+        checks them against the Layout's methods."""
+        spc = lay.slots_per_channel
+        tb = lay.token_bytes
+        off = (c * spc + first) * tb  # lay.slot_offset(c, first)
         if not self.wrong_stride:
             return off, 0
-        pow2 = 1 << (lay.num_channels - 1).bit_length()
-        wrong = lay.slot_offset(c, lay.token_of(c, first) // pow2)
+        nch = lay.num_channels
+        pow2 = 1 << (nch - 1).bit_length()
+        wrong = (c * spc + (first * nch + c) // pow2) * tb  # lay.slot_offset(c, lay.token_of(c, first) // pow2)
         return wrong, off - wrong
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
+        # generic lookup from compiled code); the ops are made with positional arguments, which spare the
+        # keyword dict a call into their Python __init__ builds (same objects: tests/zoo/test_sender_ops.py)
         sig = scn.signal
         nq = scn.topology.num_qps
+        other_qp = sig.other_qp
+        at_end_only = sig.at_end_only
+        interval = sig.interval
+        counts = lay.tokens_in_channel
+        row_bytes = lay.slots_per_channel * lay.token_bytes  # lay.slot_offset(c, first) == c * row_bytes + ...
+        tb = lay.token_bytes
+        wrong_stride = self.wrong_stride
+        no_signal = self.no_signal
+        flush = self.flush_before_signal
+        write = ops.Write
+        data = ops.DATA
         programs: list[list[ops.Op]] = []
         for c in range(lay.num_channels):
             qp = scn.qp_of_channel(c)
-            sqp = (qp + 1) % nq if sig.other_qp else qp
-            n = lay.tokens_in_channel[c]
-            interval = n if sig.at_end_only else sig.interval
+            sqp = (qp + 1) % nq if other_qp else qp
+            n = counts[c]
+            every = n if at_end_only else interval
             prog: list[ops.Op] = []
             signaled = 0
             k = 0
             wrs = data_wrs(scn, lay, c)
+            last = len(wrs) - 1
             for i, (first, cnt, off, length) in enumerate(wrs):
-                if self.wrong_stride:
+                if wrong_stride:
                     dst, shift = self._shift(lay, c, first, cnt)
-                    prog.append(ops.Write(qp, ops.DATA, dst + off - lay.slot_offset(c, first), length, shift=shift))
+                    prog.append(write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
-                    prog.append(ops.Write(qp, ops.DATA, off, length, shift=0))
-                done = first + cnt
-                last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
-                if self.no_signal:
+                    prog.append(write(qp, data, off, length))
+                if no_signal:
                     continue
-                if last_piece and (done - signaled >= interval or done == n):
-                    if self.flush_before_signal:
+                done = first + cnt
+                if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
+                    if flush:
                         prog.append(ops.Flush(qp))
                     prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
                     signaled = done
                     k += 1
-            if n == 0 and not self.no_signal:  # an empty channel still tells the receiver it is finished
+            if n == 0 and not no_signal:  # an empty channel still tells the receiver it is finished
                 prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
             programs.append(prog)
         return programs
 
     def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
         sig = scn.signal
+        kind = sig.kind
+        fence = sig.fence
         finish = FINISH if tail == n else 0
         pack = sig.encoding == "pack2"
         word = 0 if self.shared_word else c * 8
-        if sig.kind == "faa":
+        if kind == "faa":
             delta = pack2(finish, tail - old) if pack else tail - old
-            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence=sig.fence)
-        if sig.kind == "write":
+            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence)
+        if kind == "write":
             value = pack2(finish, tail) if pack else tail
-            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence=sig.fence)
-        if sig.kind == "write_imm":
+            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence)
+        if kind == "write_imm":
             # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
-            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(c << 24) | (tail << 1) | finish, cq_slot=k, fence=sig.fence)
+            return ops.WriteImm(qp, ops.DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
         # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
-        return ops.Send(qp, value=((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish,
-                        slot=k, fence=sig.fence)
+        return ops.Send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
         return self.receiver_cls(scn, lay, **self.receiver_opts)
@@ -218,6 +244,7 @@ class DispatchReceiver(Receiver):
         self.spc = lay.slots_per_channel
         self.tb = lay.token_bytes
         self.counts = lay.tokens_in_channel
+        self.ms = lay.max_signals
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
@@ -239,23 +266,24 @@ class DispatchReceiver(Receiver):
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         """New (finish, tail) observations for channel c since the last poll."""
         if self.word:
-            word = mem_u64(mem, ops.SIGNAL, c * 8)
-            n = self.counts[c]
-            if self.epoch_base:
-                word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
-            if self.pack:
-                return [unpack2(word & ((1 << 64) - 1))]
-            return [(int(word >= n), word)]
+            return [self._word(mem_u64(mem, ops.SIGNAL, c * 8), self.counts[c])]
         seen = []
-        while self.next_cqe[c] < self.lay.max_signals:
+        ms = self.ms
+        # the CQ's bytes looked up once for the channel's entries, not per entry (`mem_u32x4`'s read)
+        bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+        cq = bufs[ops.CQ] if bufs is not None else None
+        while self.next_cqe[c] < ms:
             k = self.next_cqe[c]
-            valid, lo, hi, _ = mem_u32x4(mem, ops.CQ, (c * self.lay.max_signals + k) * 16)
+            off = (c * ms + k) * 16
+            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(ops.CQ, off)
+            valid: int = entry[0]
+            lo: int = entry[1]
             if valid != epoch + 1:
                 break
             if self.kind == "write_imm":
                 seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = mem_u64(mem, ops.RECV, (c * self.lay.max_signals + k) * 16)
+                msg = mem_u64(mem, ops.RECV, (c * ms + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:
@@ -263,30 +291,53 @@ class DispatchReceiver(Receiver):
             self.next_cqe[c] += 1
         return seen
 
+    def _word(self, word: int, n: int) -> tuple[int, int]:
+        """(finish, tail) that a tail word says, for a channel of n tokens."""
+        if self.epoch_base:
+            word -= self.epoch * (pack2(FINISH, n) if self.pack else n)
+        if self.pack:
+            return unpack2(word & ((1 << 64) - 1))
+        return int(word >= n), word
+
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
         finished = self.finished
-        tails = self.tail
-        tb = self.tb
+        # this class's own `_observe` of tail words, over a view with `bufs`: read each word from the
+        # region's bytes here, without a lookup of the view and a list per channel (issue 31; a subclass
+        # may observe otherwise, so it goes through its `_observe`: tests/zoo/test_poll_words.py)
+        sig: bytearray | None = None
+        if self.word and type(self) is DispatchReceiver:
+            bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+            if bufs is not None:
+                sig = bufs[ops.SIGNAL]
         for c in range(self.nch):
             if finished[c]:
                 continue
             n = self.counts[c]
+            if sig is not None:
+                finish, tail = self._word(buf_u64(sig, c * 8), n)
+                self._accept(out, c, n, finish, tail)
+                continue
             for finish, tail in self._observe(mem, c, epoch):
                 if finish == -1:
-                    base = (c * self.lay.max_signals + tail) * 16
+                    base = (c * self.ms + tail) * 16
                     out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                     continue
-                if tail > n:
-                    tail = n
-                old = tails[c]
-                if tail > old:
-                    out.append(Consume(ops.DATA, (c * self.spc + old) * tb, (tail - old) * tb, c,
-                                       f"slots [{old}, {tail}) of channel {c}"))
-                    tails[c] = tail
-                if finish and tails[c] == n:
-                    finished[c] = True
+                self._accept(out, c, n, finish, tail)
         return out
+
+    def _accept(self, out: list[Consume], c: int, n: int, finish: int, tail: int) -> None:
+        """Consume the slots channel c's observation (finish, tail) announces beyond those it consumed."""
+        tails = self.tail
+        if tail > n:
+            tail = n
+        old = tails[c]
+        if tail > old:
+            out.append(Consume(ops.DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
+                               f"slots [{old}, {tail}) of channel {c}"))
+            tails[c] = tail
+        if finish and tails[c] == n:
+            self.finished[c] = True
 
     def done(self) -> bool:
         return all(self.finished)
