@@ -21,7 +21,8 @@ $(VENV)/.installed: pyproject.toml
 # changes; a failed build prints one line and leaves the pure-Python emulator (epfuzz.core.native decides)
 CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/ir/payload.py epfuzz/model/epoch.py epfuzz/model/oracle.py \
             epfuzz/search/featcore.py epfuzz/search/schedcore.py epfuzz/protocols/dispatch.py epfuzz/protocols/deep.py epfuzz/protocols/deep2.py \
-            epfuzz/protocols/inband_tag.py epfuzz/protocols/shared_counter.py epfuzz/core/native.py epfuzz/core/corebuild.py
+            epfuzz/protocols/inband_tag.py epfuzz/protocols/shared_counter.py epfuzz/core/native.py epfuzz/core/corebuild.py \
+            epfuzz/encoding/plancore.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
 	$(PY) -m epfuzz.core.corebuild
 	touch $@

@@ -18,7 +18,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from epfuzz.encoding.codec_compile import Decoder, Encoder, compile_encoder, compile_plan
+from epfuzz.encoding import plancore
+from epfuzz.encoding.codec_compile import Decoder, Encoder, compile_encoder, compile_plan, compile_program
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import ScenarioError
 from epfuzz.ir.choices import ChoiceReader, ChoiceWriter
@@ -26,6 +27,10 @@ from epfuzz.ir.fields import FieldSpec, ItemsField, SectionField, Values, specs
 from epfuzz.ir.scenario import Scenario
 
 _FREE = object()
+
+#: whether `plancore` runs compiled (mypyc, `epfuzz.core.native`): then `decode` runs the plan as its data,
+#: else (the pure path) through the plan's generated Python, which the interpreter runs faster than the loop
+LOOP = not str(plancore.__file__).endswith(".py")
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,7 +45,7 @@ class _Slot:
 class _Plan:
     """The compiled schema of one dataclass under one set of pins (implements `fields.Nested`)."""
 
-    __slots__ = ("_compiled", "_encoder", "cls", "names", "slots")
+    __slots__ = ("_compiled", "_encoder", "_program", "cls", "names", "slots")
 
     def __init__(self, cls: type, prefix: str, fixed: Mapping[str, Any]) -> None:
         self.cls = cls
@@ -53,6 +58,14 @@ class _Plan:
         self.names = frozenset(s.name for s in self.slots)
         self._compiled: Decoder | None = None
         self._encoder: Encoder | None = None
+        self._program: plancore.Program | None = None
+
+    def program(self) -> plancore.Program:
+        """The plan as `plancore`'s data (`codec_compile.compile_program`), built on first use."""
+        prog = self._program
+        if prog is None:
+            prog = self._program = compile_program(self, _FREE)
+        return prog
 
     def decode(self, r: ChoiceReader, values: Values) -> Any:
         """Decode through the plan compiled to straight-line code (`epfuzz.encoding.codec_compile`), built on
@@ -148,6 +161,7 @@ def decoder_for(protocol: str, preset: str = "spec") -> Callable[[ChoiceReader],
     """
     plan = _plan_for(protocol, preset)
 
+    # the generated decoder, not the compiled loop: `search.context.field_bounds` records this reader's draws
     def decode_reader(r: ChoiceReader) -> Scenario:
         scn: Scenario = plan.decode(r, {})
         return scn
@@ -157,7 +171,8 @@ def decoder_for(protocol: str, preset: str = "spec") -> Callable[[ChoiceReader],
 
 def decode(data: bytes, protocol: str, preset: str = "spec") -> Scenario:
     """Any byte string is a valid scenario; missing bytes decode as the simplest values."""
-    scn: Scenario = _plan_for(protocol, preset).decode(ChoiceReader(data), {})
+    plan = _plan_for(protocol, preset)
+    scn: Scenario = plan.program().decode(data) if LOOP else plan.decode(ChoiceReader(data), {})
     return scn
 
 

@@ -17,6 +17,7 @@ import inspect
 from collections.abc import Callable
 from typing import Any, Protocol
 
+from epfuzz.encoding import plancore
 from epfuzz.ir.choices import ChoiceReader, ChoiceWriter, _width
 from epfuzz.ir.fields import (
     BoolField,
@@ -266,3 +267,41 @@ def compile_encoder(plan: PlanLike, free: object) -> Encoder:
     exec(compile(code, f"<encoder {plan.cls.__name__}>", "exec"), namespace)  # noqa: S102 - our own source
     fn: Encoder = namespace["encode"]
     return fn
+
+
+# ---------------------------------------------------------------- the compiled decoder's program
+
+def compile_program(plan: PlanLike, free: object) -> plancore.Program:
+    """`plan` as the data of `plancore`'s decode loop: a step per slot, nested plans as nested programs.
+
+    A spec is read as one of the loop's kinds only where it is exactly that built-in class (a subclass may
+    draw otherwise): any other is drawn by its own `draw` (`plancore.SPEC`), as the plan walk draws it."""
+    steps = [_step(s, free) for s in plan.slots]
+    names = [s.name for s in plan.slots]
+    return plancore.Program(plan.cls, steps, None if names == _positional(plan.cls) else tuple(names))
+
+
+def _step(s: SlotLike, free: object) -> plancore.Step:
+    spec, path = s.spec, s.path
+    if s.fixed is not free:
+        return plancore.Step(plancore.FIXED, path, fixed=s.fixed)
+    kind = type(spec)
+    if kind is SectionField and s.nested is not None:
+        return plancore.Step(plancore.SECTION, path, nested=compile_program(s.nested, free))
+    if kind is ItemsField and s.nested is not None:
+        assert isinstance(spec, ItemsField)
+        return plancore.Step(plancore.ITEMS, path, max_len=spec.max_len, nested=compile_program(s.nested, free))
+    if kind is IntField:
+        assert isinstance(spec, IntField)
+        return plancore.Step(plancore.LOG if spec.log else plancore.INT, path, lo=spec.lo, hi=spec.hi,
+                             hi_from=spec.hi_from, hi_fn=spec.hi_fn)
+    if kind is IntsField:
+        assert isinstance(spec, IntsField)
+        return plancore.Step(plancore.INTS, path, lo=spec.lo, hi=spec.hi, log=spec.log, hi_from=spec.hi_from,
+                             len_from=spec.len_from, max_len=spec.max_len)
+    if kind is BoolField:
+        return plancore.Step(plancore.BOOL, path)
+    if kind is ChoiceField:
+        assert isinstance(spec, ChoiceField)
+        return plancore.Step(plancore.CHOICE, path, options=spec.options)
+    return plancore.Step(plancore.SPEC, path, spec=spec, spec_nested=s.nested)

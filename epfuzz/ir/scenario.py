@@ -88,7 +88,9 @@ MAX_PACKETS = 256
 def _token_budget(values: Mapping[str, Any]) -> int:
     """bounded by MAX_PACKETS = 256 packets a run over payload.epochs, the slot size (payload.*_bytes),
     chunking.mtu and chunking.splits_per_token"""
-    tb = sum(-(-values[f"payload.{k}"] // 16) * 16 for k in ("hidden_bytes", "scale_bytes", "meta_bytes"))
+    # the three paths spelled out: no f-string and generator per call (every decode of a free num_tokens calls it)
+    tb = (-(-values["payload.hidden_bytes"] // 16) * 16 + -(-values["payload.scale_bytes"] // 16) * 16
+          + -(-values["payload.meta_bytes"] // 16) * 16)
     per_token = -(-tb // values["chunking.mtu"]) + values["chunking.splits_per_token"] - 1
     return max(1, MAX_PACKETS // (values["payload.epochs"] * per_token))
 

@@ -155,3 +155,143 @@ def test_inlined_lists_make_the_reader_draws_of_the_list_fields(monkeypatch: pyt
         for data in inputs:
             assert field_bounds(data, lambda r, f=fast: f(r, {})) == field_bounds(data, lambda r, f=slow: f(r, {}))
             assert fast(ChoiceReader(data), {}) == slow(ChoiceReader(data), {})
+
+
+def _walk_and_loop(plan, data):  # type: ignore[no-untyped-def]
+    """The plan walk's scenario and values, and the compiled loop's (`plancore`), the values of an item's fields
+    left out where the loop stopped at the end of the input (the walk's hold the last item's, which may be one
+    past the end)."""
+    from epfuzz.encoding import plancore
+
+    def item_paths(prog):  # type: ignore[no-untyped-def]
+        for s in prog.steps:
+            if s.kind == plancore.ITEMS:
+                yield from (t.path for t in s.nested.steps)
+            if s.nested is not None:
+                yield from item_paths(s.nested)
+
+    walked: dict[str, object] = {}
+    looped: dict[str, object] = {}
+    want = plan.walk_decode(ChoiceReader(data), walked)
+    cur = plancore.Cursor(data)
+    got = plan.program().run(cur, looped)
+    if cur.pos >= len(data):
+        for path in item_paths(plan.program()):
+            walked.pop(path, None)
+            looped.pop(path, None)
+    return want, walked, got, looped, cur
+
+
+def test_plan_loop_decodes_as_the_plan_walk() -> None:
+    """`plancore`'s loop over the plan as data (issue 31.3, what `codec.decode` runs compiled) decodes every
+    input, and every prefix of it (the fields past the end come from the program's constants), to what the
+    slot-by-slot walk decodes, for every protocol and preset; the values it records are the walk's up to where
+    the input ends."""
+    import random
+
+    from epfuzz.encoding.codec import _plan_for
+    from epfuzz.ir.presets import PRESETS
+
+    rng = random.Random(313)
+    for name in REGISTRY.items:
+        for preset in PRESETS:
+            plan = _plan_for(name, preset)
+            assert plan.program().tail is not None
+            for _ in range(12):
+                data = rng.randbytes(rng.randrange(0, 160))
+                for cut in sorted({len(data), *(rng.randrange(len(data) + 1) for _ in range(4))}):
+                    want, walked, got, looped, cur = _walk_and_loop(plan, data[:cut])
+                    assert got == want and repr(got) == repr(want)
+                    assert looped == {k: v for k, v in walked.items() if k in looped}
+                    if cur.pos < cut:  # read to the end of the plan inside the input: every value recorded
+                        assert looped == walked
+
+
+def test_codec_decode_runs_the_loop_where_it_is_compiled() -> None:
+    from epfuzz.encoding import codec, plancore
+
+    assert (not str(plancore.__file__).endswith(".py")) == codec.LOOP
+    data = bytes(range(7, 97))
+    assert codec.decode(data, "dispatch_any") == codec._plan_for("dispatch_any", "spec").program().decode(data)
+
+
+def test_plan_loop_draws_every_kind_as_the_walk() -> None:
+    """A schema of every kind and corner the loop has its own code for: a log int with lo > 0, a bound below lo
+    (`hi_from` of a 0), a bound from a function, a list whose length and bound come from earlier fields, items,
+    a multi-byte draw cut by the end of the input, a pinned field; and a spec subclass (drawn by its own
+    `draw`, which makes the program and every program above it run without a tail)."""
+    import dataclasses
+    import random
+    from dataclasses import dataclass
+
+    from epfuzz.encoding import plancore
+    from epfuzz.encoding.codec import _Plan
+    from epfuzz.ir.fields import BoolField, ChoiceField, IntField, IntsField, ItemsField, SectionField, declare
+
+    @dataclass(frozen=True, slots=True)
+    class Odd(IntField):  # draws its value reversed: not IntField's draw
+        def draw(self, r, values, nested):  # type: ignore[no-untyped-def]
+            return self.hi - IntField.draw(self, r, values, nested)
+
+    @dataclass(frozen=True)
+    class Item:
+        a: int = declare(IntField(3, 40000, "", log=True))
+        b: int = declare(IntField(0, 9, "", hi_from="n"))
+
+    @dataclass(frozen=True)
+    class Inner:
+        k: str = declare(ChoiceField(("x", "y", "z"), ""))
+        f: bool = declare(BoolField(""))
+        w: int = declare(IntField(5, 70000, ""))
+
+    @dataclass(frozen=True)
+    class Top:
+        n: int = declare(IntField(0, 5, ""))
+        m: int = declare(IntField(2, 9, "", hi_fn=lambda v: v["n"] * 3 - 4))
+        xs: tuple[int, ...] = declare(IntsField(1, 300, 6, "", len_from="n", hi_from="m", log=True))
+        items: tuple[Item, ...] = declare(ItemsField(Item, 3, ""))
+        inner: Inner = declare(SectionField(Inner))
+        pinned: int = declare(IntField(0, 9, ""))
+        last: int = declare(IntField(1, 1 << 20, "", log=True))
+
+    @dataclass(frozen=True)
+    class OddInner:
+        odd: int = declare(Odd(0, 200, ""))
+
+    @dataclass(frozen=True)
+    class WithOdd:
+        inner: Inner = declare(SectionField(Inner))
+        o: OddInner = declare(SectionField(OddInner))
+
+    rng = random.Random(31)
+    plan = _Plan(Top, "", {"pinned": 7})
+    kinds = {s.kind for s in plan.program().steps} | {s.kind for s in plan.program().steps[3].nested.steps}
+    assert kinds == {plancore.INT, plancore.LOG, plancore.INTS, plancore.ITEMS, plancore.SECTION, plancore.FIXED}
+    odd = _Plan(WithOdd, "", {})
+    assert plan.program().tail == Top(pinned=7) and odd.program().tail is None
+    assert odd.program().steps[0].nested.tail == Inner() and odd.program().steps[1].nested.tail is None
+    assert odd.program().steps[1].nested.steps[0].kind == plancore.SPEC
+    for _ in range(400):
+        data = rng.randbytes(rng.randrange(0, 40))
+        for p in (plan, odd):
+            want, walked, got, looped, _ = _walk_and_loop(p, data)
+            assert got == want
+            assert looped == {k: v for k, v in walked.items() if k in looped}
+    assert _walk_and_loop(odd, b"")[2] == WithOdd(o=OddInner(odd=200))
+    assert dataclasses.replace(plan.program().decode(b"\x05\x09"), n=5).pinned == 7
+
+
+def test_cursor_draws_as_the_reader() -> None:
+    """`plancore.Cursor.draw` against `ChoiceReader.draw`: spans of one byte and of several, cut by the end."""
+    import random
+
+    from epfuzz.encoding import plancore
+
+    rng = random.Random(7)
+    for _ in range(3000):
+        data = rng.randbytes(rng.randrange(0, 6))
+        lo = rng.randrange(-5, 50)
+        hi = lo + rng.choice([0, 1, 255, 256, 257, 65535, 65536, 1 << 24, (1 << 24) + 1, rng.randrange(1 << 40)])
+        cur, r = plancore.Cursor(data), ChoiceReader(data)
+        for _ in range(3):
+            assert cur.draw(lo, hi) == r.draw(lo, hi) and cur.pos == r.pos
