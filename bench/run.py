@@ -77,6 +77,9 @@ def libfuzzer(script: Path, args: list[str], timeout: int = 900) -> dict[str, An
         crash = next(Path(tmp).glob("crash-*"), None)
         data = crash.read_bytes() if crash else None
     stats = {k: float(v) for k, v in STAT.findall(p.stderr)}
+    if "number_of_executed_units" not in stats:  # it never ran (an import error, say): no figure, not 0 exec/s
+        tail = (p.stderr.strip().splitlines() or [f"exit {p.returncode}, no output"])[-1]
+        raise SystemExit(f"bench: {script.name} did not run under libFuzzer: {tail}")
     return {"execs": int(stats.get("number_of_executed_units", 0)), "seconds": round(wall, 2),
             "exec_per_s": stats.get("average_exec_per_sec", 0.0), "found": data is not None,
             "input": data.hex() if data else None}
