@@ -28,13 +28,17 @@ def pad16(n: int) -> int:
     return (n + 15) & ~15
 
 
-_JOINED_MAX = 4096  # bytes: past this the join's per-chunk copies cost more than numpy's passes
+_JOINED_MAX: Final = 2048  # bytes: past this one numpy add over the token costs fewer instructions than the join
 _U32 = 0xFFFFFFFF
 _HEAD = struct.Struct("<3I")
 _U32LE = struct.Struct("<I")
 _TRAILER = struct.Struct("<4I")
-#: per chunk count, [b""] and the little-endian index words of every chunk but the trailer
-_INDEX_WORDS: dict[int, list[bytes]] = {}
+#: b"" and the little-endian index words 0, 1, ...: a joined token of n chunks is separated by the first n
+#: (made here, not on first use: 128 words, and no miss path for atheris coverage to depend on)
+_INDEX_WORDS: Final = [b""] + [_U32LE.pack(i) for i in range(_JOINED_MAX // CHUNK - 1)]
+#: [words]: u32 words of chunks that hold their index in the last word and 0 in the others, as many chunks as
+#: the largest token built by `_token_image_wide` so far (16 bytes per chunk of that token: bounded by it)
+_RAMP: Final[list[np.ndarray]] = [np.zeros(0, dtype="<u4")]
 
 
 @lru_cache(maxsize=1024)  # the expected images are made of these: a guided search reuses (epoch, token) often
@@ -45,22 +49,40 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
     place of i. A token of up to `_JOINED_MAX` bytes is one `bytes.join` of the chunk index words with the
     12 bytes every chunk shares as the separator (a C loop of small copies): a fresh scenario's tokens
     miss the cache, and the numpy construction cost ~2.5 us each at a few hundred bytes, mostly fixed
-    overhead (issue 31: 8% of a fresh `dispatch_any` scenario). Larger tokens, and values that do not fit
-    a u32 word, keep the numpy construction (`_token_image_numpy`); tests/oracle/test_payload.py holds
-    the two to the same bytes."""
+    overhead (issue 31: 8% of a fresh `dispatch_any` scenario). A larger token is one numpy add of its
+    repeated prefix and a ramp of index words (`_token_image_wide`): at 4 KiB it costs 42k instructions
+    where the join cost 50k and the column-by-column construction 54k, at 16 KiB 107k where they cost 203k
+    and 178k (callgrind, compiled core; the CRC is the same in each). Values that do not fit a u32 word
+    keep the column construction (`_token_image_numpy`, numpy's error); tests/oracle/test_payload.py holds
+    the three to the same bytes."""
     n = token_bytes // CHUNK
     sc = (src << 16) | channel
-    if not (0 <= n <= _JOINED_MAX // CHUNK and 0 <= epoch <= _U32 and 0 <= sc <= _U32 and 0 <= token <= _U32):
+    if not (n >= 0 and 0 <= epoch <= _U32 and 0 <= sc <= _U32 and 0 <= token <= _U32):
         return _token_image_numpy(epoch, src, channel, token, token_bytes)
-    seps = _INDEX_WORDS.get(n)
-    if seps is None:  # at most _JOINED_MAX // CHUNK + 1 lists, of at most that many 4-byte words
-        seps = _INDEX_WORDS[n] = [b""] + [_U32LE.pack(i) for i in range(n - 1)]
-    head = _HEAD.pack(epoch, sc, token).join(seps)  # b"" + (prefix + index) per chunk but the last
+    if n > _JOINED_MAX // CHUNK:
+        return _token_image_wide(epoch, sc, token, n)
+    head = _HEAD.pack(epoch, sc, token).join(_INDEX_WORDS[:n])  # b"" + (prefix + index) per chunk but the last
     return head + _TRAILER.pack(epoch, sc, token, zlib.crc32(head))
 
 
+def _token_image_wide(epoch: int, sc: int, token: int, n: int) -> bytes:
+    """`token_image` of n >= 1 chunks in one pass: the chunk prefix (epoch, sc, token, 0) repeated by bytes
+    multiplication plus the ramp of index words (no carry: each word is 0 in one of the two), then the
+    trailer's CRC in place of the last index word."""
+    ramp = _RAMP[0]
+    if len(ramp) < 4 * n:
+        m = max(n, len(ramp) // 2)  # doubling: a run of growing tokens rebuilds it a few times, not per token
+        ramp = np.zeros(4 * m, dtype="<u4")
+        ramp[3::4] = np.arange(m, dtype="<u4")
+        _RAMP[0] = ramp
+    words = np.frombuffer(_TRAILER.pack(epoch, sc, token, 0) * n, dtype="<u4") + ramp[:4 * n]
+    words[4 * n - 1] = zlib.crc32(words[:4 * n - 4])
+    return words.tobytes()
+
+
 def _token_image_numpy(epoch: int, src: int, channel: int, token: int, token_bytes: int) -> bytes:
-    """`token_image` built with numpy: every chunk's words at once, then the trailer."""
+    """`token_image` built with numpy column by column, then the trailer: the reference the faster
+    constructions are tested against, and the one that raises for a word past 32 bits."""
     n = token_bytes // CHUNK
     words = np.empty((n, 4), dtype="<u4")
     words[:, 0] = epoch

@@ -11,7 +11,7 @@ from typing import Final
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.model.epoch import expected_data, start_images
+from epfuzz.model.epoch import expected_data, start_buffers, start_images
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.packets import Tlp, TlpAction
 
@@ -61,9 +61,7 @@ class Starts:
             if not self._used:
                 self._used = True
                 return None
-            written = dict(self.start(layout, 0, True, True))
-            out = self._first = [(name, bytearray(written[name]) if name in written else bytearray(size))
-                                 for name, size in self.region_sizes(layout).items()]
+            out = self._first = list(start_buffers(self.region_sizes(layout)).items())
         return out
 
     def region_sizes(self, layout: Layout) -> dict[str, int]:
@@ -116,10 +114,8 @@ class Memory:
         templates = im.first(layout)
         if templates is not None:
             self.bufs = {name: image.copy() for name, image in templates}
-        else:
-            written = dict(im.start(layout, 0, True, True))
-            self.bufs = {name: bytearray(written[name]) if name in written else bytearray(size)
-                         for name, size in im.region_sizes(layout).items()}
+        else:  # made as they are, not epoch 0's start images made and then copied
+            self.bufs = start_buffers(im.region_sizes(layout))
         self._views: dict[str, memoryview] = {}
         #: the buffers hold epoch 0's start and nothing has landed: the first `start_epoch(0)` has nothing to write
         self._at_start0 = True

@@ -131,9 +131,10 @@ def test_canary_words_and_read_only() -> None:
 
 
 def test_token_image_joined_equals_numpy_construction() -> None:
-    """`token_image` joins the chunks' index words of tokens up to 4 KiB (issue 31): the same bytes as the
-    numpy construction it keeps for larger tokens and out-of-range words, at every size around the switch
-    and for random words, and the same errors for words past 32 bits and a negative size."""
+    """`token_image` joins the chunks' index words of tokens up to 2 KiB and adds a ramp of them to the
+    repeated prefix past that (issue 31): the same bytes as the column-by-column numpy construction it keeps
+    for out-of-range words, at every size around the switch, for random words and sizes that grow and shrink
+    the ramp, and the same errors for words past 32 bits and a negative size."""
     import random
 
     import pytest
@@ -142,7 +143,8 @@ def test_token_image_joined_equals_numpy_construction() -> None:
 
     make = pl.token_image.__wrapped__  # around the cache: every call builds
     rng = random.Random(31)
-    sizes = [0, 8, 16, 24, 32, 48, 4080, 4096, 4112, 14400] + [rng.randrange(0, 6000) for _ in range(60)]
+    sizes = [0, 8, 16, 24, 32, 48, 2032, 2048, 2064, 2080, 4096, 4112, 14400, 40000, 2064]
+    sizes += [rng.randrange(0, 20000) for _ in range(60)]
     for tb in sizes:
         e, src, c, tok = rng.randrange(0, 9), rng.randrange(0, 4), rng.randrange(0, 8), rng.randrange(0, 500)
         assert make(e, src, c, tok, tb) == pl._token_image_numpy(e, src, c, tok, tb), tb
@@ -155,3 +157,24 @@ def test_token_image_joined_equals_numpy_construction() -> None:
             make(*words, 64)
     with pytest.raises(ValueError):
         make(1, 0, 0, 0, -32)
+
+
+def test_expected_data_of_layouts_that_do_not_join() -> None:
+    """A layout whose slots cannot be joined to its region (issue 31) gets what the token-by-token copies
+    give: an error for a token size that is not a multiple of 16 bytes, the overflowing channel's tokens over
+    the next channel's slots, and an error past the region; a well-formed layout joins to the same bytes."""
+    import pytest
+
+    from epfuzz.model import epoch as ep
+    from epfuzz.protocols.base import Layout
+
+    with pytest.raises(ValueError):
+        ep.expected_data(Layout(2, 2, 24, 1, (1, 0)), 1)
+    over = Layout(2, 2, 32, 1, (3, 0))  # channel 0 says 3 tokens in 2 slots: the third lands in channel 1's
+    got = ep.expected_data(over, 2)
+    assert got.tobytes() == ep._expected_by_copies(over, 2, 0, ep.canary_bytes(2, 128)).tobytes()
+    assert got.tobytes()[64:96] == token_image(2, 0, 0, 4, 32) and not got.flags.writeable
+    with pytest.raises(ValueError):
+        ep.expected_data(Layout(2, 2, 32, 1, (0, 3)), 2)
+    fine = Layout(3, 4, 48, 1, (4, 0, 2))
+    assert ep.expected_data(fine, 5).tobytes() == ep._expected_by_copies(fine, 5, 0, ep.canary_bytes(5, 576)).tobytes()
