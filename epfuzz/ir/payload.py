@@ -36,8 +36,9 @@ _TRAILER = struct.Struct("<4I")
 #: b"" and the little-endian index words 0, 1, ...: a joined token of n chunks is separated by the first n
 #: (made here, not on first use: 128 words, and no miss path for atheris coverage to depend on)
 _INDEX_WORDS: Final = [b""] + [_U32LE.pack(i) for i in range(_JOINED_MAX // CHUNK - 1)]
-#: [words]: u32 words of chunks that hold their index in the last word and 0 in the others, as many chunks as
-#: the largest token built by `_token_image_wide` so far (16 bytes per chunk of that token: bounded by it)
+#: [words]: u32 words of chunks that hold their index in the last word and 0 in the others, for at least as
+#: many chunks as the largest token `_token_image_wide` built so far (grown by doubling: at most twice that
+#: token's bytes, ~33 KB after the random dispatch_any inputs, whose largest token is ~16.5 KB)
 _RAMP: Final[list[np.ndarray]] = [np.zeros(0, dtype="<u4")]
 
 
