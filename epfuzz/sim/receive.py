@@ -133,14 +133,16 @@ class Receiving:
         """Judge one accept; `trigger` is the seq of the TLP that woke the receiver (-1: the epoch's
         first look, which no TLP woke)."""
         mem = self.mem
-        lay = mem.layout
-        if self.cache is not None and c.region == ops.DATA:
-            return self._verify_cached(c, epoch, trigger, position)
-        if (c.region == ops.DATA and epoch == mem.epoch and c.offset >= 0 and c.length >= 0
-                and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
-            return None  # what judge says of a whole, right range, without a numpy object (most accepts)
+        region = c.region  # a `Consume` is a plain-Python object: each field read once (a generic get each)
+        if region == ops.DATA:
+            if self.cache is not None:
+                return self._verify_cached(c, epoch, trigger, position)
+            off, n = c.offset, c.length
+            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= len(mem.bufs[ops.DATA])
+                    and mem.same_as_expected(off, n)):
+                return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
-        v = judge(c, mem.bufs[c.region], mem.expected_of(epoch), lay, self.name, epoch)
+        v = judge(c, mem.bufs[region], mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
         return v
