@@ -8,6 +8,7 @@ they held (this epoch's poison, an older epoch's payload, or garbage).
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -29,6 +30,10 @@ _BYTE: Final = np.dtype(np.uint8)
 _frombuffer: Final = np.frombuffer
 _count_nonzero: Final = np.count_nonzero
 _not_equal: Final = np.not_equal
+#: per run length n of chunks (up to the shown ones'), their first and last u32 words in one struct read: the
+#: shown chunks are mostly one run (whole TLPs not landed), and a struct read is one call where numpy's strided
+#: columns are five
+_SPANS: Final = [struct.Struct("<" + "I8xI" * n) for n in range(MAX_REPORTED_CHUNKS + 1)]
 
 
 @dataclass(init=False)
@@ -130,11 +135,12 @@ def check_bytes(consume: Consume, a: bytes, e: bytes | None, layout: Layout, pro
     ks: list[int] = diff[:MAX_REPORTED_CHUNKS].tolist()
     lo = ks[0]
     hi = ks[len(ks) - 1] + 1
-    words = _frombuffer(a, _U32)
-    w0s: list[int] = words[4 * lo:4 * hi:4].tolist()
-    w3s: list[int] = words[4 * lo + 3:4 * hi:4].tolist()
+    if hi - lo < len(_SPANS):  # one struct read of the span's (first, last) words: (w0, w3) per chunk
+        ws: tuple[int, ...] = _SPANS[hi - lo].unpack_from(a, lo * CHUNK)
+    else:  # wrong chunks spread wider: the same pairs through numpy
+        ws = tuple(_frombuffer(a, _U32, 4 * (hi - lo), lo * CHUNK).reshape(-1, 4)[:, 0::3].ravel().tolist())
     off = consume.offset
-    v.bad_chunks = [(off + k * CHUNK, classify_words(w0s[k - lo], w3s[k - lo], epoch)) for k in ks]
+    v.bad_chunks = [(off + k * CHUNK, classify_words(ws[2 * (k - lo)], ws[2 * (k - lo) + 1], epoch)) for k in ks]
     tb = layout.token_bytes
     if tb > 0 and tb % CHUNK == 0 and off % tb == 0 and consume.length % tb == 0:
         # whole slots (what receivers accept): a slot is wrong iff its bytes differ, from the first wrong
