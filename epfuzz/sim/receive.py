@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -43,6 +43,8 @@ class Poll:
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
 Reading = tuple[Consume, int, int]
 
+_NOTHING: Final[frozenset[int]] = frozenset()
+
 
 class Receiving:
     """Receiver memory, the protocol's receiver, and what it is still reading or waiting on."""
@@ -62,10 +64,11 @@ class Receiving:
         self.early = self.flush and proto.flush_before_poll
         self.look = 0
         self.polls = polls
-        data_target = proto.targets.get(ops.DATA, 0)
         #: data-path TLPs not yet visible, which a flush read waits for
-        self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target) \
-            if self.flush else frozenset()
+        self.invisible: frozenset[int] = _NOTHING
+        if self.flush:
+            data_target = proto.targets.get(ops.DATA, 0)
+            self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target)
         # the receiver issues its own stores (resets) first and sees its own writes: it
         # polls again only once all of this epoch's local stores have been applied
         self.local_left: dict[int, int] = {}
@@ -186,9 +189,9 @@ class Receiving:
             lo, hi = _touched(t, spans[t.region])
             if hi > lo:
                 buf = self.mem.bufs[t.region]
-                before = bytes(buf[lo:hi])
+                before = buf[lo:hi]
                 self.mem.apply(t)
-                wakes = buf[lo:hi] != before
+                wakes = not buf.startswith(before, lo)  # compared in place: no second slice
             else:
                 self.mem.apply(t)
                 wakes = False
