@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
@@ -21,8 +21,9 @@ from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol
 
 FINISH = 1
 
-_U32X4 = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
-_U64 = struct.Struct("<Q")
+# Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
+_U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
+_U64: Final = struct.Struct("<Q")
 
 
 # What the compiled receivers read memory through: a view that exposes `bufs` (region -> bytearray, as
@@ -248,6 +249,9 @@ class DispatchReceiver(Receiver):
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
+        #: during a `poll` only, the view polled and its signal bytes: `_observe` reads them without a lookup
+        self._view: MemoryView | None = None
+        self._words: bytearray | None = None
 
     def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
         """The watched regions whole: a poll reads the tail words (or CQ entries, and the messages
@@ -266,6 +270,9 @@ class DispatchReceiver(Receiver):
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
         """New (finish, tail) observations for channel c since the last poll."""
         if self.word:
+            words = self._words
+            if words is not None and mem is self._view:  # in this class's poll, over the view it polls
+                return [self._word(buf_u64(words, c * 8), self.counts[c])]
             return [self._word(mem_u64(mem, ops.SIGNAL, c * 8), self.counts[c])]
         seen = []
         ms = self.ms
@@ -302,28 +309,22 @@ class DispatchReceiver(Receiver):
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         out: list[Consume] = []
         finished = self.finished
-        # this class's own `_observe` of tail words, over a view with `bufs`: read each word from the
-        # region's bytes here, without a lookup of the view and a list per channel (issue 31; a subclass
-        # may observe otherwise, so it goes through its `_observe`: tests/zoo/test_poll_words.py)
-        sig: bytearray | None = None
-        if self.word and type(self) is DispatchReceiver:
+        if self.word:  # the signal bytes, for `_observe` (a subclass's too: it may call this one)
             bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-            if bufs is not None:
-                sig = bufs[ops.SIGNAL]
-        for c in range(self.nch):
-            if finished[c]:
-                continue
-            n = self.counts[c]
-            if sig is not None:
-                finish, tail = self._word(buf_u64(sig, c * 8), n)
-                self._accept(out, c, n, finish, tail)
-                continue
-            for finish, tail in self._observe(mem, c, epoch):
-                if finish == -1:
-                    base = (c * self.ms + tail) * 16
-                    out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+            self._view, self._words = mem, None if bufs is None else bufs[ops.SIGNAL]
+        try:
+            for c in range(self.nch):
+                if finished[c]:
                     continue
-                self._accept(out, c, n, finish, tail)
+                n = self.counts[c]
+                for finish, tail in self._observe(mem, c, epoch):
+                    if finish == -1:
+                        base = (c * self.ms + tail) * 16
+                        out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+                        continue
+                    self._accept(out, c, n, finish, tail)
+        finally:  # the view's bytes may be replaced before the next poll: an `_observe` outside one reads anew
+            self._view = self._words = None
         return out
 
     def _accept(self, out: list[Consume], c: int, n: int, finish: int, tail: int) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
@@ -43,6 +43,8 @@ class Poll:
 #: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
 Reading = tuple[Consume, int, int]
 
+_NOTHING: Final[frozenset[int]] = frozenset()
+
 
 class Receiving:
     """Receiver memory, the protocol's receiver, and what it is still reading or waiting on."""
@@ -62,10 +64,11 @@ class Receiving:
         self.early = self.flush and proto.flush_before_poll
         self.look = 0
         self.polls = polls
-        data_target = proto.targets.get(ops.DATA, 0)
         #: data-path TLPs not yet visible, which a flush read waits for
-        self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target) \
-            if self.flush else frozenset()
+        self.invisible: frozenset[int] = _NOTHING
+        if self.flush:
+            data_target = proto.targets.get(ops.DATA, 0)
+            self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target)
         # the receiver issues its own stores (resets) first and sees its own writes: it
         # polls again only once all of this epoch's local stores have been applied
         self.local_left: dict[int, int] = {}
@@ -133,14 +136,16 @@ class Receiving:
         """Judge one accept; `trigger` is the seq of the TLP that woke the receiver (-1: the epoch's
         first look, which no TLP woke)."""
         mem = self.mem
-        lay = mem.layout
-        if self.cache is not None and c.region == ops.DATA:
-            return self._verify_cached(c, epoch, trigger, position)
-        if (c.region == ops.DATA and epoch == mem.epoch and c.offset >= 0 and c.length >= 0
-                and c.offset + c.length <= len(mem.bufs[ops.DATA]) and mem.same_as_expected(c.offset, c.length)):
-            return None  # what judge says of a whole, right range, without a numpy object (most accepts)
+        region = c.region  # a `Consume` is a plain-Python object: each field read once (a generic get each)
+        if region == ops.DATA:
+            if self.cache is not None:
+                return self._verify_cached(c, epoch, trigger, position)
+            off, n = c.offset, c.length
+            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= len(mem.bufs[ops.DATA])
+                    and mem.same_as_expected(off, n)):
+                return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
-        v = judge(c, mem.bufs[c.region], mem.expected_of(epoch), lay, self.name, epoch)
+        v = judge(c, mem.bufs[region], mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
             v.trigger, v.position = trigger, position
         return v
@@ -184,9 +189,9 @@ class Receiving:
             lo, hi = _touched(t, spans[t.region])
             if hi > lo:
                 buf = self.mem.bufs[t.region]
-                before = bytes(buf[lo:hi])
+                before = buf[lo:hi]
                 self.mem.apply(t)
-                wakes = buf[lo:hi] != before
+                wakes = not buf.startswith(before, lo)  # compared in place: no second slice
             else:
                 self.mem.apply(t)
                 wakes = False

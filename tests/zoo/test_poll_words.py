@@ -1,10 +1,11 @@
-"""The dispatch receiver's direct read of its tail words accepts what its `_observe` loop accepts.
+"""The dispatch receiver's read of its tail words accepts what a plain read through the view accepts.
 
-`DispatchReceiver.poll` reads the tail words straight from a view's `bufs` when it is that class
-itself (issue 31); a subclass, even one that changes nothing, goes through `_observe` as before.
-Both ways must consume the same bytes with the same words and end in the same state, for random
-tail words (ahead of, at and past the channel's count, finish bit set or not, counters carried
-from earlier epochs), every encoding and `epoch_base`, poll after poll.
+`DispatchReceiver.poll` looks a view's signal bytes up once per poll and its `_observe` reads the tail
+words from them (issue 31); a subclass that keeps `_observe` reads them so too, one that overrides it
+reads as it likes. The compiled class, an interpreted subclass that changes nothing and a reference whose
+`_observe` reads each word through the view's `u64` must consume the same bytes with the same words and
+end in the same state, for random tail words (ahead of, at and past the channel's count, finish bit set
+or not, counters carried from earlier epochs), every encoding and `epoch_base`, poll after poll.
 """
 
 from __future__ import annotations
@@ -17,12 +18,19 @@ import pytest
 from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
-from epfuzz.protocols.base import Consume
+from epfuzz.protocols.base import Consume, MemoryView
 from epfuzz.protocols.dispatch import DispatchReceiver, pack2
 
 
 class Observed(DispatchReceiver):
-    """The same receiver as an interpreted subclass: its poll goes through `_observe`."""
+    """The same receiver as an interpreted subclass that changes nothing."""
+
+
+class Reference(DispatchReceiver):
+    """Each tail word read through the view's method, as a receiver without the poll's lookup would."""
+
+    def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
+        return [self._word(mem.u64(ops.SIGNAL, c * 8), self.counts[c])]
 
 
 class Words:
@@ -60,10 +68,11 @@ def test_direct_words_accept_what_observe_accepts(kind: str, encoding: str, epoc
                                "signal": {"kind": kind, "encoding": encoding}})
         lay = get_protocol("dispatch_any").layout(scn)
         direct, observed = DispatchReceiver(scn, lay, epoch_base), Observed(scn, lay, epoch_base)
+        reference = Reference(scn, lay, epoch_base)
         mem = Words(chans)
         for epoch in range(3):
-            direct.start_epoch(epoch)
-            observed.start_epoch(epoch)
+            for rx in (direct, observed, reference):
+                rx.start_epoch(epoch)
             for _ in range(6):
                 c = rng.randrange(chans)
                 n = lay.tokens_in_channel[c]
@@ -72,9 +81,10 @@ def test_direct_words_accept_what_observe_accepts(kind: str, encoding: str, epoc
                 if epoch_base and rng.randrange(3):  # what earlier epochs added, as the counters carry it
                     word += epoch * (pack2(1, n) if encoding == "pack2" else n)
                 mem.set(c, word if rng.randrange(8) else rng.getrandbits(64))
-                got, want = direct.poll(mem, epoch), observed.poll(mem, epoch)
-                assert _key(got) == _key(want)
-                assert direct.state() == observed.state() and direct.done() == observed.done()
+                want = reference.poll(mem, epoch)
+                for rx in (direct, observed):
+                    assert _key(rx.poll(mem, epoch)) == _key(want)
+                    assert rx.state() == reference.state() and rx.done() == reference.done()
 
 
 def test_a_view_without_bufs_is_read_through_its_methods() -> None:
@@ -163,3 +173,19 @@ def test_completions_read_from_bufs_or_methods_agree(kind: str) -> None:
                 assert rxs[0].state() == rxs[1].state()
                 if stamp == epoch + 1 and kind == "write_imm":  # the entry read at its place: its slots accepted
                     assert rxs[0].tail[c] == tail or rxs[0].next_cqe[c] <= k
+
+
+def test_observe_after_a_poll_reads_the_view_anew() -> None:
+    """The signal bytes a poll looked up are its own: a view whose regions were replaced since (as `Memory`
+    replaces its buffers) is read as it is now, by an `_observe` called outside a poll."""
+    scn = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 4},
+                           "topology": {"num_channels": 1}, "signal": {"kind": "faa", "encoding": "pack2"}})
+    lay = get_protocol("dispatch_any").layout(scn)
+    rx = DispatchReceiver(scn, lay)
+    rx.start_epoch(0)
+    mem = Words(1)
+    mem.set(0, pack2(0, 1))
+    assert [c.length for c in rx.poll(mem, 0)] == [lay.token_bytes]
+    mem.bufs = {ops.SIGNAL: bytearray(8)}
+    mem.set(0, pack2(1, 3))
+    assert rx._observe(mem, 0, 0) == [(1, 3)]
