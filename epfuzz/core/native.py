@@ -51,6 +51,8 @@ COMPILED: tuple[str, ...] = (
     # Python classes with compiled methods, open to interpreted subclasses (`mypyc_attr` below)
     "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
     "epfuzz.protocols.shared_counter",
+    # what those senders make their ops with, without the op classes' plain-Python __init__ (`epfuzz.ir.opmake`)
+    "epfuzz.ir.opmake",
     # the scenario decoder's loop over a plan as data (issue 31.3: `epfuzz.encoding.plancore` says why a loop)
     "epfuzz.encoding.plancore",
 )

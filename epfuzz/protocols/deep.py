@@ -23,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from epfuzz.core.native import mypyc_attr
-from epfuzz.ir import ops
+from epfuzz.ir import opmake, ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView
@@ -224,12 +224,12 @@ class GuardedDispatch(DispatchProtocol):
             signaled = k = 0
             wrs = data_wrs(scn, lay, c)
             for i, (first, cnt, off, length) in enumerate(wrs):
-                prog.append(ops.Write(dqp, ops.DATA, off, length))
+                prog.append(opmake.write(dqp, ops.DATA, off, length))
                 done = first + cnt
                 last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
                 if last_piece and (done - signaled >= interval or done == n):
                     if self.flush_before_signal:
-                        prog.append(ops.Flush(dqp))
+                        prog.append(opmake.flush(dqp))
                     qp = (dqp + 1) % scn.topology.num_qps if self.epilogue_qp and self._remainder(scn, done, n) else sqp
                     prog.append(self._signal(scn, c, qp, signaled, done, n, k, epoch))
                     signaled, k = done, k + 1
@@ -246,15 +246,15 @@ class GuardedDispatch(DispatchProtocol):
 
     def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
         if self.remainder_flag and self._remainder(scn, tail, n):
-            return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(FINISH, n))
+            return opmake.write_value(qp, ops.SIGNAL, c * 8, pack2(FINISH, n))
         if self.remainder_imm and self._remainder(scn, tail, n):  # the one CQE of the call: the whole tail
-            return ops.WriteImm(qp, ops.DATA, 0, 0, imm=(c << 24) | (n << 1) | FINISH, cq_slot=0)
+            return opmake.write_imm(qp, ops.DATA, 0, 0, (c << 24) | (n << 1) | FINISH, 0)
         ch = scn.chunking
         if self.split_flag and ch.tokens_per_wr == 1 and ch.splits_per_token > 1:
-            return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(FINISH if tail == n else 0, tail))
+            return opmake.write_value(qp, ops.SIGNAL, c * 8, pack2(FINISH if tail == n else 0, tail))
         if self.width:
             finish = FINISH if tail == n else 0
-            return ops.AtomicAdd(qp, ops.SIGNAL, c * 8, (finish << self.width) + tail - old)
+            return opmake.atomic_add(qp, ops.SIGNAL, c * 8, (finish << self.width) + tail - old)
         return super()._signal(scn, c, qp, old, tail, n, k, epoch)
 
 

@@ -34,7 +34,7 @@ from __future__ import annotations
 from typing import Any, cast
 
 from epfuzz.core.native import mypyc_attr
-from epfuzz.ir import ops
+from epfuzz.ir import opmake, ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView
@@ -197,19 +197,19 @@ class Deep2Dispatch(GuardedDispatch):
             interval = n if scn.signal.at_end_only else scn.signal.interval
             prog: list[ops.Op] = []
             if self.remote_reset:
-                prog.append(ops.WriteValue(dqp, ops.SIGNAL, c * 8, 0))
+                prog.append(opmake.write_value(dqp, ops.SIGNAL, c * 8, 0))
             if self.notify:
                 nqp = dqp if self.notify_on_data_qp else 0
                 if self.remote_reset and nqp != dqp:  # "the reset has completed" (locally: pattern 4)
-                    prog.append(ops.Flush(dqp))
-                prog.append(ops.WriteValue(nqp, ops.RECV, c * lay.max_signals * 16, pack2(epoch + 1, n)))
+                    prog.append(opmake.flush(dqp))
+                prog.append(opmake.write_value(nqp, ops.RECV, c * lay.max_signals * 16, pack2(epoch + 1, n)))
             signaled = k = 0
             wrs = data_wrs(scn, lay, c)
             split = ch.tokens_per_wr == 1 and ch.splits_per_token > 1
             piece = 0
             for i, (first, cnt, off, length) in enumerate(wrs):
                 qp = (dqp + piece) % nq if self.rail_split and split else dqp
-                prog.append(ops.Write(qp, ops.DATA, off, length))
+                prog.append(opmake.write(qp, ops.DATA, off, length))
                 done = first + cnt
                 last_piece = i + 1 == len(wrs) or wrs[i + 1][0] >= done
                 piece = 0 if last_piece else piece + 1
@@ -217,9 +217,9 @@ class Deep2Dispatch(GuardedDispatch):
                     if self.flush_before_signal:
                         rails = ch.splits_per_token if self.flush_all and self.rail_split and split else 1
                         used = {(dqp + i) % nq for i in range(rails)}
-                        prog.extend(ops.Flush(q) for q in sorted(used))
+                        prog.extend(opmake.flush(q) for q in sorted(used))
                     if sqp != dqp:
-                        prog.append(ops.Spin(self.spin_ns))
+                        prog.append(opmake.spin(self.spin_ns))
                     qp = (dqp + 1) % nq if self.meta_epilogue and self._remainder(scn, done, n) else sqp
                     prog.append(self._signal2(scn, lay, c, qp, signaled, done, n, k, epoch))
                     signaled, k = done, k + 1
@@ -232,11 +232,11 @@ class Deep2Dispatch(GuardedDispatch):
                  epoch: int) -> ops.Op:
         finish = FINISH if tail == n else 0
         if self.meta:
-            return ops.WriteValue(qp, ops.RECV, c * lay.max_signals * 16, pack2(epoch + 1, tail))
+            return opmake.write_value(qp, ops.RECV, c * lay.max_signals * 16, pack2(epoch + 1, tail))
         if self.lanes:
-            return ops.AtomicAdd(qp, ops.SIGNAL, 0, (tail - old) << (self.lanes * c))
+            return opmake.atomic_add(qp, ops.SIGNAL, 0, (tail - old) << (self.lanes * c))
         if self.batch_flag and scn.chunking.tokens_per_wr > 1 and tail - old > 1:
-            return ops.WriteValue(qp, ops.SIGNAL, c * 8, pack2(finish, tail))
+            return opmake.write_value(qp, ops.SIGNAL, c * 8, pack2(finish, tail))
         return self._signal(scn, c, qp, old, tail, n, k, epoch)
 
 

@@ -15,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from epfuzz.core.native import mypyc_attr
-from epfuzz.ir import ops
+from epfuzz.ir import opmake, ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 
@@ -157,8 +157,8 @@ class DispatchProtocol(Protocol):
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
         # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
-        # generic lookup from compiled code); the ops are made with positional arguments, which spare the
-        # keyword dict a call into their Python __init__ builds (same objects: tests/zoo/test_sender_ops.py)
+        # generic lookup from compiled code); the ops are made by `epfuzz.ir.opmake`, which spares the call into
+        # their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, tests/scenario/test_opmake.py)
         sig = scn.signal
         nq = scn.topology.num_qps
         other_qp = sig.other_qp
@@ -170,7 +170,6 @@ class DispatchProtocol(Protocol):
         wrong_stride = self.wrong_stride
         no_signal = self.no_signal
         flush = self.flush_before_signal
-        write = ops.Write
         data = ops.DATA
         programs: list[list[ops.Op]] = []
         for c in range(lay.num_channels):
@@ -186,15 +185,15 @@ class DispatchProtocol(Protocol):
             for i, (first, cnt, off, length) in enumerate(wrs):
                 if wrong_stride:
                     dst, shift = self._shift(lay, c, first, cnt)
-                    prog.append(write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
+                    prog.append(opmake.write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
-                    prog.append(write(qp, data, off, length))
+                    prog.append(opmake.write(qp, data, off, length))
                 if no_signal:
                     continue
                 done = first + cnt
                 if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
                     if flush:
-                        prog.append(ops.Flush(qp))
+                        prog.append(opmake.flush(qp))
                     prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
                     signaled = done
                     k += 1
@@ -212,15 +211,15 @@ class DispatchProtocol(Protocol):
         word = 0 if self.shared_word else c * 8
         if kind == "faa":
             delta = pack2(finish, tail - old) if pack else tail - old
-            return ops.AtomicAdd(qp, ops.SIGNAL, word, delta, fence)
+            return opmake.atomic_add(qp, ops.SIGNAL, word, delta, fence)
         if kind == "write":
             value = pack2(finish, tail) if pack else tail
-            return ops.WriteValue(qp, ops.SIGNAL, word, value, fence)
+            return opmake.write_value(qp, ops.SIGNAL, word, value, fence)
         if kind == "write_imm":
             # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
-            return ops.WriteImm(qp, ops.DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
+            return opmake.write_imm(qp, ops.DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
         # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
-        return ops.Send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
+        return opmake.send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
         return self.receiver_cls(scn, lay, **self.receiver_opts)

@@ -18,7 +18,6 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 
 from __future__ import annotations
 
-import heapq
 from bisect import bisect_right
 from typing import Any, Final, cast
 
@@ -34,7 +33,7 @@ from epfuzz.sim.sender_side import gpu_op, mark_stale
 
 POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 BASE_LATENCY_NS: Final = 600   # one way, wire + switch
-_NEVER: Final = 1 << 62        # a time after every event
+_NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow hook
 _WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
@@ -235,28 +234,38 @@ def _waits(programs: list[list[ops.Op]]) -> bool:
     return False
 
 
+def _earliest(at: list[int]) -> int:
+    """The channel whose next op is the earliest (ties: the lowest channel), or -1 when none is ready."""
+    best, when = -1, _NEVER
+    for c in range(len(at)):
+        if at[c] < when:
+            best, when = c, at[c]
+    return best
+
+
 def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
                   psn: list[int], flushes: list[FlushWait] | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
-    The next op is the earliest channel's (ties: the lowest channel), kept in a heap. A Flush
-    parks its channel until every WR posted on its QP before it has completed (`SendQueues`);
-    each Flush's wait is appended to `flushes` when given.
+    The next op is the earliest channel's (ties: the lowest channel), by each channel's next op and time (`at`,
+    `nxt`: a heap of tuples cost a generic call and a tuple per op, issue 31). A Flush parks its channel until
+    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`.
     """
     nq = scn.topology.num_qps
     sq = SendQueues(scn, epoch, wr_base, psn, track=_waits(programs))
-    heap = [(0, c, 0) for c, prog in enumerate(programs) if prog]  # (time, channel, next op index)
-    heapq.heapify(heap)
+    at = [0 if prog else _NEVER for prog in programs]  # per channel: when its next op posts (_NEVER: not ready)
+    nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     frontier: dict[int, int] = {}  # channel * QPs + QP -> the QP's last WR before the channel's first
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
-            _settle(sq, heap, parked, programs)
-        if not heap:
+            _settle(sq, at, nxt, parked, programs)
+        c = _earliest(at)
+        if c < 0:
             break
-        t, c, idx = heap[0]
+        t, idx = at[c], nxt[c]
         prog = programs[c]
         op = prog[idx]
         kind = op_kind(op)
@@ -280,7 +289,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 i = bisect_right(sq.reads[q], f.wr)
                 after[c] = sq.reads[q][i - 1] if i else after[c]
                 parked.append((c, idx, f))
-                heapq.heappop(heap)
+                at[c] = _NEVER
                 continue
         elif kind == pk.K_GPU:  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
             gpu_op(cast(_GpuOp, op), c, idx, t, src, sq.wrs)
@@ -292,9 +301,9 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             sq.post(wop, kind, c, idx, q, t, after[c])
             t += POST_NS
         if idx + 1 < len(prog):
-            heapq.heapreplace(heap, (t, c, idx + 1))
+            at[c], nxt[c] = t, idx + 1
         else:
-            heapq.heappop(heap)
+            at[c] = _NEVER
     pkts = port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
     for p in pkts:
         if p.last:
@@ -304,7 +313,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     return sq.wrs, pkts
 
 
-def _settle(sq: SendQueues, heap: list[tuple[int, int, int]], parked: list[tuple[int, int, FlushWait]],
+def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[int, int, FlushWait]],
             programs: list[list[ops.Op]]) -> None:
     """Decide what the port has decided before the next post: start fenced WRs, resume parked Flushes.
 
@@ -314,7 +323,7 @@ def _settle(sq: SendQueues, heap: list[tuple[int, int, int]], parked: list[tuple
     """
     nq = len(sq.waiting)
     while True:
-        horizon = heap[0][0] if heap else _NEVER
+        horizon = min(at, default=_NEVER)  # the next post's time
         for q in range(nq):
             if sq.waiting[q]:
                 horizon = min(horizon, sq.bound(q))
@@ -332,7 +341,7 @@ def _settle(sq: SendQueues, heap: list[tuple[int, int, int]], parked: list[tuple
                 continue
             f.done = max(f.at, sq.completion(f.wr))
             if idx + 1 < len(programs[c]):
-                heapq.heappush(heap, (f.done, c, idx + 1))
+                at[c], nxt[c] = f.done, idx + 1
             changed = True
         parked[:] = still
         if not changed:

@@ -1,9 +1,10 @@
-"""The op check's fast path (`opcheck._fits`) passes exactly the ops the full check (`opcheck._problem`) passes.
+"""The op check classifies an op's class once (`opcheck.shape_of`) and applies the layout's rules to that shape
+(`opcheck._problem`): it must pass and refuse exactly what the rules, stated per op by isinstance below
+(`reference`), pass and refuse, with the same words, for random ops of every class (a plug-in's subclass
+included) in and out of range on random layouts.
 
-`check_programs` asks `_fits` first and `_problem` only for what `_fits` does not pass, so a `_fits` that
-passed an op outside the layout would let it through silently (a plug-in's arithmetic bug reported as an
-ordering finding, exit 1 instead of 3). Random ops of every class, in and out of range, on random layouts;
-a subclass of an op class goes the full way.
+A check that passed an op outside the layout would let it through silently (a plug-in's arithmetic bug
+reported as an ordering finding, exit 1 instead of 3).
 """
 
 from __future__ import annotations
@@ -16,12 +17,47 @@ from hypothesis import strategies as st
 
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
+from epfuzz.protocols import opcheck
 from epfuzz.protocols.base import Layout
-from epfuzz.protocols.opcheck import _fits, _problem, check_programs
+from epfuzz.protocols.opcheck import _problem, check_programs, shape_of
 
 REGIONS = st.sampled_from([*ops.REGIONS, "nowhere"])
 #: offsets and lengths around every region's edges, negatives and misaligned words included
 NUM = st.integers(-24, 700)
+
+
+def reference(op: ops.Op, channel: int, lay: Layout) -> str | None:
+    """The layout's rules, per op, as isinstance has the op's class (what the check made per op before shapes)."""
+    sizes = lay.sizes
+    span = None
+    if isinstance(op, (ops.Write, ops.WriteImm, ops.Read, ops.CeCopy)):
+        span = op.region, op.offset, op.length
+    elif isinstance(op, (ops.WriteValue, ops.AtomicAdd, ops.CeValue)):
+        span = op.region, op.offset, 8
+    if span is not None:
+        region, off, length = span
+        if region not in sizes:
+            return f"region {region!r} is none of {sorted(sizes)}"
+        if off < 0 or length < 0 or off + length > sizes[region]:
+            return f"bytes [{off}, {off + length}) are outside region {region!r} of {sizes[region]} bytes"
+    if isinstance(op, (ops.SrcStore, ops.SrcClear)):
+        size = sizes[ops.DATA]
+        if op.offset < 0 or op.length < 0 or op.offset + op.length > size:
+            return f"source bytes [{op.offset}, {op.offset + op.length}) are outside the data region of {size} bytes"
+    if isinstance(op, ops.AtomicAdd) and op.offset % 8:
+        return f"an atomic needs an 8-byte aligned offset, not {op.offset}"
+    slot = op.cq_slot if isinstance(op, ops.WriteImm) else op.slot if isinstance(op, ops.Send) else None
+    if slot is not None:
+        if not 0 <= slot < lay.max_signals:
+            return (f"CQ/recv entry {slot} of channel {channel} is outside [0, {lay.max_signals}) "
+                    "(layout.max_signals)")
+        if channel >= lay.num_channels:
+            return f"a completion of channel {channel}, but the layout has {lay.num_channels} channels"
+    return None
+
+
+def problem(op: ops.Op, channel: int, lay: Layout) -> str | None:
+    return _problem(op, shape_of(op), channel, lay.max_signals, lay.num_channels, lay.sizes)
 
 
 @st.composite
@@ -34,7 +70,12 @@ def layouts(draw: st.DrawFn) -> Layout:
 
 @dataclasses.dataclass(frozen=True, slots=True)
 class TaggedWrite(ops.Write):
-    """A plug-in's own kind of WRITE: `_fits` does not know it, the full check does."""
+    """A plug-in's own kind of WRITE: shaped as a Write."""
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class TaggedAdd(ops.AtomicAdd):
+    """A plug-in's own atomic: shaped as an AtomicAdd (the alignment rule included)."""
 
 
 OPS = st.one_of(
@@ -42,31 +83,32 @@ OPS = st.one_of(
     st.builds(TaggedWrite, st.integers(0, 3), REGIONS, NUM, NUM),
     st.builds(ops.WriteValue, st.integers(0, 3), REGIONS, NUM, NUM),
     st.builds(ops.AtomicAdd, st.integers(0, 3), REGIONS, NUM, NUM),
+    st.builds(TaggedAdd, st.integers(0, 3), REGIONS, NUM, NUM),
     st.builds(ops.WriteImm, st.integers(0, 3), REGIONS, NUM, NUM, st.integers(0, 9), st.integers(-2, 6)),
     st.builds(ops.Send, st.integers(0, 3), NUM, st.integers(-2, 6)),
     st.builds(ops.Read, st.integers(0, 3), REGIONS, NUM, NUM),
+    st.builds(ops.CeCopy, st.integers(0, 3), REGIONS, NUM, NUM, st.integers(0, 3)),
+    st.builds(ops.CeValue, st.integers(0, 3), REGIONS, NUM, NUM, st.integers(0, 3)),
     st.builds(ops.Flush, st.integers(0, 3)),
     st.builds(ops.Spin, NUM),
     st.builds(ops.SrcStore, NUM, NUM),
-    st.builds(ops.CeValue, st.integers(0, 3), REGIONS, NUM, NUM, st.integers(0, 3)),
+    st.builds(ops.SrcClear, NUM, NUM),
+    st.builds(ops.SrcFlush, st.booleans()),
+    st.builds(ops.ProxyFence),
 )
 
 
 @settings(max_examples=3000, deadline=None)
 @given(layouts(), OPS, st.integers(0, 5))
-def test_fits_passes_only_what_the_full_check_passes(lay: Layout, op: ops.Op, channel: int) -> None:
-    ok = _problem(op, channel, lay, lay.sizes) is None
-    if _fits(op, channel, lay, lay.sizes):
-        assert ok, op
-    elif type(op) in (ops.Write, ops.WriteValue, ops.AtomicAdd, ops.WriteImm, ops.Send, ops.Flush, ops.Spin):
-        assert not ok, f"the fast path should pass {op}"  # it decides these classes alone
+def test_the_check_states_the_rules_of_the_reference(lay: Layout, op: ops.Op, channel: int) -> None:
+    assert problem(op, channel, lay) == reference(op, channel, lay), op
 
 
 @settings(max_examples=500, deadline=None)
 @given(layouts(), st.lists(st.lists(OPS, max_size=4), min_size=1, max_size=4))
 def test_check_programs_raises_for_the_first_op_outside(lay: Layout, programs: list[list[ops.Op]]) -> None:
     bad = [(c, i, why) for c, prog in enumerate(programs) for i, op in enumerate(prog)
-           if (why := _problem(op, c, lay, lay.sizes)) is not None]
+           if (why := reference(op, c, lay)) is not None]
     if not bad:
         check_programs(programs, lay, "p", 0)
         return
@@ -76,13 +118,15 @@ def test_check_programs_raises_for_the_first_op_outside(lay: Layout, programs: l
     assert f"channel {c}, op {i} " in str(err.value) and str(err.value).endswith(why)
 
 
-def test_each_class_fast_path_catches_its_own_edge() -> None:
+def test_each_class_has_the_shape_of_its_rules() -> None:
     lay = Layout(2, 2, 16, 3, (2, 1))  # data 64 bytes, signal 16, cq and recv 96
-    assert _fits(ops.Write(0, ops.DATA, 48, 16), 0, lay, lay.sizes)
-    assert not _fits(ops.Write(0, ops.DATA, 49, 16), 0, lay, lay.sizes)
-    assert _fits(ops.AtomicAdd(0, ops.SIGNAL, 8, 1), 1, lay, lay.sizes)
-    assert not _fits(ops.AtomicAdd(0, ops.SIGNAL, 4, 1), 1, lay, lay.sizes)  # misaligned
-    assert not _fits(ops.WriteValue(0, ops.SIGNAL, 9, 1), 1, lay, lay.sizes)
-    assert _fits(ops.WriteImm(0, ops.DATA, 0, 0, 7, 2), 1, lay, lay.sizes)
-    assert not _fits(ops.WriteImm(0, ops.DATA, 0, 0, 7, 3), 1, lay, lay.sizes)  # max_signals 3
-    assert not _fits(ops.Send(0, 1, 0), 2, lay, lay.sizes)  # no channel 2
+    assert problem(ops.Write(0, ops.DATA, 48, 16), 0, lay) is None
+    assert "outside region 'data'" in (problem(ops.Write(0, ops.DATA, 49, 16), 0, lay) or "")
+    assert problem(TaggedAdd(0, ops.SIGNAL, 8, 1), 1, lay) is None
+    assert "aligned" in (problem(TaggedAdd(0, ops.SIGNAL, 4, 1), 1, lay) or "")  # a subclass keeps its rules
+    assert problem(ops.WriteImm(0, ops.DATA, 0, 0, 7, 2), 1, lay) is None
+    assert "layout.max_signals" in (problem(ops.WriteImm(0, ops.DATA, 0, 0, 7, 3), 1, lay) or "")
+    assert "2 channels" in (problem(ops.Send(0, 1, 0), 2, lay) or "")  # no channel 2
+    shape = shape_of(ops.ProxyFence())
+    assert (shape.span, shape.src, shape.aligned, shape.slot) == (opcheck.NO_SPAN, False, False, opcheck.NO_SLOT)
+    assert shape_of(TaggedWrite(0, ops.DATA, 0, 1)) is not shape_of(ops.Write(0, ops.DATA, 0, 1))  # per exact type

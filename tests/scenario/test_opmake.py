@@ -1,0 +1,78 @@
+"""`epfuzz.ir.opmake` (issue 31): what the compiled senders make their ops with must be what the op classes make
+from the same arguments, positional, by keyword or left to their defaults: the same class with every field set
+(checked against `dataclasses.fields`, so a field added to an op class fails here until its maker sets it),
+equal, with the same hash and repr, frozen, and pickled and copied as the class's own objects are."""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import pickle
+import random
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from epfuzz.ir import opmake, ops
+
+MAKERS: dict[Callable[..., Any], type] = {
+    opmake.write: ops.Write, opmake.write_value: ops.WriteValue, opmake.atomic_add: ops.AtomicAdd,
+    opmake.write_imm: ops.WriteImm, opmake.send: ops.Send, opmake.spin: ops.Spin, opmake.flush: ops.Flush}
+
+
+def _value(rng: random.Random, f: dataclasses.Field[Any]) -> Any:
+    if f.type in ("bool", bool):
+        return rng.random() < 0.5
+    if f.type in ("str", str):
+        return rng.choice(ops.REGIONS)
+    return rng.choice([0, 1, -3, rng.randrange(1 << 70), rng.randrange(1 << 20)])
+
+
+def _same(a: object, b: object) -> None:
+    assert type(a) is type(b)
+    for f in dataclasses.fields(b):  # type: ignore[arg-type]
+        assert getattr(a, f.name) == getattr(b, f.name), f.name
+        assert type(getattr(a, f.name)) is type(getattr(b, f.name)), f.name
+    assert a == b and hash(a) == hash(b) and repr(a) == repr(b)
+
+
+@pytest.mark.parametrize("maker", list(MAKERS), ids=lambda m: m.__name__)
+def test_a_maker_makes_what_its_class_makes(maker: Callable[..., Any]) -> None:
+    cls = MAKERS[maker]
+    fields = dataclasses.fields(cls)
+    required = [f for f in fields if f.default is dataclasses.MISSING]
+    rng = random.Random(maker.__name__)
+    for _ in range(200):
+        values = [_value(rng, f) for f in fields]
+        n = rng.randrange(len(required), len(fields) + 1)  # the later fields left to their defaults
+        made = maker(*values[:n])
+        _same(made, cls(*values[:n]))
+        _same(maker(**{f.name: v for f, v in zip(fields[:n], values)}), made)
+        _same(pickle.loads(pickle.dumps(made)), made)
+        _same(copy.deepcopy(made), made)
+        _same(dataclasses.replace(made), made)
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            setattr(made, fields[0].name, 1)
+
+
+def test_a_maker_takes_its_classs_parameters() -> None:
+    """Same names, order and defaults as the class (where the maker has a signature to read: pure Python)."""
+    for maker, cls in MAKERS.items():
+        try:
+            mine = inspect.signature(maker).parameters
+        except (TypeError, ValueError):  # pragma: no cover - a compiled function without a text signature
+            continue
+        theirs = inspect.signature(cls).parameters
+        assert [(p.name, p.default) for p in mine.values()] == [(p.name, p.default) for p in theirs.values()]
+
+
+def test_every_op_a_compiled_sender_makes_comes_from_its_maker() -> None:
+    """The compiled senders call no op class (a class call there is the Python __init__ this module spares)."""
+    from epfuzz.core.native import COMPILED, source
+    for name in COMPILED:
+        if name.startswith("epfuzz.protocols.") and name != "epfuzz.protocols.opcheck":
+            text = source(name).read_text()
+            called = {c.__name__ for c in MAKERS.values() if f"ops.{c.__name__}(" in text}
+            assert not called, f"{name} calls {called}: use epfuzz.ir.opmake"
