@@ -16,7 +16,7 @@ from collections.abc import Callable
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
-from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes, apply_tlp_overtakes
+from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes, apply_tlp_overtakes
 from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
@@ -111,7 +111,7 @@ class Built:
         if arrival is not None:
             arrivals = arrival(pkts)
         elif net:
-            arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+            arrivals, pinv = apply_packet_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
         if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
             arrivals = issue_order(arrivals, self.wrs)
         proto = self.proto
