@@ -205,3 +205,18 @@ def _position(stream: tuple[list[int], list[int], list[int]], seq: int) -> int:
     starts, lens, before = stream
     j = bisect_right(starts, seq) - 1
     return 0 if j < 0 else before[j] + min(seq - starts[j] + 1, lens[j])
+
+
+def test_the_pair_memo_answers_as_the_table() -> None:
+    """`tlp_pass_rule`'s memo of the last Attrs pair gives the table's verdict for every pair of the
+    responder's Attrs, asked in a random order with repeats (a hit and a miss after each other)."""
+    from epfuzz.sim.pass_rules import _PairMemo, _table_rule
+    from epfuzz.sim.responder import RESPONDER_ATTRS
+
+    rng = random.Random(15)
+    memo = _PairMemo()
+    pairs = [(a, b) for a in RESPONDER_ATTRS for b in RESPONDER_ATTRS]
+    asked = [rng.choice(pairs) for _ in range(3000)]
+    asked += [p for p in asked[:500] for _ in range(2)]
+    assert all(memo.rule(a, b) == _table_rule(a, b) for a, b in asked)
+    assert {_table_rule(a, b) for a, b in pairs} - {None}  # some pairs pass: the comparison is not all None
