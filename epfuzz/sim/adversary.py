@@ -39,27 +39,38 @@ class QpStreams:
 
     def __init__(self, items: Sequence[Tlp], window: int) -> None:
         self.window = window
-        qps = sorted({t.qp for t in items if not t.local})
-        #: per QP: the run starts (seq), their unit counts, and the stream's units before each run
-        self.starts: dict[int, list[int]] = {q: [] for q in qps}
-        self.lens: dict[int, list[int]] = {q: [] for q in qps}
-        self.before: dict[int, list[int]] = {q: [] for q in qps}
-        count = dict.fromkeys(qps, 0)
-        for t in sorted(items, key=_seq):
-            for q in ([t.qp] if not t.local else qps):
-                if q in count:
-                    self.starts[q].append(t.seq)
-                    self.lens[q].append(t.n)
-                    self.before[q].append(count[q])
-                    count[q] += t.n
+        #: the TLPs by seq (a run's TLP list is never changed afterwards: the adversary splits copies)
+        self.items: Sequence[Tlp] = items if _by_seq(items) else sorted(items, key=_seq)
+        #: per QP, made on first use (`stream`): the run starts (seq), their unit counts, and the stream's
+        #: units before each run. Only the QPs of TLPs that move past their own QP's are ever asked for,
+        #: so a schedule of a few moves builds a stream or two, not every QP's (issue 31: building them
+        #: all was a quarter of the adversary's share of a fresh scenario)
+        self.made: dict[int, tuple[list[int], list[int], list[int]]] = {}
+
+    def stream(self, qp: int) -> tuple[list[int], list[int], list[int]]:
+        """`qp`'s stream: its own TLPs and every receiver-local store, in seq order."""
+        s = self.made.get(qp)
+        if s is None:
+            starts: list[int] = []
+            lens: list[int] = []
+            before: list[int] = []
+            count = 0
+            for t in self.items:
+                if t.local or t.qp == qp:
+                    starts.append(t.seq)
+                    lens.append(t.n)
+                    before.append(count)
+                    count += t.n
+            s = self.made[qp] = (starts, lens, before)
+        return s
 
     def position(self, qp: int, seq: int) -> int:
         """Units of `qp`'s stream with a seq up to and including `seq`."""
-        starts = self.starts[qp]
+        starts, lens, before = self.stream(qp)
         j = _after(starts, seq) - 1
         if j < 0:
             return 0
-        return self.before[qp][j] + min(seq - starts[j] + 1, self.lens[qp][j])
+        return before[j] + min(seq - starts[j] + 1, lens[j])
 
     def reach(self, item: Tlp, prev: Tlp, rule: str) -> int:
         """How many units of `prev`, counted from its tail, `item` may pass (the passer is one unit)."""
@@ -89,6 +100,16 @@ def _after(a: list[int], x: int) -> int:
 
 def _seq(t: Tlp) -> int:
     return t.seq
+
+
+def _by_seq(items: Sequence[Tlp]) -> bool:
+    """Whether `items` ascend by seq already (a responder's output does): then no sort, and no key call per TLP."""
+    last = -1  # seqs are >= 0 (a negative one only costs the sort)
+    for t in items:
+        if t.seq <= last:
+            return False
+        last = t.seq
+    return True
 
 
 def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pass: PassRule,
@@ -273,3 +294,45 @@ def surviving_tlps(order: Sequence[Tlp],
                 out.append((a, x, r))
             s += x.n
     return out
+
+
+def apply_packet_overtakes(items: Sequence[Packet], moves: Sequence[tuple[int, int]], can_pass: PassRule,
+                           window: int) -> tuple[list[Packet], list[tuple[Packet, Packet, str]]]:
+    """`apply_overtakes` for packets, typed: a packet is one unit, so no run is ever isolated or split, a
+    move's unit is its position, and every step passes exactly one packet. The generic body read each
+    packet's fields by generic attribute look-up (issue 31: three quarters of a fresh scenario's net moves);
+    tests/sim/test_adversary_tlp.py holds the two to the same orders and inversions."""
+    order: list[Packet] = list(items)
+    inversions: list[tuple[Packet, Packet, str]] = []
+    total = len(order)
+    if total < 2:
+        return order, inversions
+    for index, distance in moves:
+        pos = index % total
+        item = order[pos]
+        remaining = distance
+        while remaining > 0 and pos > 0:
+            prev = order[pos - 1]
+            if prev.seq > item.seq:
+                rule = "restore"
+            else:
+                r = can_pass(item, prev)
+                if r is None or prev.seq + 1 - (item.seq - window) <= 0:  # the window: oldest passable is seq - window
+                    break
+                rule = r
+                inversions.append((item, prev, rule))
+            order[pos - 1], order[pos] = item, prev
+            pos -= 1
+            remaining -= 1
+    if not inversions:
+        return order, inversions
+    at = {x.seq: i for i, x in enumerate(order)}  # `surviving`: a packet is never split, its piece is itself
+    width = len(order)
+    out: list[tuple[Packet, Packet, str]] = []
+    seen: set[int] = set()
+    for a, b, r in inversions:
+        ra, i = at[a.seq], at[b.seq]
+        if ra < i and ra * width + i not in seen:
+            seen.add(ra * width + i)
+            out.append((a, order[i], r))
+    return order, out

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
 from epfuzz.protocols.opcheck import check_programs
-from epfuzz.sim.adversary import PassRule, QpStreams, apply_overtakes, apply_tlp_overtakes
+from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes, apply_tlp_overtakes
 from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
@@ -29,7 +29,7 @@ from epfuzz.sim.run import SimRun
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 
 __all__ = ["FORMS", "NET_WINDOW", "Built", "FormCache", "Poll", "SimRun", "build", "build_form", "build_over",
-           "config_key", "replay", "simulate", "simulate_over"]
+           "FormKey", "config_key", "replay", "simulate", "simulate_over"]
 
 
 def build(scn: Scenario, proto: Protocol,
@@ -111,7 +111,7 @@ class Built:
         if arrival is not None:
             arrivals = arrival(pkts)
         elif net:
-            arrivals, pinv = apply_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+            arrivals, pinv = apply_packet_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
         if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
             arrivals = issue_order(arrivals, self.wrs)
         proto = self.proto
@@ -179,6 +179,45 @@ def config_key(scn: Scenario) -> tuple[object, ...]:
     return out
 
 
+class FormKey:
+    """A cache key: a protocol's id and a configuration (`config_key`), hashed once.
+
+    A tuple key was hashed anew by each dict operation of a miss (look-up, insert, LRU move), and each
+    time every section's dataclass `__hash__` ran, interpreted; here the hash is taken once, and a section
+    that is the very object the previous key had there (the decoder shares its default sections) reuses
+    that one's hash. Equality is still the whole configuration's, so the key is as complete as `config_key`."""
+
+    __slots__ = ("pid", "cfg", "h")
+
+    def __init__(self, pid: int, cfg: tuple[object, ...]) -> None:
+        self.pid, self.cfg = pid, cfg
+        prev = _PREV
+        if len(prev) != len(cfg):
+            prev[:] = [(None, 0)] * len(cfg)
+        hs = [pid]
+        for i, x in enumerate(cfg):
+            seen = prev[i]
+            if seen[0] is x:
+                hs.append(seen[1])
+            else:
+                hx = hash(x)
+                prev[i] = (x, hx)
+                hs.append(hx)
+        self.h = hash(tuple(hs))
+
+    def __hash__(self) -> int:
+        return self.h
+
+    def __eq__(self, other: object) -> bool:
+        return (isinstance(other, FormKey) and self.h == other.h and self.pid == other.pid
+                and self.cfg == other.cfg)
+
+
+#: per position of the configuration, the section object last hashed there and its hash (it keeps at most
+#: one configuration's sections alive)
+_PREV: list[tuple[object, int]] = []
+
+
 class FormCache:
     """Built forms by (protocol, configuration), least recently used first out, at most `maxsize`.
 
@@ -190,7 +229,7 @@ class FormCache:
                  key: Callable[[Scenario], tuple[object, ...]] | None = None) -> None:
         self.maxsize = maxsize
         self.key = key or config_key  # another key only in tests (one that forgets a field must be caught)
-        self.forms: OrderedDict[tuple[int, tuple[object, ...]], Built] = OrderedDict()
+        self.forms: OrderedDict[FormKey, Built] = OrderedDict()
         self.hits = 0
         self.misses = 0
         #: the last form returned, with its protocol and configuration: always the most recent entry of
@@ -206,7 +245,7 @@ class FormCache:
         if last is not None and last[0] is proto and last[1] == cfg and last[2].proto is proto:
             self.hits += 1
             return last[2]
-        key = (id(proto), cfg)
+        key = FormKey(id(proto), cfg)
         forms = self.forms
         f = forms.get(key)
         if f is not None and f.proto is proto:  # the identity check: an id may be reused after a protocol dies
@@ -215,8 +254,10 @@ class FormCache:
             self._last = (proto, cfg, f)
             return f
         self.misses += 1
+        stale = f is not None
         f = forms[key] = build_form(scn, proto)
-        forms.move_to_end(key)
+        if stale:  # a new key goes in last already; a replaced one keeps its place
+            forms.move_to_end(key)
         while len(forms) > self.maxsize:
             forms.popitem(last=False)
         self._last = (proto, cfg, f)
@@ -230,7 +271,7 @@ class FormCache:
         time it was mutated again, and its child paid the build (issue 27: a cost that grew with the
         corpus). Results cannot depend on it: the form is what a miss would build."""
         cfg = self.key(scn)
-        key = (id(proto), cfg)
+        key = FormKey(id(proto), cfg)
         forms = self.forms
         f = forms.get(key)
         if f is None or f.proto is not proto:

@@ -35,6 +35,7 @@ def tlp_pass_rule() -> PassRule:
     earlier one (`epfuzz.model.cebatch`). The reorder window is applied
     by `apply_overtakes`, unit by unit.
     """
+    table = _PairMemo()
 
     def rule(later: Tlp, earlier: Tlp) -> str | None:
         if later.epoch != earlier.epoch:          # epochs are separated by a barrier
@@ -54,8 +55,8 @@ def tlp_pass_rule() -> PassRule:
         if later.target != earlier.target:        # PCIe orders a path, not different completers
             return "path"
         if earlier.action == _FETCH:              # a later WR of the QP, not fenced behind the READ
-            return UNFENCED if _table_rule(later.attrs, earlier.attrs) is not None else None
-        return _table_rule(later.attrs, earlier.attrs)
+            return UNFENCED if table.rule(later.attrs, earlier.attrs) is not None else None
+        return table.rule(later.attrs, earlier.attrs)
 
     return rule
 
@@ -74,6 +75,27 @@ def _table_rule(a: Attrs, b: Attrs) -> str | None:
     if hit is not None and hit[0] is a and hit[1] is b:
         return hit[2]
     return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
+
+
+class _PairMemo:
+    """`_table_rule` of the last (later, earlier) Attrs pair one rule was asked about, by identity.
+
+    A move checks one passer against its neighbours in turn, and most TLPs share a few Attrs objects, so
+    the pair mostly repeats; the table's own look-up builds an (id, id) key (two boxed ints and a tuple)
+    and hashes it, ~1k instructions per pass checked (issue 31). Attrs are frozen: a pair's verdict never
+    changes, and the memo holds the pair it answers for, so identity cannot alias."""
+
+    def __init__(self) -> None:
+        self.a: Attrs | None = None
+        self.b: Attrs | None = None
+        self.r: str | None = None
+
+    def rule(self, a: Attrs, b: Attrs) -> str | None:
+        if a is self.a and b is self.b:
+            return self.r
+        r = _table_rule(a, b)
+        self.a, self.b, self.r = a, b, r
+        return r
 
 
 #: Final: mypyc keeps these in C statics, not looked up in the module's dict at every pass checked

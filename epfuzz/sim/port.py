@@ -3,7 +3,7 @@ wire (split from `epfuzz.sim.requester`, whose send queues decide the ready time
 
 from __future__ import annotations
 
-import heapq
+from heapq import heappop, heappush
 from typing import Final
 
 from epfuzz.sim.packets import Packet
@@ -30,13 +30,13 @@ class Port:
         self.gone = [-1] * len(lat)  # per QP, the PSN of its last departed packet (a QP departs in PSN order)
 
     def add(self, p: Packet) -> None:
-        heapq.heappush(self.heap, (p.ready, p.qp, p.psn, len(self.items)))
+        heappush(self.heap, (p.ready, p.qp, p.psn, len(self.items)))
         self.items.append(p)
 
     def advance(self, horizon: int) -> None:
         heap, items, lat = self.heap, self.items, self.lat
         while heap and heap[0][0] < horizon:
-            p = items[heapq.heappop(heap)[3]]
+            p = items[heappop(heap)[3]]
             dep = p.ready if p.ready > self.free else self.free
             self.free = dep + max(p.length, MIN_PKT_BYTES) * self.rate_div // LINK_BYTES_PER_NS
             p.depart, p.arrive = dep, dep + lat[p.qp]
@@ -50,22 +50,62 @@ def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> lis
     is a sort of plain ints (`_order`): a key tuple per packet read through attribute getters cost
     more than the rest of the requester's port and wire together (issue 31)."""
     nq = len(lat)
-    ps = 0
-    for p in pkts:
-        if p.psn >= ps:
-            ps = p.psn + 1
-    pkts[:] = _order(pkts, [(p.ready * nq + p.qp) * ps + p.psn for p in pkts])
+    if not _in_port_order(pkts):
+        ps = 0
+        for p in pkts:
+            if p.psn >= ps:
+                ps = p.psn + 1
+        pkts[:] = _order(pkts, [(p.ready * nq + p.qp) * ps + p.psn for p in pkts])
     port_free = 0
     for p in pkts:
         p.depart = p.ready if p.ready > port_free else port_free
         port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
         p.arrive = p.depart + lat[p.qp]
-    span = 0  # departures are >= 0 (the port is free from 0 on): a mixed-radix digit, base max + 1
-    for p in pkts:
-        if p.depart >= span:
-            span = p.depart + 1
-    pkts[:] = _order(pkts, [((p.arrive * span + p.depart) * nq + p.qp) * ps + p.psn for p in pkts])
+    if not _in_arrival_order(pkts):
+        ps = 0
+        span = 0  # departures are >= 0 (the port is free from 0 on): a mixed-radix digit, base max + 1
+        for p in pkts:
+            if p.psn >= ps:
+                ps = p.psn + 1
+            if p.depart >= span:
+                span = p.depart + 1
+        pkts[:] = _order(pkts, [((p.arrive * span + p.depart) * nq + p.qp) * ps + p.psn for p in pkts])
     return pkts
+
+
+def _in_port_order(pkts: list[Packet]) -> bool:
+    """Whether `pkts` ascend by (ready, QP, PSN) already (half of the epochs of random scenarios do): then
+    the sort is the identity, and its keys (a boxed int per packet, twice) are not made."""
+    for i in range(1, len(pkts)):
+        a, b = pkts[i - 1], pkts[i]
+        if a.ready != b.ready:
+            if a.ready > b.ready:
+                return False
+        elif a.qp != b.qp:
+            if a.qp > b.qp:
+                return False
+        elif a.psn >= b.psn:
+            return False
+    return True
+
+
+def _in_arrival_order(pkts: list[Packet]) -> bool:
+    """Whether `pkts` ascend by (arrival, departure, QP, PSN) already: in port order they do unless the
+    QPs' latencies differ (departures strictly increase, so with one latency arrivals do too)."""
+    for i in range(1, len(pkts)):
+        a, b = pkts[i - 1], pkts[i]
+        if a.arrive != b.arrive:
+            if a.arrive > b.arrive:
+                return False
+        elif a.depart != b.depart:
+            if a.depart > b.depart:
+                return False
+        elif a.qp != b.qp:
+            if a.qp > b.qp:
+                return False
+        elif a.psn >= b.psn:
+            return False
+    return True
 
 
 def _order(pkts: list[Packet], keys: list[int]) -> list[Packet]:

@@ -134,3 +134,89 @@ def test_surviving_walks_the_pieces_the_sorted_search_found() -> None:
                     assert [(id(x), id(y), r) for x, y, r in surviving_tlps(order, inv)] == want
                 compared += bool(inv)
     assert compared > 300
+
+
+def test_the_packet_copy_agrees_with_the_generic_adversary() -> None:
+    """`apply_packet_overtakes` (the engine's net moves) gives the generic body's order and surviving passes,
+    packet for packet, on the send-order packets of random scenarios under random net schedules (windows
+    small and large: the window check is the one branch the copy folds)."""
+    from epfuzz.sim.adversary import apply_packet_overtakes
+    from epfuzz.sim.pass_rules import packet_pass_rule
+
+    rng = random.Random(13)
+    names, presets = sorted(BUILTIN), list(PRESETS)
+    compared = moved = 0
+    for _ in range(200):
+        scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
+        pkts = engine.build_form(scn, get_protocol(scn.protocol)).packets
+        for window in (2, engine.NET_WINDOW):
+            moves = [(rng.randrange(1024), rng.randint(1, 64)) for _ in range(rng.randint(1, 6))]
+            generic = apply_overtakes(pkts, moves, packet_pass_rule(True), window)
+            typed = apply_packet_overtakes(pkts, moves, packet_pass_rule(True), window)
+            assert [p.seq for p in typed[0]] == [p.seq for p in generic[0]]
+            assert [(id(a), id(b), r) for a, b, r in typed[1]] == [(id(a), id(b), r) for a, b, r in generic[1]]
+            compared += 1
+            moved += bool(generic[1])
+    assert compared == 400 and moved > 100
+
+
+def _streams_eagerly(items: list[Tlp]) -> dict[int, tuple[list[int], list[int], list[int]]]:
+    """Every QP's stream, built at once as `QpStreams` did before it made them on first use (the reference)."""
+    qps = sorted({t.qp for t in items if not t.local})
+    out: dict[int, tuple[list[int], list[int], list[int]]] = {q: ([], [], []) for q in qps}
+    count = dict.fromkeys(qps, 0)
+    for t in sorted(items, key=lambda t: t.seq):
+        for q in ([t.qp] if not t.local else qps):
+            out[q][0].append(t.seq)
+            out[q][1].append(t.n)
+            out[q][2].append(count[q])
+            count[q] += t.n
+    return out
+
+
+def test_streams_made_on_first_use_are_the_eager_ones() -> None:
+    """`QpStreams.stream` builds a QP's stream when a move first asks for it: the same runs, unit counts and
+    positions the eager construction made for every QP, in responder order and shuffled."""
+    rng = random.Random(14)
+    names, presets = sorted(BUILTIN), list(PRESETS)
+    compared = 0
+    for _ in range(150):
+        scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
+        form = engine.build_form(scn, get_protocol(scn.protocol))
+        tlps = form.arrived(scn, engine.net_moves(scn)).tlps
+        want = _streams_eagerly(tlps)
+        top = max((t.seq + t.n for t in tlps), default=0)
+        seqs = sorted({-1, top, *range(0, top, max(1, top // 64)), *(t.seq + t.n - 1 for t in tlps)})
+        shuffled = list(tlps)
+        rng.shuffle(shuffled)
+        for items in (tlps, shuffled):
+            s = QpStreams(items, 4)
+            for q, stream in want.items():
+                assert s.stream(q) == stream
+                for seq in seqs:
+                    assert s.position(q, seq) == _position(stream, seq)
+                compared += 1
+    assert compared > 300
+
+
+def _position(stream: tuple[list[int], list[int], list[int]], seq: int) -> int:
+    from bisect import bisect_right
+
+    starts, lens, before = stream
+    j = bisect_right(starts, seq) - 1
+    return 0 if j < 0 else before[j] + min(seq - starts[j] + 1, lens[j])
+
+
+def test_the_pair_memo_answers_as_the_table() -> None:
+    """`tlp_pass_rule`'s memo of the last Attrs pair gives the table's verdict for every pair of the
+    responder's Attrs, asked in a random order with repeats (a hit and a miss after each other)."""
+    from epfuzz.sim.pass_rules import _PairMemo, _table_rule
+    from epfuzz.sim.responder import RESPONDER_ATTRS
+
+    rng = random.Random(15)
+    memo = _PairMemo()
+    pairs = [(a, b) for a in RESPONDER_ATTRS for b in RESPONDER_ATTRS]
+    asked = [rng.choice(pairs) for _ in range(3000)]
+    asked += [p for p in asked[:500] for _ in range(2)]
+    assert all(memo.rule(a, b) == _table_rule(a, b) for a, b in asked)
+    assert {_table_rule(a, b) for a, b in pairs} - {None}  # some pairs pass: the comparison is not all None

@@ -8,6 +8,7 @@ build: verdict, violation, culprits, rules fired and the whole trace.
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import sys
 from typing import Any
@@ -195,3 +196,24 @@ def test_put_is_most_recent_and_bounded() -> None:
     misses = cache.misses
     cache.get(scns[1], proto)
     assert cache.misses == misses + 1
+
+
+SECTIONS = [f for f in engine.CONFIG_FIELDS if dataclasses.is_dataclass(getattr(Scenario(), f))]
+
+
+def test_an_equal_configuration_made_anew_finds_its_form() -> None:
+    """`FormKey` hashes a configuration once, reusing a section's hash where the key before it had that
+    very object: an equal configuration made anew (new section objects, other keys made in between)
+    hashes alike and finds the form, and one changed field does not."""
+    cache = engine.FormCache(maxsize=512)
+    scns = _scenarios(120, 5)
+    forms = [cache.get(s, get_protocol(s.protocol)) for s in scns]
+    misses = cache.misses
+    for s, f in reversed(list(zip(scns, forms))):
+        again = s.replace(**{f: dataclasses.replace(getattr(s, f)) for f in SECTIONS})
+        assert again == s and again.payload is not s.payload
+        assert engine.FormKey(7, engine.config_key(again)).h == engine.FormKey(7, engine.config_key(s)).h
+        assert cache.get(again, get_protocol(s.protocol)) is f
+    assert cache.misses == misses
+    s = scns[0].with_path("payload.hidden_bytes", scns[0].payload.hidden_bytes + 16)
+    assert cache.get(s, get_protocol(s.protocol)) is not forms[0] and cache.misses == misses + 1
