@@ -24,13 +24,15 @@ FINISH = 1
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
 _U64: Final = struct.Struct("<Q")
+_DATA: Final = ops.DATA  # the region names too (`ops` is plain Python: a module attribute get per use)
+_SIGNAL: Final = ops.SIGNAL
+_WATCH_SIGNAL: Final = frozenset({ops.SIGNAL})
+_WATCH_CQ: Final = frozenset({ops.CQ})
 
 
-# What the compiled receivers read memory through: a view that exposes `bufs` (region -> bytearray, as
-# `epfuzz.sim.memory.Memory` does) is read directly (an attribute get, a dict lookup and a C-level unpack),
-# any other view (a backend's, a test's) through its methods. Same bytes, same results as the methods of
-# `Memory` (the same expressions); a method call from compiled code into `Memory` cost a lookup, argument
-# parsing and boxing per word (issue 31).
+# What the compiled receivers read memory through: a view with `bufs` (region -> bytearray, as `Memory`) is read
+# directly, any other (a backend's, a test's) through its methods; the same bytes and expressions as `Memory`'s
+# methods, whose call from compiled code cost a lookup, argument parsing and boxing per word (issue 31).
 def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
     """`mem.u64(region, offset)`."""
     bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
@@ -231,13 +233,12 @@ class DispatchReceiver(Receiver):
 
     def __init__(self, scn: Scenario, lay: Layout, epoch_base: bool = False) -> None:
         self.lay = lay
-        self.epoch_base = epoch_base  # counters persist across epochs: subtract what earlier epochs added
-        self.epoch = 0
-        self.kind = scn.signal.kind
-        self.pack = scn.signal.encoding == "pack2"
+        self.epoch_base, self.epoch = epoch_base, 0  # counters persist across epochs: subtract earlier epochs'
+        sig = scn.signal  # a plain-Python dataclass: each attribute read is a generic get
+        self.kind, self.pack = sig.kind, sig.encoding == "pack2"
         #: the tail is a word in signal memory (not a completion): decided once, read at every poll
         self.word = self.kind in ("faa", "write")
-        self.watch = frozenset({ops.SIGNAL}) if self.word else frozenset({ops.CQ})
+        self.watch = _WATCH_SIGNAL if self.word else _WATCH_CQ
         n = lay.num_channels
         # the layout's numbers, copied once: a poll reads them per channel and per slot
         self.nch = n
@@ -253,10 +254,9 @@ class DispatchReceiver(Receiver):
         self._words: bytearray | None = None
 
     def watch_bytes(self) -> Mapping[str, Sequence[tuple[int, int]]] | None:
-        """The watched regions whole: a poll reads the tail words (or CQ entries, and the messages
-        they complete) and consumes everything they announce, so a second poll over unchanged words
-        finds nothing. Only this class and the built-in subclasses that say so promise it: a subclass
-        may read more (it opts in by overriding this)."""
+        """The watched regions whole: a poll reads the tail words (or CQ entries, and the messages they complete)
+        and consumes everything they announce, so a second poll over unchanged words finds nothing. Only this
+        class and the built-in subclasses that say so promise it: a subclass may read more (it opts in)."""
         return {} if type(self) is DispatchReceiver else None
 
     def start_epoch(self, epoch: int) -> None:
@@ -272,7 +272,7 @@ class DispatchReceiver(Receiver):
             words = self._words
             if words is not None and mem is self._view:  # in this class's poll, over the view it polls
                 return [self._word(buf_u64(words, c * 8), self.counts[c])]
-            return [self._word(mem_u64(mem, ops.SIGNAL, c * 8), self.counts[c])]
+            return [self._word(mem_u64(mem, _SIGNAL, c * 8), self.counts[c])]
         seen = []
         ms = self.ms
         # the CQ's bytes looked up once for the channel's entries, not per entry (`mem_u32x4`'s read)
@@ -310,7 +310,7 @@ class DispatchReceiver(Receiver):
         finished = self.finished
         if self.word:  # the signal bytes, for `_observe` (a subclass's too: it may call this one)
             bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-            self._view, self._words = mem, None if bufs is None else bufs[ops.SIGNAL]
+            self._view, self._words = mem, None if bufs is None else bufs[_SIGNAL]
         try:
             for c in range(self.nch):
                 if finished[c]:
@@ -333,7 +333,7 @@ class DispatchReceiver(Receiver):
             tail = n
         old = tails[c]
         if tail > old:
-            out.append(Consume(ops.DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
+            out.append(Consume(_DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
                                f"slots [{old}, {tail}) of channel {c}"))
             tails[c] = tail
         if finish and tails[c] == n:

@@ -44,6 +44,8 @@ class Poll:
 Reading = tuple[Consume, int, int]
 
 _NOTHING: Final[frozenset[int]] = frozenset()
+#: the region names, as constants to compiled code (`ops` is plain Python: `ops.DATA` is a module attribute get)
+_DATA: Final = ops.DATA
 
 
 class Receiving:
@@ -67,8 +69,8 @@ class Receiving:
         #: data-path TLPs not yet visible, which a flush read waits for
         self.invisible: frozenset[int] = _NOTHING
         if self.flush:
-            data_target = proto.targets.get(ops.DATA, 0)
-            self.invisible = frozenset(t.seq for t in tlps if t.region == ops.DATA and t.target == data_target)
+            data_target = proto.targets.get(_DATA, 0)
+            self.invisible = frozenset(t.seq for t in tlps if t.region == _DATA and t.target == data_target)
         # the receiver issues its own stores (resets) first and sees its own writes: it
         # polls again only once all of this epoch's local stores have been applied
         self.local_left: dict[int, int] = {}
@@ -101,7 +103,7 @@ class Receiving:
         self.epoch = epoch
         self.mem.start_epoch(epoch, poison=self.proto.poison, reset=self.proto.reset_signals)
         if self.cache is not None and (self.proto.poison or epoch == 0):  # the poison is the GPU's own store
-            self.cache.store(self.mem.bufs[ops.DATA], 0, len(self.mem.bufs[ops.DATA]))
+            self.cache.store(self.mem.bufs[_DATA], 0, len(self.mem.bufs[_DATA]))
         self.rx.start_epoch(epoch)
         self.pending_local = self.local_left.get(epoch, 0)
 
@@ -137,11 +139,11 @@ class Receiving:
         first look, which no TLP woke)."""
         mem = self.mem
         region = c.region  # a `Consume` is a plain-Python object: each field read once (a generic get each)
-        if region == ops.DATA:
+        if region == _DATA:
             if self.cache is not None:
                 return self._verify_cached(c, epoch, trigger, position)
             off, n = c.offset, c.length
-            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= len(mem.bufs[ops.DATA])
+            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= len(mem.bufs[_DATA])
                     and mem.same_as_expected(off, n)):
                 return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
@@ -155,13 +157,13 @@ class Receiving:
         read saw is memory with the lines it was served from laid over it."""
         assert self.cache is not None
         mem = self.mem
-        buf = mem.bufs[ops.DATA]
+        buf = mem.bufs[_DATA]
         if not 0 <= c.offset <= c.offset + c.length <= len(buf):  # judge's one-line error for a bad range
-            return judge(c, mem.regions[ops.DATA], mem.expected_of(epoch), mem.layout, self.name, epoch)
+            return judge(c, mem.regions[_DATA], mem.expected_of(epoch), mem.layout, self.name, epoch)
         seen, stale = self.cache.read(buf, c.offset, c.length, self.epoch, c.invalidate)
         if epoch == mem.epoch and seen == mem.expected[c.offset:c.offset + c.length].tobytes():
             return None
-        region = mem.regions[ops.DATA].copy()
+        region = mem.regions[_DATA].copy()
         region[c.offset:c.offset + c.length] = np.frombuffer(seen, dtype=np.uint8)
         v = judge(c, region, mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
@@ -203,8 +205,8 @@ class Receiving:
             self.arrived = t.seq + t.n
         if t.local:
             self.pending_local -= 1
-            if self.cache is not None and t.region == ops.DATA:  # RX-own-store
-                self.cache.store(self.mem.bufs[ops.DATA], t.off, t.length)
+            if self.cache is not None and t.region == _DATA:  # RX-own-store
+                self.cache.store(self.mem.bufs[_DATA], t.off, t.length)
         v = self._still_reading(t, position)
         if v is not None:
             return v
@@ -226,13 +228,13 @@ class Receiving:
         horizon = self.look if self.early else self.arrived
         self.look = self.arrived
         for c in consumed:
-            if self.flush and c.region == ops.DATA:  # the flush read is issued now: behind all arrived so far
+            if self.flush and c.region == _DATA:  # the flush read is issued now: behind all arrived so far
                 self.deferred += ((c, horizon),)       # (flush_before_poll: all arrived at the previous look)
                 continue
             v = self._verify(c, epoch, trigger, position)
             if v is not None:
                 return v
-            if self.lag and c.region == ops.DATA:
+            if self.lag and c.region == _DATA:
                 self.reading += ((c, epoch, self.lag),)
         return None
 
