@@ -323,7 +323,7 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
     """
     nq = len(sq.waiting)
     while True:
-        horizon = min(at, default=_NEVER)  # the next post's time
+        horizon = at[e] if (e := _earliest(at)) >= 0 else _NEVER  # the next post's time
         for q in range(nq):
             if sq.waiting[q]:
                 horizon = min(horizon, sq.bound(q))
