@@ -46,9 +46,15 @@ class QpStreams:
         #: so a schedule of a few moves builds a stream or two, not every QP's (issue 31: building them
         #: all was a quarter of the adversary's share of a fresh scenario)
         self.made: dict[int, tuple[list[int], list[int], list[int]]] = {}
+        #: the QP asked for last and its stream: a move's passes mostly ask for one QP's stream, and the dict
+        #: look-up boxed the QP and hashed it each time (issue 31). Streams never change once made
+        self.last_qp = -1
+        self.last: tuple[list[int], list[int], list[int]] = ([], [], [])
 
     def stream(self, qp: int) -> tuple[list[int], list[int], list[int]]:
         """`qp`'s stream: its own TLPs and every receiver-local store, in seq order."""
+        if qp == self.last_qp:
+            return self.last
         s = self.made.get(qp)
         if s is None:
             starts: list[int] = []
@@ -62,15 +68,13 @@ class QpStreams:
                     before.append(count)
                     count += t.n
             s = self.made[qp] = (starts, lens, before)
+        self.last_qp, self.last = qp, s
         return s
 
     def position(self, qp: int, seq: int) -> int:
         """Units of `qp`'s stream with a seq up to and including `seq`."""
         starts, lens, before = self.stream(qp)
-        j = _after(starts, seq) - 1
-        if j < 0:
-            return 0
-        return before[j] + min(seq - starts[j] + 1, lens[j])
+        return _position(starts, lens, before, seq)
 
     def reach(self, item: Tlp, prev: Tlp, rule: str) -> int:
         """How many units of `prev`, counted from its tail, `item` may pass (the passer is one unit)."""
@@ -79,10 +83,19 @@ class QpStreams:
         if item.local:
             return prev.seq + prev.n - (item.seq - self.window)
         q = item.qp
-        here = self.position(q, item.seq)
+        starts, lens, before = self.stream(q)  # once for both positions
+        here = _position(starts, lens, before, item.seq)
         if prev.local or prev.qp == q:  # prev's units are consecutive in the stream
-            return self.position(q, prev.seq) + prev.n - here + self.window
-        return prev.n if here - self.position(q, prev.seq) <= self.window else 0
+            return _position(starts, lens, before, prev.seq) + prev.n - here + self.window
+        return prev.n if here - _position(starts, lens, before, prev.seq) <= self.window else 0
+
+
+def _position(starts: list[int], lens: list[int], before: list[int], seq: int) -> int:
+    """`QpStreams.position` over a stream already looked up."""
+    j = _after(starts, seq) - 1
+    if j < 0:
+        return 0
+    return before[j] + min(seq - starts[j] + 1, lens[j])
 
 
 def _after(a: list[int], x: int) -> int:
@@ -136,17 +149,15 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
         run = order[pos]
         k = u - acc
         if run.n > 1:  # isolate the chosen unit
-            parts: list[Any] = []
-            if k:
+            if k:  # in place, not a slice assignment: no slice object or parts list per split (issue 31)
                 head, run = run.split(k)
-                parts.append(head)
+                order[pos] = head
+                pos += 1
+                order.insert(pos, run)
             if run.n > 1:
                 run, rest = run.split(1)
-                parts += [run, rest]
-            else:
-                parts.append(run)
-            order[pos:pos + 1] = parts
-            pos += 1 if k else 0
+                order[pos] = run
+                order.insert(pos + 1, rest)
         item = order[pos]
         remaining = distance
         while remaining > 0 and pos > 0:
@@ -167,7 +178,8 @@ def apply_overtakes(items: Sequence[T], moves: Sequence[tuple[int, int]], can_pa
                     break
             if m < prev.n:
                 head, prev = prev.split(prev.n - m)
-                order[pos - 1:pos] = [head, prev]
+                order[pos - 1] = head
+                order.insert(pos, prev)
                 pos += 1
             if rule != "restore":
                 inversions.append((item, prev, rule))
@@ -230,17 +242,15 @@ def apply_tlp_overtakes(items: Sequence[Tlp], moves: Sequence[tuple[int, int]], 
         run = order[pos]
         k = u - acc
         if run.n > 1:  # isolate the chosen unit
-            parts: list[Tlp] = []
-            if k:
+            if k:  # in place, not a slice assignment: no slice object or parts list per split (issue 31)
                 head, run = run.split(k)
-                parts.append(head)
+                order[pos] = head
+                pos += 1
+                order.insert(pos, run)
             if run.n > 1:
                 run, rest = run.split(1)
-                parts += [run, rest]
-            else:
-                parts.append(run)
-            order[pos:pos + 1] = parts
-            pos += 1 if k else 0
+                order[pos] = run
+                order.insert(pos + 1, rest)
         item = order[pos]
         remaining = distance
         while remaining > 0 and pos > 0:
@@ -261,7 +271,8 @@ def apply_tlp_overtakes(items: Sequence[Tlp], moves: Sequence[tuple[int, int]], 
                     break
             if m < prev.n:
                 head, prev = prev.split(prev.n - m)
-                order[pos - 1:pos] = [head, prev]
+                order[pos - 1] = head
+                order.insert(pos, prev)
                 pos += 1
             if rule != "restore":
                 inversions.append((item, prev, rule))
@@ -271,9 +282,10 @@ def apply_tlp_overtakes(items: Sequence[Tlp], moves: Sequence[tuple[int, int]], 
     return order, surviving_tlps(order, inversions)
 
 
-def surviving_tlps(order: Sequence[Tlp],
-                   inversions: Sequence[tuple[Tlp, Tlp, str]]) -> list[tuple[Tlp, Tlp, str]]:
-    """`surviving` over typed TLP runs (see `apply_tlp_overtakes`)."""
+def surviving_tlps(order: list[Tlp],
+                   inversions: list[tuple[Tlp, Tlp, str]]) -> list[tuple[Tlp, Tlp, str]]:
+    """`surviving` over typed TLP runs (see `apply_tlp_overtakes`), taking lists: over a Sequence each
+    index and each loop went through the generic item and iterator protocol (issue 31)."""
     if not inversions:
         return []
     # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
