@@ -22,7 +22,8 @@ $(VENV)/.installed: pyproject.toml
 CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/ir/payload.py epfuzz/model/epoch.py epfuzz/model/oracle.py \
             epfuzz/search/featcore.py epfuzz/search/schedcore.py epfuzz/protocols/dispatch.py epfuzz/protocols/deep.py epfuzz/protocols/deep2.py \
             epfuzz/protocols/inband_tag.py epfuzz/protocols/shared_counter.py epfuzz/core/native.py epfuzz/core/corebuild.py \
-            epfuzz/encoding/plancore.py epfuzz/ir/opmake.py
+            epfuzz/encoding/plancore.py epfuzz/ir/opmake.py \
+            epfuzz/protocols/consmake.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
 	$(PY) -m epfuzz.core.corebuild
 	touch $@

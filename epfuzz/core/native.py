@@ -49,6 +49,8 @@ COMPILED: tuple[str, ...] = (
     # from base.py's plain-Python Protocol and Receiver (kept so: a plug-in subclasses them, and an ABC's
     # abstract checks and class-level overrides hold only outside mypyc), so mypyc compiles them as ordinary
     # Python classes with compiled methods, open to interpreted subclasses (`mypyc_attr` below)
+    # what their receivers make their accepts with, without `Consume`'s plain-Python __init__ (consmake)
+    "epfuzz.protocols.consmake",
     "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
     "epfuzz.protocols.shared_counter",
     # what those senders make their ops with, without the op classes' plain-Python __init__ (`epfuzz.ir.opmake`)

@@ -27,6 +27,7 @@ from epfuzz.ir import opmake, ops
 from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView
+from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatch import (
     FINISH,
     DispatchProtocol,
@@ -144,7 +145,7 @@ class GuardedReceiver(DispatchReceiver):
             while t < signalled[c] and self._stamped(mem, c, t, epoch):
                 t += 1
             if t > old:
-                out.append(Consume(ops.DATA, (c * self.spc + old) * self.tb, (t - old) * self.tb,
+                out.append(consume(ops.DATA, (c * self.spc + old) * self.tb, (t - old) * self.tb,
                                    c, f"slots [{old}, {t}) of channel {c} (signal and trailer seen)"))
                 tails[c] = t
             if fin[c] and t == n:

@@ -18,6 +18,7 @@ from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import opmake, ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
+from epfuzz.protocols.consmake import consume
 
 FINISH = 1
 
@@ -319,7 +320,7 @@ class DispatchReceiver(Receiver):
                 for finish, tail in self._observe(mem, c, epoch):
                     if finish == -1:
                         base = (c * self.ms + tail) * 16
-                        out.append(Consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+                        out.append(consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                         continue
                     self._accept(out, c, n, finish, tail)
         finally:  # the view's bytes may be replaced before the next poll: an `_observe` outside one reads anew
@@ -333,7 +334,7 @@ class DispatchReceiver(Receiver):
             tail = n
         old = tails[c]
         if tail > old:
-            out.append(Consume(_DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
+            out.append(consume(_DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
                                f"slots [{old}, {tail}) of channel {c}"))
             tails[c] = tail
         if finish and tails[c] == n:

@@ -16,6 +16,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.payload import CHUNK, token_checksum_ok
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
+from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatch import DispatchProtocol, mem_read, mem_u32x4
 
 
@@ -65,7 +66,7 @@ class TagReceiver(Receiver):
                 if self.checksum and not token_checksum_ok(mem_read(mem, ops.DATA, off, tb)):
                     continue
                 row[i] = True
-                out.append(Consume(ops.DATA, off, tb, c, f"slot {i} of channel {c} (tag seen)"))
+                out.append(consume(ops.DATA, off, tb, c, f"slot {i} of channel {c} (tag seen)"))
         return out
 
     def done(self) -> bool:
