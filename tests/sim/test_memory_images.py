@@ -109,3 +109,16 @@ def test_a_copy_past_either_end_does_what_the_memoryviews_did() -> None:
                 got = ValueError
             assert got == want, (off, shift, n)
             assert len(mem.bufs[ops.DATA]) == size
+
+
+def test_fresh_buffers_are_epoch_zeros_start_images_over_zeroed_regions() -> None:
+    """`start_buffers` (what a fresh memory is made as) restates epoch 0's start for speed: held here to
+    `start_images(layout, 0)` written over zeroed regions, the rule it restates."""
+    from epfuzz.model.epoch import start_buffers, start_images
+
+    for lay in _layouts():
+        sizes = lay.sizes
+        want = {name: bytearray(size) for name, size in sizes.items()}
+        for name, image in start_images(lay, 0, poison=False, reset=False):
+            want[name][:len(image)] = image
+        assert start_buffers(sizes) == want
