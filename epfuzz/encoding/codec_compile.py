@@ -31,6 +31,7 @@ from epfuzz.ir.fields import (
     draw_int,
     write_int,
 )
+from epfuzz.ir.slotinit import settable_fields
 
 
 class SlotLike(Protocol):
@@ -278,7 +279,10 @@ def compile_program(plan: PlanLike, free: object) -> plancore.Program:
     draw otherwise): any other is drawn by its own `draw` (`plancore.SPEC`), as the plan walk draws it."""
     steps = [_step(s, free) for s in plan.slots]
     names = [s.name for s in plan.slots]
-    return plancore.Program(plan.cls, steps, None if names == _positional(plan.cls) else tuple(names))
+    positional = names == _positional(plan.cls)
+    fields = settable_fields(plan.cls)
+    return plancore.Program(plan.cls, steps, None if positional else tuple(names),
+                            fields if positional and fields == tuple(names) else None)
 
 
 def _step(s: SlotLike, free: object) -> plancore.Step:

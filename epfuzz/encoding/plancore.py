@@ -32,6 +32,8 @@ ITEMS: Final = 6    # ItemsField: a count, then the item program per item
 SECTION: Final = 7  # SectionField: the nested program, no bytes of its own
 SPEC: Final = 8     # any other spec: its own `draw`
 
+_new: Final = object.__new__  # a C static in the compiled module (`epfuzz.ir.opmake` says why)
+
 
 class Step:
     """One field of a program: what `Program.run` draws for it (unused parts keep their defaults)."""
@@ -58,7 +60,9 @@ class Step:
 
 class Program:
     """The steps of one dataclass under one set of pins, and how its instance is made from their values:
-    `cls(*values)` where the steps are its parameters in order, else by keyword (`names`).
+    `cls(*values)` where the steps are its parameters in order, else by keyword (`names`); where the steps
+    are every field of a plain frozen dataclass in order (`fields`, `epfuzz.ir.slotinit.settable_fields`),
+    `object.__new__` and a set per field, without the call of its interpreted `__init__`.
 
     Past the end of the input every draw is its range's lowest value whatever its bounds (a draw reads
     zeros there: `lo`; on a log scale the bit length of `lo`, then `lo` itself; the first option, False, an
@@ -69,10 +73,12 @@ class Program:
     case, not a benchmark's. A program with a `SPEC` step (its draw is the spec's own) has no tail (`None`)
     and runs every step; so does every program above it."""
 
-    def __init__(self, cls: Any, steps: list[Step], names: tuple[str, ...] | None) -> None:
+    def __init__(self, cls: Any, steps: list[Step], names: tuple[str, ...] | None,
+                 fields: tuple[str, ...] | None = None) -> None:
         self.cls = cls
         self.steps = steps
         self.names = names
+        self.fields = fields if names is None and fields is not None and len(fields) == len(steps) else None
         self.rest: list[list[Any]] = []
         self.tail: Any = None
         if all(s.kind != SPEC and (s.nested is None or s.nested.tail is not None) for s in steps):
@@ -81,6 +87,12 @@ class Program:
             self.tail = self.make(ends)
 
     def make(self, args: list[Any]) -> Any:
+        fields = self.fields
+        if fields is not None:
+            o = _new(self.cls)
+            for name, v in zip(fields, args):
+                object.__setattr__(o, name, v)
+            return o
         names = self.names
         if names is None:
             return self.cls(*args)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -295,3 +297,39 @@ def test_cursor_draws_as_the_reader() -> None:
         cur, r = plancore.Cursor(data), ChoiceReader(data)
         for _ in range(3):
             assert cur.draw(lo, hi) == r.draw(lo, hi) and cur.pos == r.pos
+
+
+def test_plan_loop_makes_sections_without_their_init_as_the_class_makes_them() -> None:
+    """The loop makes the scenario and each section (`Program.fields`) with `object.__new__` and a set per
+    field: the objects equal what the classes make from the same values, with the same hash, repr and pickle,
+    every slot set; a program whose steps are not the class's fields in order calls the class."""
+    import pickle
+    import random
+
+    from epfuzz.encoding import plancore
+    from epfuzz.encoding.codec import _plan_for
+    from epfuzz.ir.scenario import Overtake, Scenario
+
+    def programs(p: plancore.Program) -> list[plancore.Program]:
+        out = [p]
+        for s in p.steps:
+            if s.nested is not None:
+                out += programs(s.nested)
+        return out
+
+    every = programs(_plan_for("dispatch_any", "spec").program())
+    assert all(p.fields is not None for p in every)  # the scenario, its sections and overtakes
+    rng = random.Random(5)
+    for _ in range(40):
+        scn = _plan_for("dispatch_any", "spec").program().decode(rng.randbytes(rng.randrange(20, 120)))
+        objs = [scn, *[getattr(scn, f.name) for f in dataclasses.fields(Scenario)][2:]]
+        objs = [o for o in objs if dataclasses.is_dataclass(o)] + list(scn.schedule)
+        for o in objs:
+            made = type(o)(*[getattr(o, f.name) for f in dataclasses.fields(o)])
+            assert o == made and hash(o) == hash(made) and repr(o) == repr(made)
+            assert pickle.loads(pickle.dumps(o)) == made
+    # steps by keyword (not the parameters in order): the class's own call
+    p = plancore.Program(Overtake, [plancore.Step(plancore.FIXED, "index", fixed=3),
+                                    plancore.Step(plancore.FIXED, "stage", fixed="net")], ("index", "stage"),
+                         ("stage", "index", "distance"))
+    assert p.fields is None and p.decode(b"") == Overtake("net", 3)

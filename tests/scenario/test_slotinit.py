@@ -108,3 +108,58 @@ def test_a_class_it_cannot_reproduce_is_refused() -> None:
     for cls in (NoSlots, NotFrozen, PostInit, WithInitVar, Factory, KwOnly, NoInit, int):
         with pytest.raises(TypeError, match="fast_init"):
             fast_init(cls)
+
+
+def test_settable_fields_are_the_init_parameters_of_plain_frozen_dataclasses_only() -> None:
+    """`settable_fields` (what the compiled decoder makes sections by, without their `__init__`): the fields in
+    order for the IR's classes (a default factory included: the decoder passes every field), None for every
+    class whose instance is not `object.__new__` plus one set per field."""
+    from epfuzz.ir.slotinit import settable_fields
+
+    for cls in FAST + [scenario.Scenario]:
+        assert settable_fields(cls) == tuple(f.name for f in dataclasses.fields(cls)), cls
+
+    @dataclass(frozen=True)
+    class NoSlots:
+        x: int
+
+    @dataclass(slots=True)
+    class NotFrozen:
+        x: int
+
+    @dataclass(frozen=True, slots=True)
+    class PostInit:
+        x: int
+
+        def __post_init__(self) -> None:
+            pass
+
+    @dataclass(frozen=True, slots=True)
+    class WithInitVar:
+        x: int
+        y: InitVar[int] = 0
+
+    @dataclass(frozen=True, slots=True)
+    class KwOnly:
+        x: int = field(default=0, kw_only=True)
+
+    @dataclass(frozen=True, slots=True)
+    class NoInit:
+        x: int = field(default=0, init=False)
+
+    @dataclass(frozen=True, slots=True)
+    class OwnInit:
+        x: int
+
+    def init(self: Any, x: int) -> None:
+        object.__setattr__(self, "x", x + 1)
+
+    OwnInit.__init__ = init  # type: ignore[method-assign]
+
+    @dataclass(frozen=True, slots=True)
+    class Factory:
+        x: tuple[int, ...] = field(default_factory=tuple)
+
+    for cls in (NoSlots, NotFrozen, PostInit, WithInitVar, KwOnly, NoInit, OwnInit, int):
+        assert settable_fields(cls) is None, cls
+    assert settable_fields(Factory) == ("x",)
