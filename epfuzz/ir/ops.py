@@ -16,10 +16,15 @@ An op outside the layout is a `ProtocolError` (exit 3) naming it
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Final
 
 from epfuzz.ir.slotinit import fast_init
 
-DATA, SIGNAL, CQ, RECV = "data", "signal", "cq", "recv"
+# Final: the compiled core reads these as literals, not as an attribute of this plain-Python module per use
+DATA: Final = "data"
+SIGNAL: Final = "signal"
+CQ: Final = "cq"
+RECV: Final = "recv"
 REGIONS = (DATA, SIGNAL, CQ, RECV)
 
 

@@ -21,7 +21,7 @@ import numpy as np
 CHUNK: Final = 16  # Final: compiled code reads them as constants, not from the module dict
 CANARY_TAG: Final = 0xC0DE0000
 TRAILER_TAG = 0x7A110000
-_CANARY = struct.Struct("<4I")
+_CANARY: Final = struct.Struct("<4I")
 
 
 def pad16(n: int) -> int:
@@ -29,10 +29,10 @@ def pad16(n: int) -> int:
 
 
 _JOINED_MAX: Final = 2048  # bytes: past this one numpy add over the token costs fewer instructions than the join
-_U32 = 0xFFFFFFFF
-_HEAD = struct.Struct("<3I")
-_U32LE = struct.Struct("<I")
-_TRAILER = struct.Struct("<4I")
+_U32: Final = 0xFFFFFFFF
+_HEAD: Final = struct.Struct("<3I")
+_U32LE: Final = struct.Struct("<I")
+_TRAILER: Final = struct.Struct("<4I")
 #: b"" and the little-endian index words 0, 1, ...: a joined token of n chunks is separated by the first n
 #: (made here, not on first use: 128 words, and no miss path for atheris coverage to depend on)
 _INDEX_WORDS: Final = [b""] + [_U32LE.pack(i) for i in range(_JOINED_MAX // CHUNK - 1)]

@@ -8,6 +8,7 @@ the two backends meaning the same thing by "epoch start".
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Final
 
 import numpy as np
 
@@ -16,7 +17,7 @@ from epfuzz.ir.payload import CHUNK, canary_bytes, token_image
 from epfuzz.protocols.base import Layout
 
 #: regions the receiver zeroes before an epoch (behind the epoch barrier)
-RESET_REGIONS = (ops.SIGNAL, ops.CQ, ops.RECV)
+RESET_REGIONS: Final = (ops.SIGNAL, ops.CQ, ops.RECV)
 
 
 @lru_cache(maxsize=256)

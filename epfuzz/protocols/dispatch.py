@@ -20,7 +20,7 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
 
-FINISH = 1
+FINISH: Final = 1
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it

@@ -3,10 +3,14 @@ wire (split from `epfuzz.sim.requester`, whose send queues decide the ready time
 
 from __future__ import annotations
 
-from heapq import heappop, heappush
+import heapq
 from typing import Final
 
 from epfuzz.sim.packets import Packet
+
+# Final: C statics in the compiled module (a plain imported name is a module-dict lookup per call)
+heappush: Final = heapq.heappush
+heappop: Final = heapq.heappop
 
 # Final: mypyc compiles them in, where a module global is a dict lookup per packet
 LINK_BYTES_PER_NS: Final = 25  # 200 Gb/s

@@ -36,8 +36,13 @@ BASE_LATENCY_NS: Final = 600   # one way, wire + switch
 _NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
 
 # members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow hook
-_WRITE, _VALUE, _ATOMIC, _IMM, _SEND, _READ = (PacketKind.WRITE, PacketKind.VALUE, PacketKind.ATOMIC,
-                                               PacketKind.IMM, PacketKind.SEND, PacketKind.READ)
+# (Final: C statics in the compiled module, where a plain global is a dict lookup per use)
+_WRITE: Final = PacketKind.WRITE
+_VALUE: Final = PacketKind.VALUE
+_ATOMIC: Final = PacketKind.ATOMIC
+_IMM: Final = PacketKind.IMM
+_SEND: Final = PacketKind.SEND
+_READ: Final = PacketKind.READ
 #: the completion clause a Flush waits by, per the waited WR's op class (IB-ack for the others)
 _FLUSH_CLAUSE: dict[type, str] = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}
 
@@ -172,11 +177,12 @@ class SendQueues:
                              False)
                 self.atomic_pkt[qp] = self.pkts[-1]
             else:
-                self._packet(channel, index, qp, wid, _SEND, ops.RECV, o.slot * 16, 8, o.value, True, ready,
-                             o.slot, False)
+                slot: int = o.slot
+                self._packet(channel, index, qp, wid, _SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+                             False)
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
-        batch = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
+        batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
         if w.after >= 0 or w.fence_read >= 0 or batch >= 0:  # (a conditional iterable is a generic iterator)
             for i in range(first, len(self.pkts)):
                 self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
@@ -190,7 +196,8 @@ class SendQueues:
         mtu, div = self.mtu, self.qdiv[qp]
         end = o0 + length
         n = max(1, -(-length // mtu))
-        epoch, psn, append = self.epoch, self.psn, self.pkts.append
+        # the list's own append, not a bound method kept in a local: compiled, that was a generic call per packet
+        epoch, psn, pkts = self.epoch, self.psn, self.pkts
         for i in range(n):  # `_packet` inlined: this loop runs once per packet
             off = o0 + i * mtu
             ln = end - off
@@ -201,12 +208,13 @@ class SendQueues:
             ready += (ln if ln > MIN_PKT_BYTES else MIN_PKT_BYTES) * div // LINK_BYTES_PER_NS
             p = Packet()
             p.seq = -1
-            p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = epoch, channel, wid, qp, psn[qp], kind
-            psn[qp] += 1
+            q = psn[qp]
+            p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = epoch, channel, wid, qp, q, kind
+            psn[qp] = q + 1  # not `+=` on the item: compiled, that is a generic in-place add
             p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
             p.cq_slot = cq_slot
             p.op_index = index
-            append(p)
+            pkts.append(p)
         return ready
 
     def _packet(self, channel: int, index: int, qp: int, wid: int, kind: PacketKind, region: str, off: int,
@@ -214,7 +222,7 @@ class SendQueues:
         p = Packet()
         p.seq = -1
         p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = self.epoch, channel, wid, qp, self.psn[qp], kind
-        self.psn[qp] += 1
+        self.psn[qp] = p.psn + 1
         p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
         p.cq_slot = cq_slot
         p.op_index = index
