@@ -13,8 +13,9 @@ from __future__ import annotations
 
 import struct
 import zlib
+from collections.abc import Callable
 from functools import lru_cache
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -42,6 +43,23 @@ _INDEX_WORDS: Final = [b""] + [_U32LE.pack(i) for i in range(_JOINED_MAX // CHUN
 _RAMP: Final[list[np.ndarray]] = [np.zeros(0, dtype="<u4")]
 
 
+def _pick_crc32() -> Callable[[Any], int]:
+    """ISA-L's CRC-32 where the `isal` package (the `core` extra) is installed, else zlib's: the same function
+    (CRC-32/ISO-HDLC), which ISA-L computes with carry-less multiplies, 6-15x faster than zlib's from 2 KiB
+    (a fresh scenario's expected images spent ~40% of their instructions in zlib's, issue 31)."""
+    try:
+        from isal import isal_zlib
+    except ImportError:  # pragma: no cover - installed without the extra
+        return zlib.crc32
+    fast: Callable[[Any], int] = isal_zlib.crc32
+    return fast
+
+
+#: the trailer's CRC-32 (`_pick_crc32`); `_token_image_numpy`, the reference, keeps zlib's, so the tests hold
+#: the two to the same values
+crc32: Final = _pick_crc32()
+
+
 @lru_cache(maxsize=1024)  # the expected images are made of these: a guided search reuses (epoch, token) often
 def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int) -> bytes:
     """The exact bytes of one token in one epoch.
@@ -63,7 +81,7 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
     if n > _JOINED_MAX // CHUNK:
         return _token_image_wide(epoch, sc, token, n)
     head = _HEAD.pack(epoch, sc, token).join(_INDEX_WORDS[:n])  # b"" + (prefix + index) per chunk but the last
-    return head + _TRAILER.pack(epoch, sc, token, zlib.crc32(head))
+    return head + _TRAILER.pack(epoch, sc, token, crc32(head))
 
 
 def _token_image_wide(epoch: int, sc: int, token: int, n: int) -> bytes:
@@ -77,7 +95,7 @@ def _token_image_wide(epoch: int, sc: int, token: int, n: int) -> bytes:
         ramp[3::4] = np.arange(m, dtype="<u4")
         _RAMP[0] = ramp
     words = np.frombuffer(_TRAILER.pack(epoch, sc, token, 0) * n, dtype="<u4") + ramp[:4 * n]
-    words[4 * n - 1] = zlib.crc32(words[:4 * n - 4])
+    words[4 * n - 1] = crc32(words[:4 * n - 4])
     return words.tobytes()
 
 
@@ -147,4 +165,4 @@ def classify_chunks(words: np.ndarray, epoch: int) -> list[str]:
 
 def token_checksum_ok(token: bytes) -> bool:
     tail = np.frombuffer(token[-CHUNK:], dtype="<u4")
-    return zlib.crc32(token[:-CHUNK]) == int(tail[3])
+    return crc32(token[:-CHUNK]) == int(tail[3])

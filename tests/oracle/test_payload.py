@@ -178,3 +178,28 @@ def test_expected_data_of_layouts_that_do_not_join() -> None:
         ep.expected_data(Layout(2, 2, 32, 1, (0, 3)), 2)
     fine = Layout(3, 4, 48, 1, (4, 0, 2))
     assert ep.expected_data(fine, 5).tobytes() == ep._expected_by_copies(fine, 5, 0, ep.canary_bytes(5, 576)).tobytes()
+
+
+def test_trailer_crc_is_zlibs_crc32_whichever_library_computes_it() -> None:
+    """`payload.crc32` (ISA-L's with the `core` extra, issue 31) is zlib's CRC-32 on bytes, bytearrays,
+    memoryviews and numpy arrays of every length, and it is ISA-L's wherever `isal` imports (else the speed-up
+    is lost without a word)."""
+    import importlib.util
+    import random
+    import zlib
+
+    from epfuzz.ir import payload
+
+    rng = random.Random(7)
+    for n in [0, 1, 15, 16, 17, 255, 2048, 4099, 70000] + [rng.randrange(1, 5000) for _ in range(30)]:
+        data = rng.randbytes(n)
+        want = zlib.crc32(data)
+        assert payload.crc32(data) == want
+        assert payload.crc32(bytearray(data)) == want
+        assert payload.crc32(memoryview(data)) == want
+        if n % 4 == 0:
+            assert payload.crc32(np.frombuffer(data, dtype="<u4")) == want
+    if importlib.util.find_spec("isal") is not None:
+        from isal import isal_zlib
+
+        assert payload.crc32 is isal_zlib.crc32
