@@ -35,14 +35,6 @@ POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell bat
 BASE_LATENCY_NS: Final = 600   # one way, wire + switch
 _NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
 
-# members bound once: on Python 3.11 every `PacketKind.X` goes through EnumType.__getattr__'s slow hook
-# (Final: C statics in the compiled module, where a plain global is a dict lookup per use)
-_WRITE: Final = PacketKind.WRITE
-_VALUE: Final = PacketKind.VALUE
-_ATOMIC: Final = PacketKind.ATOMIC
-_IMM: Final = PacketKind.IMM
-_SEND: Final = PacketKind.SEND
-_READ: Final = PacketKind.READ
 #: the completion clause a Flush waits by, per the waited WR's op class (IB-ack for the others)
 _FLUSH_CLAUSE: dict[type, str] = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}
 
@@ -157,28 +149,28 @@ class SendQueues:
             start = a.arrive + self.lat[qp]
         w.start = start
         if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
-            ready = self._payload(o.region, o.offset, o.length, _WRITE, o.shift if kind == pk.K_WRITE
+            ready = self._payload(o.region, o.offset, o.length, pk.P_WRITE, o.shift if kind == pk.K_WRITE
                                   else 0, 0, channel, index, qp, wid, start)
         elif kind == pk.K_IMM:
-            ready = self._payload(o.region, o.offset, o.length, _IMM, o.imm, o.cq_slot, channel, index, qp,
+            ready = self._payload(o.region, o.offset, o.length, pk.P_IMM, o.imm, o.cq_slot, channel, index, qp,
                                   wid, start)
         else:  # one packet: an 8-byte value, an atomic or a send
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
             # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
             if kind in (pk.K_VALUE, pk.K_CEVALUE):
-                self._packet(channel, index, qp, wid, _VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
+                self._packet(channel, index, qp, wid, pk.P_VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
                              kind == pk.K_VALUE and o.strong)
             elif kind == pk.K_ATOMIC:
-                self._packet(channel, index, qp, wid, _ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
+                self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
                              o.strong)
                 self.atomic_pkt[qp] = self.pkts[-1]
             elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
-                self._packet(channel, index, qp, wid, _READ, o.region, o.offset, o.length, 0, True, ready, 0,
+                self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
                              False)
                 self.atomic_pkt[qp] = self.pkts[-1]
             else:
                 slot: int = o.slot
-                self._packet(channel, index, qp, wid, _SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+                self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
                              False)
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]

@@ -21,20 +21,14 @@ from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
-from epfuzz.sim.packets import LocalStore, Packet, PacketKind, Tlp, TlpAction
+from epfuzz.sim.packets import P_ATOMIC, P_IMM, P_READ, P_SEND, P_VALUE, P_WRITE, LocalStore, Packet, Tlp, TlpAction
 
 #: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)
 LocalStoreSpec = tuple[str, int, int, bool]
 
-# members bound once for the per-packet paths: on Python 3.11 every `PacketKind.X` goes through
-# EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per packet
-# (Final: mypyc keeps them in C statics, where a plain module global is a dict lookup per use)
-_WRITE: Final = PacketKind.WRITE
-_VALUE: Final = PacketKind.VALUE
-_ATOMIC: Final = PacketKind.ATOMIC
-_IMM: Final = PacketKind.IMM
-_SEND: Final = PacketKind.SEND
-_READ: Final = PacketKind.READ
+# members bound once for the per-packet paths (the packet kinds are `packets.P_*`): on Python 3.11 every
+# `TlpAction.X` goes through EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would
+# pay per packet (Final: mypyc keeps them in C statics, where a plain module global is a dict lookup per use)
 _COPY: Final = TlpAction.COPY
 _SET: Final = TlpAction.VALUE
 _STALE: Final = TlpAction.STALE
@@ -167,18 +161,18 @@ class Responder:
     def receive(self, p: Packet) -> None:
         """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
         kind = p.kind
-        if kind == _WRITE:
+        if kind == P_WRITE:
             self.payload(p, _STALE if p.stale else _COPY, p.value)
-        elif kind == _VALUE:
+        elif kind == P_VALUE:
             self.payload(p, _SET, p.value)
-        elif kind in (_ATOMIC, _READ):  # executed in PSN order, even when writes are placed out of order
+        elif kind in (P_ATOMIC, P_READ):  # executed in PSN order, even when writes are placed out of order
             self.held[p.qp].append(p)
-        elif kind == _IMM:
+        elif kind == P_IMM:
             if p.length:
                 self.payload(p, _STALE if p.stale else _COPY, 0)  # the value is the immediate, not a shift
             if p.last:
                 self.held[p.qp].append(p)
-        elif kind == _SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
+        elif kind == P_SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
             self.emit(T_POSTED, self.ro, _SET, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
                       8, p.value)
             self.held[p.qp].append(p)
@@ -230,9 +224,9 @@ class Responder:
 
     def complete(self, p: Packet) -> None:
         """The in-order completion point of packet p (CQE, an RDMA READ's MemRd, or an o9-20 atomic)."""
-        if p.kind == _ATOMIC:
+        if p.kind == P_ATOMIC:
             self.atomic(p, hold=self.o920)
-        elif p.kind == _READ:  # one MemRd, no RO (RO does not let a read pass: B2a)
+        elif p.kind == P_READ:  # one MemRd, no RO (RO does not let a read pass: B2a)
             self.emit(T_READ, False, _FETCH, p, p.region, p.off, p.length, 0)
         else:
             self.emit(T_POSTED, False, _CQE, p, ops.CQ,

@@ -72,7 +72,9 @@ def test_fast_init_builds_what_the_generated_init_builds() -> None:
         assert str(fast_err.value).split("(", 1)[1] == str(ref_err.value).split("(", 1)[1]
 
 
-def test_a_class_it_cannot_reproduce_is_refused() -> None:
+def _unlike_the_ir() -> dict[str, type]:
+    """Dataclasses unlike the IR's, by what sets them apart (each test says what it makes of which)."""
+
     @dataclass(frozen=True)
     class NoSlots:
         x: int
@@ -105,7 +107,11 @@ def test_a_class_it_cannot_reproduce_is_refused() -> None:
     class NoInit:
         x: int = field(default=0, init=False)
 
-    for cls in (NoSlots, NotFrozen, PostInit, WithInitVar, Factory, KwOnly, NoInit, int):
+    return {c.__name__: c for c in (NoSlots, NotFrozen, PostInit, WithInitVar, Factory, KwOnly, NoInit)}
+
+
+def test_a_class_it_cannot_reproduce_is_refused() -> None:
+    for cls in [*_unlike_the_ir().values(), int]:
         with pytest.raises(TypeError, match="fast_init"):
             fast_init(cls)
 
@@ -119,34 +125,6 @@ def test_settable_fields_are_the_init_parameters_of_plain_frozen_dataclasses_onl
     for cls in FAST + [scenario.Scenario]:
         assert settable_fields(cls) == tuple(f.name for f in dataclasses.fields(cls)), cls
 
-    @dataclass(frozen=True)
-    class NoSlots:
-        x: int
-
-    @dataclass(slots=True)
-    class NotFrozen:
-        x: int
-
-    @dataclass(frozen=True, slots=True)
-    class PostInit:
-        x: int
-
-        def __post_init__(self) -> None:
-            pass
-
-    @dataclass(frozen=True, slots=True)
-    class WithInitVar:
-        x: int
-        y: InitVar[int] = 0
-
-    @dataclass(frozen=True, slots=True)
-    class KwOnly:
-        x: int = field(default=0, kw_only=True)
-
-    @dataclass(frozen=True, slots=True)
-    class NoInit:
-        x: int = field(default=0, init=False)
-
     @dataclass(frozen=True, slots=True)
     class OwnInit:
         x: int
@@ -156,10 +134,7 @@ def test_settable_fields_are_the_init_parameters_of_plain_frozen_dataclasses_onl
 
     OwnInit.__init__ = init  # type: ignore[method-assign]
 
-    @dataclass(frozen=True, slots=True)
-    class Factory:
-        x: tuple[int, ...] = field(default_factory=tuple)
-
-    for cls in (NoSlots, NotFrozen, PostInit, WithInitVar, KwOnly, NoInit, OwnInit, int):
-        assert settable_fields(cls) is None, cls
-    assert settable_fields(Factory) == ("x",)
+    unlike = _unlike_the_ir()
+    for name, cls in [*unlike.items(), ("OwnInit", OwnInit), ("int", int)]:
+        # a default factory fills only a field left out, and the decoder leaves out none
+        assert settable_fields(cls) == (("x",) if name == "Factory" else None), name
