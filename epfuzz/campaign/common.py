@@ -31,6 +31,21 @@ def plugin_name(protocol: str) -> str:
     return protocol.replace(":", ".").replace("/", "_") + "_fuzzer"
 
 
+def log_start(log: object, backend: str, **fields: object) -> None:
+    """The run's start line, with which emulator the sim backend runs; on the pure one a warning that says
+    why and how to build the compiled one (a user trial fuzzed at half speed after a plain pip install and
+    nothing but `epfuzz list` said so)."""
+    if backend != "sim":
+        log.info("fuzz.start", **fields)  # type: ignore[attr-defined]
+        return
+    from epfuzz.core import native
+
+    path = native.running()
+    log.info("fuzz.start", emulator=path, **fields)  # type: ignore[attr-defined]
+    if path == "pure":
+        log.warning("fuzz.slower_emulator", detail=native.describe())  # type: ignore[attr-defined]
+
+
 def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
     """The run folder, which must be new or empty: a reused folder's old findings and corpus would
     be read back as this run's (a fixed protocol reported its buggy twin's bugs)."""

@@ -32,6 +32,7 @@ from epfuzz.campaign.common import (
     false_alarms,
     fresh_run_dir,
     log_end,
+    log_start,
     plugin_name,
     preflight,
     resource_findings,
@@ -237,7 +238,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         camp.stop_signal = signum
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    camp.log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir))
+    log_start(camp.log, "sim", seconds=seconds, run_dir=str(run_dir))
     try:
         elapsed = camp.run(seconds, max_execs, progress, run_dir / "progress.csv")
         # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE

@@ -24,6 +24,7 @@ from epfuzz.campaign.common import (
     Summary,
     false_alarms,
     log_end,
+    log_start,
     read_findings,
     resource_findings,
     until_grace,
@@ -134,7 +135,7 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
         stopped[0] = signum
 
     old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    log.info("fuzz.start", seconds=seconds, run_dir=str(run_dir), jobs=jobs)
+    log_start(log, "sim", seconds=seconds, run_dir=str(run_dir), jobs=jobs)
     start = time.monotonic()
     procs = [subprocess.Popen([sys.executable, "-m", "epfuzz.campaign.worker", json.dumps({**args, "job": j})],
                               cwd=os.getcwd(), stdout=(run_dir / f"job{j}.log").open("w"), stderr=subprocess.STDOUT,

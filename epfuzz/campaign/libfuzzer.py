@@ -24,6 +24,7 @@ from epfuzz.campaign.common import (
     false_alarms,
     fresh_run_dir,
     log_end,
+    log_start,
     plugin_name,
     preflight,
     read_findings,
@@ -150,7 +151,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
     pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
     old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    log.info("fuzz.start", seconds=seconds, jobs=jobs, run_dir=str(run_dir))
+    log_start(log, backend, seconds=seconds, jobs=jobs, run_dir=str(run_dir))
     try:
         for j in range(jobs):
             pool.launch(j)

@@ -1,14 +1,17 @@
 """Compile the emulator's hot modules with mypyc, beside their sources (`make install` runs this).
 
-    .venv/bin/python -m epfuzz.core.corebuild          # build (a failure leaves the pure path, exit 0)
-    .venv/bin/python -m epfuzz.core.corebuild --clean  # remove the extensions and the manifest
+    .venv/bin/python -m epfuzz.core.corebuild                # build; a failure says why, exits 1
+    .venv/bin/python -m epfuzz.core.corebuild --best-effort  # the same, exit 0 on failure (make install)
+    .venv/bin/python -m epfuzz.core.corebuild --clean        # remove the extensions and the manifest
 
 mypyc (from the `mypy` package on PyPI, the `core` extra) turns the typed modules of
 `epfuzz.core.native.COMPILED` into C extensions; gcc and the Python headers do the rest.
 The sources stay the reference: `epfuzz.core.native` loads them instead whenever the
 extensions are missing, stale or unwanted, and the equivalence test runs both paths.
-A build that fails prints one line and exits 0, so `make install` never stops on it;
-the emulator is then pure Python, only slower.
+A build that fails prints one line and leaves the pure path: the emulator is then pure
+Python, only slower. Run by a person it exits 1, so that the failure is not mistaken for a
+build (a user trial read exit 0 as success); `make install` and the ClusterFuzzLite build pass
+`--best-effort`, which exits 0, so that they never stop on it.
 """
 
 from __future__ import annotations
@@ -65,8 +68,16 @@ def _compile(tmp: str) -> None:
             shutil.copyfile(so, dest)
 
 
-def build() -> int:
-    """Compile, then record the sources' hash; on any failure, clean up and say so in one line."""
+def _why(e: BaseException) -> str:
+    """A failed build's cause in a few words, with the remedy where it is the missing `core` extra."""
+    if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in ("mypyc", "mypy", "setuptools"):
+        return f"{e.name} is not installed: pip install 'epfuzz[core]'"
+    return f"{type(e).__name__}: {str(e)[:200]}"
+
+
+def build(best_effort: bool = False) -> int:
+    """Compile, then record the sources' hash; on any failure, clean up and say so in one line (exit 1, or 0
+    with `best_effort`)."""
     t0 = time.monotonic()
     clean()
     cwd = os.getcwd()
@@ -76,8 +87,8 @@ def build() -> int:
         native.MANIFEST.write_text(json.dumps({"sources": native.digest(), "python": sys.version.split()[0]}) + "\n")
     except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure means: run the pure path
         clean()
-        print(f"epfuzz: compiled emulator not built ({type(e).__name__}: {str(e)[:200]}); using pure Python")
-        return 0
+        print(f"epfuzz: compiled emulator not built ({_why(e)}); using pure Python")
+        return 0 if best_effort else 1
     finally:
         os.chdir(cwd)
     print(f"epfuzz: compiled emulator built ({len(native.COMPILED)} modules, {time.monotonic() - t0:.0f} s)")
@@ -87,11 +98,13 @@ def build() -> int:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--clean", action="store_true", help="remove the extensions and the manifest")
+    ap.add_argument("--best-effort", action="store_true",
+                    help="exit 0 when the build fails (the pure path runs): what make install and CI builds pass")
     a = ap.parse_args(argv)
     if a.clean:
         print(f"epfuzz: removed {clean()} compiled files")
         return 0
-    return build()
+    return build(a.best_effort)
 
 
 if __name__ == "__main__":

@@ -59,6 +59,9 @@ COMPILED: tuple[str, ...] = (
     "epfuzz.encoding.plancore",
 )
 MANIFEST = PACKAGE_DIR / "_core_manifest.json"
+#: how to rebuild the compiled core, with this very interpreter (a bare `python` may be another one: a user
+#: trial typed the advice outside its venv and got the system Python's "No module named 'epfuzz'")
+REBUILD = f"`make install` in a checkout, or {sys.executable} -m epfuzz.core.corebuild"
 
 _choice: str | None = None  # "compiled" or "pure", fixed by the first compiled-set import
 
@@ -96,7 +99,7 @@ def stale_reason() -> str | None:
         built = json.loads(MANIFEST.read_text())["sources"]
     except (OSError, ValueError, KeyError):
         return f"no readable {MANIFEST.name}"
-    return None if built == digest() else "a source changed after the build (make install rebuilds)"
+    return None if built == digest() else "a source changed after the build"
 
 
 def decide() -> str:
@@ -110,7 +113,8 @@ def decide() -> str:
         else:
             why = stale_reason()
             if why is not None:
-                sys.stderr.write(f"epfuzz: compiled emulator not used ({why}); running the pure-Python one\n")
+                sys.stderr.write(f"epfuzz: compiled emulator not used ({why}); running the pure-Python one "
+                                 f"(rebuild: {REBUILD})\n")
             _choice = "pure" if why else "compiled"
     return _choice
 
@@ -133,7 +137,7 @@ def describe() -> str:
     else:
         why = stale_reason() or "not loaded"
     return (f"runs pure Python, slower (compiled core: {why}; to build it: `make install` in a checkout, "
-            "or pip install 'epfuzz[core]' then python -m epfuzz.core.corebuild)")
+            f"or pip install 'epfuzz[core]' then {sys.executable} -m epfuzz.core.corebuild)")
 
 
 class PureFinder(importlib.abc.MetaPathFinder):

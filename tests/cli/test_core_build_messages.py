@@ -1,0 +1,70 @@
+"""What a person learns from the compiled core's build and from a run on the pure emulator (a user trial: a
+failed `python -m epfuzz.core.corebuild` exited 0, its advice named a bare `python`, and `epfuzz fuzz` ran at
+half speed after a plain pip install without a word)."""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import pytest
+
+from epfuzz.campaign.common import log_start
+from epfuzz.core import corebuild, native
+
+
+def _failing_build(monkeypatch: pytest.MonkeyPatch, error: BaseException) -> None:
+    """`corebuild.build` failing with `error`, with nothing of this tree's built core removed or rewritten."""
+    def fail(tmp: str) -> None:
+        raise error
+
+    monkeypatch.setattr(corebuild, "_compile", fail)
+    monkeypatch.setattr(corebuild, "clean", lambda: 0)
+
+
+def test_a_failed_build_exits_1_unless_best_effort(monkeypatch: pytest.MonkeyPatch,
+                                                   capsys: pytest.CaptureFixture[str]) -> None:
+    _failing_build(monkeypatch, RuntimeError("gcc failed"))
+    assert corebuild.main([]) == 1
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1 and "compiled emulator not built (RuntimeError: gcc failed)" in out
+    assert corebuild.main(["--best-effort"]) == 0
+
+
+def test_a_build_without_the_core_extra_says_how_to_get_it(monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]) -> None:
+    _failing_build(monkeypatch, ModuleNotFoundError("No module named 'mypyc'", name="mypyc"))
+    assert corebuild.main([]) == 1
+    assert "mypyc is not installed: pip install 'epfuzz[core]'" in capsys.readouterr().out
+
+
+def test_the_rebuild_advice_names_this_interpreter() -> None:
+    assert f"{sys.executable} -m epfuzz.core.corebuild" in native.REBUILD
+
+
+class _Log:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, str, dict[str, Any]]] = []
+
+    def info(self, event: str, **kw: Any) -> None:
+        self.events.append(("info", event, kw))
+
+    def warning(self, event: str, **kw: Any) -> None:
+        self.events.append(("warning", event, kw))
+
+
+@pytest.mark.parametrize("path", ["compiled", "pure"])
+def test_a_run_says_which_emulator_and_warns_on_the_pure_one(monkeypatch: pytest.MonkeyPatch, path: str) -> None:
+    monkeypatch.setattr(native, "running", lambda: path)
+    log = _Log()
+    log_start(log, "sim", seconds=5)
+    assert log.events[0] == ("info", "fuzz.start", {"emulator": path, "seconds": 5})
+    warned = [e for e in log.events if e[0] == "warning"]
+    if path == "compiled":
+        assert not warned
+    else:
+        assert [e[1] for e in warned] == ["fuzz.slower_emulator"]
+        assert "epfuzz.core.corebuild" in warned[0][2]["detail"]
+    other = _Log()
+    log_start(other, "verbs", seconds=5)  # another backend runs no emulator: no word of one
+    assert other.events == [("info", "fuzz.start", {"seconds": 5})]
