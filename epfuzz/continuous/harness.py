@@ -163,8 +163,13 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     # libFuzzer installs its SIGINT handler (final stats, clean exit) only where none is set; Python's
     # would raise KeyboardInterrupt inside the mutator instead, with a traceback and no stats
     signal.signal(signal.SIGINT, signal.SIG_DFL)
+    from epfuzz.core import native
     from epfuzz.infra.proc import tune_gc
 
+    # one line before libFuzzer's own: which emulator this target runs (a bundle built without the
+    # compiled core runs ~2.5-3x slower; the local build and its test read this line)
+    sys.stderr.write(f"epfuzz harness: emulator {native.running()}\n")
+    sys.stderr.flush()
     tune_gc()
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()

@@ -5,16 +5,21 @@ harness table is `epfuzz.continuous.targets`; these files only name it). `packag
 `<name>_seed_corpus.zip` (corpus files named by sha1), `<name>.dict` and `<name>.options` next to
 the fuzzers, as OSS-Fuzz expects. `local_build(OUT)` runs the project's build.sh with a shell function
 `compile_python_fuzzer` that does what OSS-Fuzz's does (PyInstaller --onefile of
-the harness plus a launcher script), then runs every produced fuzzer briefly.
+the harness plus a launcher script), then runs every produced fuzzer briefly. `bundle_args()` is what
+build.sh adds to PyInstaller's arguments.
 
     python -m epfuzz.continuous.ossfuzz harnesses DIR
     python -m epfuzz.continuous.ossfuzz package OUT
+    python -m epfuzz.continuous.ossfuzz bundle-args
     python -m epfuzz.continuous.ossfuzz local-build OUT [HARNESS ...]
 """
 
 from __future__ import annotations
 
+import ast
+import importlib.util
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -23,11 +28,13 @@ from pathlib import Path
 
 from epfuzz.cases.corpus import sha1
 from epfuzz.continuous.targets import harness_names, harness_protocol, seed_folder
+from epfuzz.core import native
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAX_LEN = 256
 
-#: OSS-Fuzz's compile_python_fuzzer, minus the sanitizer preload that only exists in its images
+#: OSS-Fuzz's compile_python_fuzzer, minus the sanitizer preload that only exists in its images; like
+#: theirs it adds nothing of epfuzz's own: what the bundle needs, build.sh passes as extra arguments
 COMPILE_PYTHON_FUZZER = r'''
 compile_python_fuzzer() {
   fuzzer_path=$1; shift
@@ -35,7 +42,7 @@ compile_python_fuzzer() {
   fuzzer_package=${fuzzer_basename}.pkg
   pyinstaller --distpath "$OUT" --workpath "$WORK/pyinstaller" --specpath "$WORK/pyinstaller" \
     --onefile --noconfirm --log-level WARN --name "$fuzzer_package" \
-    --collect-submodules epfuzz "$@" "$fuzzer_path"
+    "$@" "$fuzzer_path"
   cat > "$OUT/$fuzzer_basename" <<EOS
 #!/bin/sh
 # LLVMFuzzerTestOneInput for fuzzer detection.
@@ -82,6 +89,43 @@ def harnesses(folder: Path) -> list[Path]:
         if not path.exists() or path.read_text() != text:
             path.write_text(text)
         out.append(path)
+    return out
+
+
+def _compiled_imports() -> set[str]:
+    """The modules outside epfuzz that the compiled modules import (a submodule named in `from P import m`
+    included): PyInstaller's analysis reads no import out of an extension, so it must be told these."""
+    found: set[str] = set()
+    for name in native.COMPILED:
+        for node in ast.walk(ast.parse(native.source(name).read_text())):
+            if isinstance(node, ast.Import):
+                found.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found.add(node.module)
+                found.update(f"{node.module}.{a.name}" for a in node.names)
+    return {m for m in found if m.split(".")[0] not in ("epfuzz", "__future__") and _is_module(m)}
+
+
+def _is_module(name: str) -> bool:
+    """Whether `name` is an importable module here (not a name a module defines, not an extra not installed)."""
+    parent, _, _ = name.rpartition(".")
+    try:
+        if parent and getattr(importlib.util.find_spec(parent), "submodule_search_locations", None) is None:
+            return False  # `from typing import Any`: Any is no module
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+def bundle_args() -> list[str]:
+    """PyInstaller's arguments for a harness bundle: every epfuzz module (protocols and backends are looked
+    up by name, which the analysis cannot follow), every shared library in the package (the mypyc
+    extensions and their shared `epfuzz/_core__mypyc`, where built) and the imports of the compiled modules;
+    not the compiler (mypy, mypyc: corebuild's imports; the built extensions need neither)."""
+    out = ["--collect-submodules", "epfuzz", "--collect-binaries", "epfuzz",
+           "--exclude-module", "mypy", "--exclude-module", "mypyc"]
+    for m in sorted(_compiled_imports()):
+        out += ["--hidden-import", m]
     return out
 
 
@@ -154,7 +198,9 @@ def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) 
         p = subprocess.run([str(f), f"-max_total_time={run_seconds}", "-print_final_stats=1"],
                            capture_output=True, text=True, timeout=300, cwd=work)
         ok = "stat::number_of_executed_units" in p.stderr
-        results[f.name] = "ran" if ok else f"failed (exit {p.returncode}): {p.stderr[-300:]}"
+        m = re.search(r"^epfuzz harness: emulator (\w+)", p.stderr, re.M)
+        results[f.name] = (f"ran, emulator {m.group(1) if m else 'unknown'}" if ok
+                           else f"failed (exit {p.returncode}): {p.stderr[-300:]}")
     return results
 
 
@@ -167,11 +213,14 @@ def main(argv: list[str]) -> int:
         for p in package(Path(argv[1])):
             print(p)
         return 0
+    if argv == ["bundle-args"]:
+        print("\n".join(bundle_args()))
+        return 0
     if len(argv) >= 2 and argv[0] == "local-build":
         res = local_build(Path(argv[1]), argv[2:] or None)
         for k, v in res.items():
             print(f"{k}: {v}")
-        return 0 if res and all(v == "ran" for v in res.values()) else 1
+        return 0 if res and all(v.startswith("ran") for v in res.values()) else 1
     print(__doc__, file=sys.stderr)
     return 2
 

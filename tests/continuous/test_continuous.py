@@ -3,10 +3,12 @@ crash triage and the run report."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import shutil
 import subprocess
 import sys
+import sysconfig
 import zipfile
 from pathlib import Path
 
@@ -16,7 +18,7 @@ from epfuzz.backends import get_backend
 from epfuzz.cases.corpus import load_case, sha1
 from epfuzz.cli.commands import main as cli
 from epfuzz.continuous import maintain
-from epfuzz.continuous.ossfuzz import package
+from epfuzz.continuous.ossfuzz import bundle_args, package
 from epfuzz.protocols import get_protocol
 from epfuzz.triage.minimize import is_one_minimal, reproduces
 
@@ -45,14 +47,44 @@ def test_build_sh_and_workflows_exist():
     assert "mode: batch" in batch and "mode: prune" in batch
 
 
+def _core_unbuildable() -> str | None:
+    """Why the compiled core cannot be built on this machine (None: it can: a C compiler and Python.h)."""
+    cc = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(cc) is None:
+        return f"no C compiler ({cc})"
+    if not (Path(sysconfig.get_paths()["include"]) / "Python.h").exists():
+        return "no Python headers"
+    return None
+
+
 @pytest.mark.slow
 def test_local_build_compiles_and_runs_a_fuzzer(tmp_path):
+    """The bundle ClusterFuzzLite runs is the compiled emulator wherever build.sh can build it: the build log
+    says which one the installed copy runs, and the bundled fuzzer's first line says which one it ran."""
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "epfuzz.continuous.ossfuzz", "local-build", str(out),
                         "deepep_v2_dispatch_fixed_fuzzer"], capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
-    assert "deepep_v2_dispatch_fixed_fuzzer: ran" in p.stdout
     assert (out / "deepep_v2_dispatch_fixed_fuzzer.pkg").exists()
+    why = _core_unbuildable()
+    emulator = "pure" if why else "compiled"
+    assert f"deepep_v2_dispatch_fixed_fuzzer: ran, emulator {emulator}" in p.stdout, (why, p.stdout[-2000:])
+    if why is None:
+        assert re.search(r"^epfuzz build: \S+/site-packages/epfuzz runs compiled \(mypyc\)$", p.stdout, re.M), \
+            p.stdout[-3000:]
+
+
+def test_bundle_names_what_the_compiled_modules_import():
+    """PyInstaller cannot read imports out of a mypyc extension: the bundle's arguments name them (stdlib ones
+    such as heapq, and the submodule of `from isal import isal_zlib` where isal is installed), never a name
+    that is no module (`from typing import Any`) nor an epfuzz module (collected whole)."""
+    args = bundle_args()
+    assert args[:4] == ["--collect-submodules", "epfuzz", "--collect-binaries", "epfuzz"]
+    hidden = {args[i + 1] for i, a in enumerate(args) if a == "--hidden-import"}
+    assert {"heapq", "bisect", "zlib", "numpy"} <= hidden
+    assert "typing.Any" not in hidden and "typing" in hidden
+    assert not any(m.startswith(("epfuzz", "__future__")) for m in hidden)
+    assert ("isal.isal_zlib" in hidden) == (importlib.util.find_spec("isal") is not None)
 
 
 def _coverage(harness: str, corpus: Path) -> int:
