@@ -65,8 +65,10 @@ def plot(exp: Explanation, path: Path) -> Path:
             ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
         if t.region == "data":
             ax.barh(lanes.index("memory"), t.n * 0.95, left=pos,
-                    **(key("bytes not landed at the accept", color="lightgray") if late else key("data TLP",
-                                                                                                 color="tab:green")))
+                    # cross-hatched, not a grey: the pale PCIe bars (landed after the accept) are grey already,
+                    # and a user trial could not tell the two keys apart
+                    **(key("bytes not landed at the accept", facecolor="white", edgecolor="dimgray", hatch="xx")
+                       if late else key("data TLP", color="tab:green")))
             label = describe(t, run).split(",")[0]
             if _fits(label, t.n * 0.95, pt, 6):
                 ax.text(pos + t.n / 2, lanes.index("memory"), label, ha="center", va="center", fontsize=6)
