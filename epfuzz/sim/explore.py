@@ -97,7 +97,7 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
         raise InputError(f"too many packets per epoch to enumerate adaptive-routing orders "
                          f"(limit {MAX_AR_PACKETS})")
     states = 0
-    for combo in itertools.product(*(itertools.permutations(range(len(g))) for g in per_epoch)):
+    for combo in itertools.product(*[itertools.permutations(range(len(g))) for g in per_epoch]):
         perms = [list(c) for c in combo]
         if not all(_fences_kept([g[i] for i in perm]) for g, perm in zip(per_epoch, perms)):
             continue  # a WR fenced behind a READ is not sent before the READ's response (IB-fence-read)
