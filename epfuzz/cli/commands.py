@@ -105,9 +105,26 @@ def cmd_list(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+def known_harness(name: str) -> None:
+    """Refuse a harness name no protocol has, naming it as the user typed it and the close ones
+    (`deepep_v2_dispatc`: did you mean deepep_v2_dispatch?), before anything runs or is written."""
+    from epfuzz.continuous.targets import SUFFIX, harness_names
+    from epfuzz.protocols.registry import unknown_name
+
+    names = harness_names()
+    full = name.removesuffix(".py")
+    if (full if full.endswith(SUFFIX) else full + SUFFIX) in names:
+        return
+    # suggest in the form typed: a protocol name for a protocol name, a harness name for a harness name
+    known = names if full.endswith(SUFFIX) else [h.removesuffix(SUFFIX) for h in names]
+    raise InputError(unknown_name("harness", name, known))
+
+
 def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
+    if a.harness:
+        known_harness(a.harness)
     get_backend(a.backend)  # fail at once if it cannot run here
     if a.preset is None:  # the protocol's home preset (where its bug lives); spec for a name not known yet
         from epfuzz.continuous.targets import harness_protocol, home_preset
@@ -243,6 +260,7 @@ def cmd_safety(a: argparse.Namespace) -> int:
 def cmd_corpus(a: argparse.Namespace) -> int:
     from epfuzz.continuous import maintain
 
+    known_harness(a.harness)
     if a.action == "merge":
         n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
