@@ -281,6 +281,8 @@ def cmd_triage(a: argparse.Namespace) -> int:
         raise InputError(f"cannot read {a.run_dir}: not a folder")
     got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
                  progress=GroupingProgress(get_logger(command="triage")))
+    if got.warning():
+        print(f"epfuzz: {got.warning()}", file=sys.stderr)
     print("\n".join(got.render()))
     return EXIT_FINDING if got.grouping.bugs or got.grouping.left else EXIT_CLEAN
 
