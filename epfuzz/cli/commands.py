@@ -290,9 +290,14 @@ def cmd_triage(a: argparse.Namespace) -> int:
 def cmd_report(a: argparse.Namespace) -> int:
     from epfuzz.triage.report import report
 
+    run_dir = Path(a.run_dir)
+    if not run_dir.exists():  # "no progress.csv (not a run folder?)" sent the user looking inside nothing
+        raise InputError(f"no such folder: {a.run_dir}")
+    if not run_dir.is_dir():
+        raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)")
     if not a.no_png:
         require("matplotlib", "report's plot", "or --no-png for report.md alone")
-    text, png = report(Path(a.run_dir), png=not a.no_png)
+    text, png = report(run_dir, png=not a.no_png)
     print(text)
     if png:
         print(f"plot: {png}")

@@ -38,3 +38,12 @@ def test_triage_of_a_clean_run_folder_warns_of_nothing(tmp_path, capsys):
     (run / "jobs" / "job-0.json").write_text(json.dumps({"execs": 10}))
     assert main(["triage", str(run)]) == 1
     assert "epfuzz:" not in capsys.readouterr().err
+
+
+def test_report_of_a_missing_folder_says_so(tmp_path, capsys):
+    missing = tmp_path / "no" / "dir"
+    assert main(["report", str(missing), "--no-png"]) == 2
+    assert capsys.readouterr().err == f"epfuzz: no such folder: {missing}\n"
+    (tmp_path / "file").write_text("")
+    assert main(["report", str(tmp_path / "file")]) == 2   # before asking for matplotlib
+    assert capsys.readouterr().err.startswith(f"epfuzz: {tmp_path / 'file'}: not a folder")
