@@ -196,6 +196,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.triage.findings import file_stem, signature
     from epfuzz.triage.minimize import minimize
 
+    if a.output and not a.force and os.path.lexists(a.output):  # refused before the work, not after it
+        raise InputError(f"-o {a.output}: the file exists; --force overwrites it")
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
@@ -206,7 +208,12 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     path = Path(a.output) if a.output else Path("runs", "minimized", f"{name}.json")
     new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out, proto))
-    write_atomic(path, new.to_json().encode())
+    try:
+        # -o names the user's file: kept unless --force; the default name is the result's digest, so the
+        # file there already holds this very case
+        write_atomic(path, new.to_json().encode(), replace=a.force or not a.output)
+    except FileExistsError:  # made while minimize ran
+        raise InputError(f"-o {a.output}: the file exists; --force overwrites it") from None
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")

@@ -6,6 +6,9 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
+
+from epfuzz.cases.corpus import write_atomic
 from epfuzz.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -47,3 +50,23 @@ def test_report_of_a_missing_folder_says_so(tmp_path, capsys):
     (tmp_path / "file").write_text("")
     assert main(["report", str(tmp_path / "file")]) == 2   # before asking for matplotlib
     assert capsys.readouterr().err.startswith(f"epfuzz: {tmp_path / 'file'}: not a folder")
+
+
+def test_minimize_keeps_an_existing_output_file_unless_force(tmp_path, capsys):
+    out = tmp_path / "mine.json"
+    out.write_text("my notes\n")
+    assert main(["minimize", str(C2B), "-o", str(out)]) == 2
+    assert capsys.readouterr().err == f"epfuzz: -o {out}: the file exists; --force overwrites it\n"
+    assert out.read_text() == "my notes\n"
+    assert main(["minimize", str(C2B), "-o", str(out), "--force"]) == 1
+    assert json.loads(out.read_text())["expect"] == "finding"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine.json"]   # no temporary file left
+
+
+def test_a_no_replace_write_never_clobbers_a_file_that_appeared_meanwhile(tmp_path):
+    """minimize checks -o before its work; a file made while it ran is still kept (the link fails)."""
+    path = tmp_path / "case.json"
+    write_atomic(path, b"first", replace=False)
+    with pytest.raises(FileExistsError):
+        write_atomic(path, b"second", replace=False)
+    assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["case.json"]
