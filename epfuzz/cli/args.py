@@ -112,7 +112,8 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="guided: add moves (a epfuzz.search.moves.Move, or a list); imported because named; "
                          "repeatable")
     fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job); guided: its RNG seed")
-    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
+    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-guided-<time>; "
+                                           "libfuzzer: runs/<harness>-<time>)")
     fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
 
 
