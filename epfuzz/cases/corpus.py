@@ -44,7 +44,7 @@ def write_atomic(path: Path, data: bytes, replace: bool = True) -> None:
     """Write through a temporary file and a rename, so a reader never sees half a file. The file gets
     the mode an ordinary write would (0666 less the umask): mkstemp's private 0600 made cases unreadable
     to the other users of a shared run or corpus folder. A full disk is `NoSpace` (exit 2), not a traceback.
-    With `replace=False` an existing `path` is `FileExistsError` and stays as it was: the temporary file
+    With `replace=False` an existing `path` is `Exists` and stays as it was: the temporary file
     is hard-linked into place, which fails if `path` appeared meanwhile (a check, then a rename, would
     clobber a file made between the two)."""
     from epfuzz.infra.diskspace import NO_ROOM, NoSpace
@@ -74,15 +74,20 @@ def write_atomic(path: Path, data: bytes, replace: bool = True) -> None:
         raise
 
 
+class Exists(FileExistsError):
+    """`write_atomic(replace=False)` found `path` taken; a FileExistsError of its own, so that a caller
+    tells it from the one `mkdir` raises for a parent that is a file (that is a path it cannot write)."""
+
+
 def _link_new(tmp: str, path: Path) -> None:
-    """Put the finished `tmp` at `path` only if nothing is there (FileExistsError if something is)."""
+    """Put the finished `tmp` at `path` only if nothing is there (`Exists` if something is)."""
     try:
         os.link(tmp, path)
     except FileExistsError:
-        raise
+        raise Exists(errno.EEXIST, "File exists", str(path)) from None
     except OSError:  # a file system without hard links: the check and the rename, as close as it gets
         if os.path.lexists(path):
-            raise FileExistsError(errno.EEXIST, "File exists", str(path)) from None
+            raise Exists(errno.EEXIST, "File exists", str(path)) from None
         os.replace(tmp, path)
         return
     os.unlink(tmp)

@@ -192,7 +192,7 @@ def cmd_repair(a: argparse.Namespace) -> int:
 
 
 def cmd_minimize(a: argparse.Namespace) -> int:
-    from epfuzz.cases.corpus import write_atomic
+    from epfuzz.cases.corpus import Exists, write_atomic
     from epfuzz.triage.findings import file_stem, signature
     from epfuzz.triage.minimize import minimize
 
@@ -212,7 +212,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
         # -o names the user's file: kept unless --force; the default name is the result's digest, so the
         # file there already holds this very case
         write_atomic(path, new.to_json().encode(), replace=a.force or not a.output)
-    except FileExistsError:  # made while minimize ran
+    except Exists:  # made while minimize ran
         raise InputError(f"-o {a.output}: the file exists; --force overwrites it") from None
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.cases.corpus import write_atomic
+from epfuzz.cases.corpus import Exists, write_atomic
 from epfuzz.cli.commands import main
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -67,6 +67,6 @@ def test_a_no_replace_write_never_clobbers_a_file_that_appeared_meanwhile(tmp_pa
     """minimize checks -o before its work; a file made while it ran is still kept (the link fails)."""
     path = tmp_path / "case.json"
     write_atomic(path, b"first", replace=False)
-    with pytest.raises(FileExistsError):
+    with pytest.raises(Exists):
         write_atomic(path, b"second", replace=False)
     assert path.read_bytes() == b"first" and [p.name for p in tmp_path.iterdir()] == ["case.json"]
