@@ -8,6 +8,7 @@ new one, never half of one. Reading never modifies anything under corpus/.
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -39,10 +40,13 @@ def _umask() -> int:
 _UMASK = _umask()
 
 
-def write_atomic(path: Path, data: bytes) -> None:
+def write_atomic(path: Path, data: bytes, replace: bool = True) -> None:
     """Write through a temporary file and a rename, so a reader never sees half a file. The file gets
     the mode an ordinary write would (0666 less the umask): mkstemp's private 0600 made cases unreadable
-    to the other users of a shared run or corpus folder. A full disk is `NoSpace` (exit 2), not a traceback."""
+    to the other users of a shared run or corpus folder. A full disk is `NoSpace` (exit 2), not a traceback.
+    With `replace=False` an existing `path` is `Exists` and stays as it was: the temporary file
+    is hard-linked into place, which fails if `path` appeared meanwhile (a check, then a rename, would
+    clobber a file made between the two)."""
     from epfuzz.infra.diskspace import NO_ROOM, NoSpace
 
     try:
@@ -58,13 +62,35 @@ def write_atomic(path: Path, data: bytes) -> None:
             f.write(data)
             f.flush()
             os.fsync(f.fileno())
-        os.replace(tmp, path)
+        if replace:
+            os.replace(tmp, path)
+        else:
+            _link_new(tmp, path)
     except BaseException as e:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if isinstance(e, OSError) and e.errno in NO_ROOM:
             raise NoSpace(path, e) from None
         raise
+
+
+class Exists(FileExistsError):
+    """`write_atomic(replace=False)` found `path` taken; a FileExistsError of its own, so that a caller
+    tells it from the one `mkdir` raises for a parent that is a file (that is a path it cannot write)."""
+
+
+def _link_new(tmp: str, path: Path) -> None:
+    """Put the finished `tmp` at `path` only if nothing is there (`Exists` if something is)."""
+    try:
+        os.link(tmp, path)
+    except FileExistsError:
+        raise Exists(errno.EEXIST, "File exists", str(path)) from None
+    except OSError:  # a file system without hard links: the check and the rename, as close as it gets
+        if os.path.lexists(path):
+            raise Exists(errno.EEXIST, "File exists", str(path)) from None
+        os.replace(tmp, path)
+        return
+    os.unlink(tmp)
 
 
 def sha1(data: bytes) -> str:

@@ -36,6 +36,23 @@ from epfuzz.protocols import REGISTRY, get_protocol
 LIBFUZZER_NAME = re.compile(r"([0-9a-f]{40}|(crash|timeout|oom|leak|slow-unit)-[0-9a-f]+)")
 #: what a run folder holds besides inputs; never replayed, never an error
 NOT_INPUT_SUFFIXES = {".csv", ".log", ".md", ".png", ".svg", ".txt", ".verdicts"}
+#: the JSON records `epfuzz fuzz` writes into a run folder beside its cases (epfuzz.campaign.guided and
+#: guided_jobs): `stats.json` at the top, `jobs/job-J.json` per worker. They are no cases: replaying one
+#: was an "unreadable" error and exit 2 on every fresh run folder (user trial, item 1)
+RUN_RECORD = re.compile(r"stats\.json")
+JOB_RECORD = re.compile(r"job-[0-9]+\.json")
+#: what marks a folder as a run folder: `epfuzz fuzz` writes it first and appends to it to the end
+RUN_MARK = "progress.csv"
+
+
+def is_run_record(path: Path) -> bool:
+    """Whether `path` is one of a run folder's own records, not a case: only inside a folder that holds
+    a progress.csv, so a user's `stats.json` case elsewhere is still replayed (and its errors said)."""
+    if RUN_RECORD.fullmatch(path.name):
+        return (path.parent / RUN_MARK).is_file()
+    if JOB_RECORD.fullmatch(path.name) and path.parent.name == "jobs":
+        return (path.parent.parent / RUN_MARK).is_file()
+    return False
 
 
 def protocol_from_path(path: Path) -> str | None:
@@ -111,7 +128,8 @@ def replayable(paths: list[Path], protocol: str | None) -> tuple[list[Path], lis
         for f in case_paths([p]):
             raw_input = (f.suffix not in NOT_INPUT_SUFFIXES and LIBFUZZER_NAME.fullmatch(f.name) is not None
                          and (protocol or protocol_from_path(f)) is not None)
-            (keep if f.suffix == ".json" or raw_input else skipped).append(f)
+            case_file = f.suffix == ".json" and not is_run_record(f)
+            (keep if case_file or raw_input else skipped).append(f)
     return keep, skipped
 
 

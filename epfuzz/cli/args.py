@@ -112,7 +112,8 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="guided: add moves (a epfuzz.search.moves.Move, or a list); imported because named; "
                          "repeatable")
     fz.add_argument("--seed", type=int, help="libFuzzer -seed of job 0 (others: seed+job); guided: its RNG seed")
-    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-<time>)")
+    fz.add_argument("--run-dir", help="where to write the run (default runs/<harness>-guided-<time>; "
+                                           "libfuzzer: runs/<harness>-<time>)")
     fz.add_argument("libfuzzer", nargs="*", help="after --: flags passed to libFuzzer")
 
 
@@ -124,7 +125,9 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
 
     mn = sub.add_parser("minimize", help="shrink a finding to a 1-minimal scenario; write it as a case")
     mn.add_argument("path", help="case file, scenario JSON or raw input (- for stdin)")
-    mn.add_argument("-o", "--output", help="case file to write (default runs/minimized/<protocol>-min-<digest>.json)")
+    mn.add_argument("-o", "--output", help="case file to write (default runs/minimized/<protocol>-min-<digest>.json); "
+                                           "an existing one is refused unless --force")
+    mn.add_argument("--force", action="store_true", help="overwrite the -o file if it exists")
     mn.add_argument("--repeats", type=_positive(int), default=5, help="runs per candidate on nondeterministic backends")
     mn.add_argument("--threshold", type=_rate, default=0.5, help="minimum reproduction rate to keep a candidate")
     mn.add_argument("--max-seconds", type=_positive(float), help="stop early and keep the smallest reproducer so far")

@@ -21,6 +21,7 @@ from epfuzz.cases.replay import load_any
 from epfuzz.cli.args import parse
 from epfuzz.cli.guard import trust, unexpected
 from epfuzz.cli.replay import cmd_replay
+from epfuzz.cli.upkeep import cmd_corpus, cmd_report, cmd_triage, known_harness
 from epfuzz.encoding import codec
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, HarnessError, InputError, ProtocolError
@@ -108,6 +109,8 @@ def cmd_list(a: argparse.Namespace) -> int:
 def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
+    if a.harness:
+        known_harness(a.harness)
     get_backend(a.backend)  # fail at once if it cannot run here
     if a.preset is None:  # the protocol's home preset (where its bug lives); spec for a name not known yet
         from epfuzz.continuous.targets import harness_protocol, home_preset
@@ -175,10 +178,12 @@ def cmd_repair(a: argparse.Namespace) -> int:
 
 
 def cmd_minimize(a: argparse.Namespace) -> int:
-    from epfuzz.cases.corpus import write_atomic
+    from epfuzz.cases.corpus import Exists, write_atomic
     from epfuzz.triage.findings import file_stem, signature
     from epfuzz.triage.minimize import minimize
 
+    if a.output and not a.force and os.path.lexists(a.output):  # refused before the work, not after it
+        raise InputError(f"-o {a.output}: the file exists; --force overwrites it")
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
@@ -189,7 +194,12 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     path = Path(a.output) if a.output else Path("runs", "minimized", f"{name}.json")
     new = Case(name, res, codec.encode(res), "finding", a.backend,
                out.violation.summary() if out.violation else "", signature(res, out, proto))
-    write_atomic(path, new.to_json().encode())
+    try:
+        # -o names the user's file: kept unless --force; the default name is the result's digest, so the
+        # file there already holds this very case
+        write_atomic(path, new.to_json().encode(), replace=a.force or not a.output)
+    except Exists:  # made while minimize ran
+        raise InputError(f"-o {a.output}: the file exists; --force overwrites it") from None
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
@@ -237,45 +247,6 @@ def cmd_safety(a: argparse.Namespace) -> int:
 
     header, body = table()
     print(markdown(header, body))
-    return EXIT_CLEAN
-
-
-def cmd_corpus(a: argparse.Namespace) -> int:
-    from epfuzz.continuous import maintain
-
-    if a.action == "merge":
-        n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
-        print(f"merged {n} input(s) that add coverage into {a.dest}")
-    else:
-        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
-        print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
-        if other:
-            print(maintain.untouched_note(other))
-    return EXIT_CLEAN
-
-
-def cmd_triage(a: argparse.Namespace) -> int:
-    from epfuzz.campaign.common import GroupingProgress
-    from epfuzz.infra.log import get_logger
-    from epfuzz.triage.run import triage
-
-    if not Path(a.run_dir).is_dir():
-        raise InputError(f"cannot read {a.run_dir}: not a folder")
-    got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
-                 progress=GroupingProgress(get_logger(command="triage")))
-    print("\n".join(got.render()))
-    return EXIT_FINDING if got.grouping.bugs or got.grouping.left else EXIT_CLEAN
-
-
-def cmd_report(a: argparse.Namespace) -> int:
-    from epfuzz.triage.report import report
-
-    if not a.no_png:
-        require("matplotlib", "report's plot", "or --no-png for report.md alone")
-    text, png = report(Path(a.run_dir), png=not a.no_png)
-    print(text)
-    if png:
-        print(f"plot: {png}")
     return EXIT_CLEAN
 
 

@@ -32,6 +32,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
         return EXIT_INPUT
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
+    first_unchecked = why_unchecked = ""
     for path in paths:
         expect = None
         try:
@@ -52,25 +53,28 @@ def cmd_replay(a: argparse.Namespace) -> int:
         except EpfuzzError as e:
             if isinstance(e, ProtocolError):
                 plugin_bugs += 1
-                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
+                print(f"epfuzz: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
             else:
-                print(f"error: {e}", file=sys.stderr)
+                print(f"epfuzz: {e}", file=sys.stderr)
                 errors += 1
             continue
         except (Exception, SystemExit) as e:  # one broken file must not hide the verdicts of the others
             where = REGISTRY.where(e)
             if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
                 plugin_bugs += 1
-                print(f"error: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
+                print(f"epfuzz: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
                       file=sys.stderr)
             else:
-                print(f"error: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+                print(f"epfuzz: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
                 broken += 1
             continue
         assert expect is not None
         if not expect.verdict:
             unchecked += 1
-            print(f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}")
+            line = f"UNCHECKED {path}: {out.verdict}, no expected verdict: {expect.source}"
+            if a.verbose:
+                print(line)
+            first_unchecked, why_unchecked = first_unchecked or line, why_unchecked or expect.source
         elif out.verdict != expect.verdict:
             changed += 1
             print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
@@ -80,11 +84,15 @@ def cmd_replay(a: argparse.Namespace) -> int:
             if a.verbose:
                 print(f"ok {path}: {out.verdict}")
         log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
+    if unchecked == 1 and not a.verbose:
+        print(first_unchecked)
+    elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
+        print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"
-          + (f"; skipped {len(skipped)} file(s) that are not inputs (logs, reports, other harnesses' "
-             "corpora, raw inputs of no known protocol)" if skipped else ""))
+          + (f"; skipped {len(skipped)} file(s) that are not inputs (the run's records, logs, reports, "
+             "other harnesses' corpora, raw inputs of no known protocol)" if skipped else ""))
     if changed or (a.strict and unchecked):
         return EXIT_FINDING
     return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN

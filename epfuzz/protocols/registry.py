@@ -10,6 +10,7 @@ pattern is adding its two protocols: no second list of patterns to keep in step.
 from __future__ import annotations
 
 import contextlib
+import difflib
 import importlib
 import importlib.machinery
 import itertools
@@ -43,6 +44,14 @@ class ZooRow(NamedTuple):
     title: str
     bad: str
     fixed: str
+
+
+def unknown_name(kind: str, typed: str, known: Iterable[str], also: str = "") -> str:
+    """One short line for a name nobody registered: what the user typed and up to three close names.
+    Listing all ~100 known names made one 3,000-character line in which the typo was hard to see."""
+    close = difflib.get_close_matches(typed, list(dict.fromkeys(known)), n=3)
+    hint = f"; did you mean {', '.join(close)}?" if close else ""
+    return f"unknown {kind} {typed!r}{hint} ({also}`epfuzz list` lists them)"
 
 
 @dataclass
@@ -103,8 +112,7 @@ class Registry:
             if folder is None:
                 raise self.policy.refusal(name)
             return self._import(name, folder, only_there=True)
-        known = ", ".join(dict.fromkeys([*self.builtin, *self.loaded]))
-        raise InputError(f"unknown protocol {name!r}; known: {known} (or module:Attr)")
+        raise InputError(unknown_name("protocol", name, [*self.builtin, *self.loaded], "or module:Attr; "))
 
     def load_plugin(self, spec: str) -> Protocol:
         """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`: the

@@ -36,6 +36,16 @@ class Triage:
     grouping: Grouping
     changed: bool                              # bugs.csv, ungrouped.txt or a case under bugs/ was written
     kept: list[Path] = field(default_factory=list)   # new representatives written to the keep folder
+    #: JSON files in the folder that are no case (corrupt, cut short), with why: not grouped, and said
+    unreadable: list[tuple[Path, str]] = field(default_factory=list)
+
+    def warning(self) -> str:
+        """One line naming what was skipped (a corrupt finding-*.json was dropped without a word), or ""."""
+        if not self.unreadable:
+            return ""
+        path, why = self.unreadable[0]
+        return (f"warning: skipped {len(self.unreadable)} file(s) in {self.run_dir} that are no readable case "
+                f"(the first: {path.name}: {why.removeprefix(f'{path}: ')})")
 
     def render(self) -> list[str]:
         """The bug table with each bug's case and replay line, what was kept, and whether anything changed."""
@@ -55,27 +65,46 @@ def _is_case(path: Path) -> bool:
         return True   # unreadable or too big: the grouping says why, as it did
 
 
-def _findings(run_dir: Path, protocol: str | None, preset: str, backend: str) -> list[Path]:
-    """The run's finding cases; raw `crash-*` artifacts (with `protocol`) wrapped as finding cases
-    in the run folder first, so `bugs.csv` can name them like the others."""
+def _is_record(run_dir: Path, path: Path) -> bool:
+    """The run's own JSON records: `stats.json`, and `jobs/job-J.json` with `--jobs`."""
+    return path == run_dir / "stats.json" or (path.parent == run_dir / "jobs" and path.name.startswith("job-"))
+
+
+def _not_a_case(path: Path) -> str:
+    """Why a JSON file that is no case is none (its parse error), for the warning."""
+    try:
+        load_case(path)
+    except InputError as e:
+        return str(e)
+    return "not a case"
+
+
+def _findings(run_dir: Path, protocol: str | None, preset: str,
+              backend: str) -> tuple[list[Path], list[tuple[Path, str]]]:
+    """(the run's finding cases, the JSON files skipped as no case, with why); raw `crash-*` artifacts
+    (with `protocol`) wrapped as finding cases in the run folder first, so `bugs.csv` can name them
+    like the others."""
     from epfuzz.backends import get_backend
 
     cases: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     for path in case_paths([run_dir]):
         if path.suffix == ".json" and path.parent.name != "bugs":
             if _is_case(path):   # not the run's own records (stats.json, jobs/job-N.json), which counted as
                 cases.append(path)   # findings in the grouping's "N of M" while the table said M - 1 (D12)
+            elif not _is_record(run_dir, path):   # a corrupt finding-*.json: skipped, but said (user trial)
+                skipped.append((path, _not_a_case(path)))
         elif path.name.startswith("crash-") and protocol:
             try:
                 scn = codec.decode(read_input(path), protocol, preset)
             except InputError as e:
-                print(f"error: {e}", file=sys.stderr)
+                print(f"epfuzz: {e}", file=sys.stderr)
                 continue
             proto = get_protocol(scn.protocol)
             out = get_backend(backend).run(scn, proto)
             if out.violation is not None:
                 cases.append(write_finding(run_dir, scn, codec.encode(scn), out, proto))
-    return sorted(set(cases))
+    return sorted(set(cases)), skipped
 
 
 def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None, preset: str = "spec",
@@ -85,7 +114,8 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
     minimized case of a root cause the keep folder does not have yet there."""
     bugs_dir = run_dir / "bugs"
     before = {p.name for p in bugs_dir.glob("*.json")} if bugs_dir.is_dir() else set()
-    grouping = group_findings(_findings(run_dir, protocol, preset, backend), bugs_dir, backend,
+    cases, unreadable = _findings(run_dir, protocol, preset, backend)
+    grouping = group_findings(cases, bugs_dir, backend,
                               max_steps=max_steps, stop=stop, progress=progress)
     changed = write_bug_index(grouping, run_dir / "bugs.csv")
     changed |= bool({p.name for p in bugs_dir.glob("*.json")} - before) if bugs_dir.is_dir() else False
@@ -103,4 +133,4 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
                 write_atomic(keep / bug.case.name, bug.case.read_bytes())
                 known.add(bug.cause)
                 kept.append(keep / bug.case.name)
-    return Triage(run_dir, grouping, changed or bool(kept), kept)
+    return Triage(run_dir, grouping, changed or bool(kept), kept, unreadable)

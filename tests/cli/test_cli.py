@@ -58,7 +58,7 @@ def test_corrupt_case_is_one_line_and_does_not_stop_the_run(tmp_path, capsys, co
     rc = cli(["replay", str(bad), str(good)])
     err = capsys.readouterr()
     assert rc == 2
-    lines = [line for line in err.err.splitlines() if line.startswith("error:")]
+    lines = [line for line in err.err.splitlines() if line.startswith("epfuzz:")]   # as every command says
     assert len(lines) == 1 and message in lines[0] and str(bad) in lines[0]
     assert "1 as expected" in err.out
     assert bad.read_bytes() == content

@@ -1,0 +1,78 @@
+"""`epfuzz corpus`, `triage` and `report`: the commands that read a harness's corpus or a run folder.
+
+Each refuses a name or a folder that is not there in one line before it reads or writes anything:
+a mistyped harness with the close names, a missing folder as missing (user trial items 2-4).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from epfuzz.infra.errors import InputError
+from epfuzz.infra.extras import require
+
+EXIT_CLEAN, EXIT_FINDING = 0, 1
+
+
+def known_harness(name: str) -> None:
+    """Refuse a harness name no protocol has, naming it as the user typed it and the close ones
+    (`deepep_v2_dispatc`: did you mean deepep_v2_dispatch?), before anything runs or is written."""
+    from epfuzz.continuous.targets import SUFFIX, harness_names
+    from epfuzz.protocols.registry import unknown_name
+
+    names = harness_names()
+    full = name.removesuffix(".py")
+    if (full if full.endswith(SUFFIX) else full + SUFFIX) in names:
+        return
+    # suggest in the form typed: a protocol name for a protocol name, a harness name for a harness name
+    known = names if full.endswith(SUFFIX) else [h.removesuffix(SUFFIX) for h in names]
+    raise InputError(unknown_name("harness", name, known))
+
+
+def cmd_corpus(a: argparse.Namespace) -> int:
+    from epfuzz.continuous import maintain
+
+    known_harness(a.harness)
+    if a.action == "merge":
+        n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
+        print(f"merged {n} input(s) that add coverage into {a.dest}")
+    else:
+        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
+        print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
+        if other:
+            print(maintain.untouched_note(other))
+    return EXIT_CLEAN
+
+
+def cmd_triage(a: argparse.Namespace) -> int:
+    from epfuzz.campaign.common import GroupingProgress
+    from epfuzz.infra.log import get_logger
+    from epfuzz.triage.run import triage
+
+    if not Path(a.run_dir).is_dir():
+        raise InputError(f"cannot read {a.run_dir}: not a folder")
+    got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
+                 progress=GroupingProgress(get_logger(command="triage")))
+    if got.warning():
+        print(f"epfuzz: {got.warning()}", file=sys.stderr)
+    print("\n".join(got.render()))
+    return EXIT_FINDING if got.grouping.bugs or got.grouping.left else EXIT_CLEAN
+
+
+def cmd_report(a: argparse.Namespace) -> int:
+    from epfuzz.triage.report import report
+
+    run_dir = Path(a.run_dir)
+    if not run_dir.exists():  # "no progress.csv (not a run folder?)" sent the user looking inside nothing
+        raise InputError(f"no such folder: {a.run_dir}")
+    if not run_dir.is_dir():
+        raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)")
+    if not a.no_png:
+        require("matplotlib", "report's plot", "or --no-png for report.md alone")
+    text, png = report(run_dir, png=not a.no_png)
+    print(text)
+    if png:
+        print(f"plot: {png}")
+    return EXIT_CLEAN
