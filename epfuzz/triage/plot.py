@@ -65,8 +65,7 @@ def plot(exp: Explanation, path: Path) -> Path:
             ax.text(pos + t.n / 2, lanes.index("PCIe"), tlp_name(t), ha="center", va="center", fontsize=6)
         if t.region == "data":
             ax.barh(lanes.index("memory"), t.n * 0.95, left=pos,
-                    # cross-hatched, not a grey: the pale PCIe bars (landed after the accept) are grey already,
-                    # and a user trial could not tell the two keys apart
+                    # cross-hatched: the pale PCIe bars are grey already (a user trial could not tell them apart)
                     **(key("bytes not landed at the accept", facecolor="white", edgecolor="dimgray", hatch="xx")
                        if late else key("data TLP", color="tab:green")))
             label = describe(t, run).split(",")[0]
