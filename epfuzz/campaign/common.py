@@ -50,7 +50,9 @@ def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
     """The run folder, which must be new or empty: a reused folder's old findings and corpus would
     be read back as this run's (a fixed protocol reported its buggy twin's bugs)."""
     path = run_dir or default
-    if path.exists() and (not path.is_dir() or any(path.iterdir())):
+    if path.exists() and not path.is_dir():
+        raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir")
+    if path.exists() and any(path.iterdir()):
         raise InputError(f"run folder {path} already exists and is not empty; name a new --run-dir")
     return path
 

@@ -225,6 +225,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     unknown = [t for t in words if t.startswith("-") and t not in known and not t.startswith("--log-format=")]
     if not cmd and unknown:  # argparse would only say a COMMAND is missing
         build_parser().error(f"unrecognized arguments: {' '.join(unknown)}")
+    # `-q` after the command (`epfuzz fuzz X -q`) means what it means before it: no command has a -q of its
+    # own, and a user trial was told "unrecognized arguments"; words after a `--` are not epfuzz's
+    stop = argv.index("--") if "--" in argv else len(argv)
+    if cmd and any(t in ("-q", "--quiet") for t in argv[:stop]):
+        head = [t for t in argv[:stop] if t not in ("-q", "--quiet")]
+        argv = ["--quiet", *head, *argv[stop:]]
     extra: list[str] = []
     if cmd == "fuzz" and "--" in argv:
         i = argv.index("--")

@@ -98,6 +98,11 @@ def test_a_used_run_folder_is_refused_and_left_as_it_was(tmp_path, capsys):
     rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch_fixed", "--time", "5", "--run-dir", str(old))
     assert rc == 2 and "already exists and is not empty" in err
     assert [x.name for x in old.iterdir()] == ["finding-x.json"]
+    # a file where the folder would go is named as one (a user trial was told it "is not empty")
+    f = tmp_path / "a-file"
+    f.write_text("keep")
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch_fixed", "--time", "5", "--run-dir", str(f))
+    assert rc == 2 and f"run folder {f} is a file, not a folder" in err and f.read_text() == "keep"
 
 
 @pytest.mark.parametrize(("field", "value", "says"), [
@@ -128,3 +133,19 @@ def test_max_execs_bounds_a_campaign_by_executions_whatever_the_time(tmp_path, c
                        "--max-execs", "120", "--seed", "3", "--run-dir", str(tmp_path / "r"))
     assert rc == 0, out + err
     assert ": " in out and " 120 execs " in out.splitlines()[0], out
+
+
+def test_quiet_after_the_command_means_what_it_means_before_it() -> None:
+    """A user trial typed `epfuzz fuzz X -q` and was told "unrecognized arguments"; words after `--` stay
+    the command's (libFuzzer's flags, the guest's command line)."""
+    from epfuzz.cli.args import parse
+
+    for argv in (["fuzz", "deepep_v2_dispatch", "-q"], ["fuzz", "--quiet", "deepep_v2_dispatch"],
+                 ["-q", "fuzz", "deepep_v2_dispatch"]):
+        a = parse(argv)
+        assert a.quiet and a.cmd == "fuzz" and a.harness == "deepep_v2_dispatch", argv
+    a = parse(["fuzz", "deepep_v2_dispatch", "--", "-q", "-runs=5"])
+    assert not a.quiet and a.libfuzzer == ["-q", "-runs=5"]
+    a = parse(["vm", "run", "--", "ls", "-q"])
+    assert not a.quiet and a.rest[-1] == "-q"
+    assert not parse(["fuzz", "deepep_v2_dispatch"]).quiet
