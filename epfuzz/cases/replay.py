@@ -45,14 +45,17 @@ JOB_RECORD = re.compile(r"job-[0-9]+\.json")
 RUN_MARK = "progress.csv"
 
 
-def is_run_record(path: Path) -> bool:
-    """Whether `path` is one of a run folder's own records, not a case: only inside a folder that holds
-    a progress.csv, so a user's `stats.json` case elsewhere is still replayed (and its errors said)."""
+def is_run_record(path: Path, run_dir: Path | None = None) -> bool:
+    """Whether `path` is one of a run folder's own records, not a case. `run_dir`: the run folder the caller
+    was given (triage); without it (replay, given any folder) only inside a folder that holds a progress.csv,
+    so a user's `stats.json` case elsewhere is still replayed (and its errors said)."""
     if RUN_RECORD.fullmatch(path.name):
-        return (path.parent / RUN_MARK).is_file()
-    if JOB_RECORD.fullmatch(path.name) and path.parent.name == "jobs":
-        return (path.parent.parent / RUN_MARK).is_file()
-    return False
+        folder = path.parent
+    elif JOB_RECORD.fullmatch(path.name) and path.parent.name == "jobs":
+        folder = path.parent.parent
+    else:
+        return False
+    return folder == run_dir if run_dir is not None else (folder / RUN_MARK).is_file()
 
 
 def protocol_from_path(path: Path) -> str | None:

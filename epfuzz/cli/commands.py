@@ -19,7 +19,7 @@ from epfuzz.backends import Outcome, get_backend
 from epfuzz.cases.corpus import Case
 from epfuzz.cases.replay import load_any
 from epfuzz.cli.args import parse
-from epfuzz.cli.guard import trust, unexpected
+from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT, trust, unexpected
 from epfuzz.cli.replay import cmd_replay
 from epfuzz.cli.upkeep import cmd_corpus, cmd_report, cmd_triage, known_harness
 from epfuzz.encoding import codec
@@ -35,7 +35,6 @@ from epfuzz.triage.findings import replay_command
 if TYPE_CHECKING:
     from epfuzz.campaign.common import Summary
 
-EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 EXIT_PIPE = 128 + signal.SIGPIPE
 
 
@@ -182,8 +181,9 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     from epfuzz.triage.findings import file_stem, signature
     from epfuzz.triage.minimize import minimize
 
+    taken = f"-o {a.output}: the file exists; --force overwrites it"
     if a.output and not a.force and os.path.lexists(a.output):  # refused before the work, not after it
-        raise InputError(f"-o {a.output}: the file exists; --force overwrites it")
+        raise InputError(taken)
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
@@ -199,7 +199,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
         # file there already holds this very case
         write_atomic(path, new.to_json().encode(), replace=a.force or not a.output)
     except Exists:  # made while minimize ran
-        raise InputError(f"-o {a.output}: the file exists; --force overwrites it") from None
+        raise InputError(taken) from None
     print(f"minimized {case.name}: {before} -> {after} input bytes, {m.runs} candidate runs, "
           f"{m.seconds:.2f} s, reproduction rate {percent(m.rate)}")
     print(f"  {out.violation.summary() if out.violation else 'clean'}")

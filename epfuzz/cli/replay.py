@@ -13,12 +13,11 @@ from pathlib import Path
 
 from epfuzz.backends import get_backend
 from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, replayable
+from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, ProtocolError
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
-
-EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
 
 
 def cmd_replay(a: argparse.Namespace) -> int:

@@ -10,10 +10,9 @@ import argparse
 import sys
 from pathlib import Path
 
+from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.extras import require
-
-EXIT_CLEAN, EXIT_FINDING = 0, 1
 
 
 def known_harness(name: str) -> None:
@@ -55,8 +54,9 @@ def cmd_triage(a: argparse.Namespace) -> int:
         raise InputError(f"cannot read {a.run_dir}: not a folder")
     got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
                  progress=GroupingProgress(get_logger(command="triage")))
-    if got.warning():
-        print(f"epfuzz: {got.warning()}", file=sys.stderr)
+    warning = got.warning()
+    if warning:
+        print(f"epfuzz: {warning}", file=sys.stderr)
     print("\n".join(got.render()))
     return EXIT_FINDING if got.grouping.bugs or got.grouping.left else EXIT_CLEAN
 

@@ -23,6 +23,7 @@ from epfuzz.cases.corpus import (
     read_input,
     write_atomic,
 )
+from epfuzz.cases.replay import is_run_record
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
@@ -65,11 +66,6 @@ def _is_case(path: Path) -> bool:
         return True   # unreadable or too big: the grouping says why, as it did
 
 
-def _is_record(run_dir: Path, path: Path) -> bool:
-    """The run's own JSON records: `stats.json`, and `jobs/job-J.json` with `--jobs`."""
-    return path == run_dir / "stats.json" or (path.parent == run_dir / "jobs" and path.name.startswith("job-"))
-
-
 def _not_a_case(path: Path) -> str:
     """Why a JSON file that is no case is none (its parse error), for the warning."""
     try:
@@ -92,7 +88,7 @@ def _findings(run_dir: Path, protocol: str | None, preset: str,
         if path.suffix == ".json" and path.parent.name != "bugs":
             if _is_case(path):   # not the run's own records (stats.json, jobs/job-N.json), which counted as
                 cases.append(path)   # findings in the grouping's "N of M" while the table said M - 1 (D12)
-            elif not _is_record(run_dir, path):   # a corrupt finding-*.json: skipped, but said (user trial)
+            elif not is_run_record(path, run_dir):   # a corrupt finding-*.json: skipped, but said (user trial)
                 skipped.append((path, _not_a_case(path)))
         elif path.name.startswith("crash-") and protocol:
             try:
