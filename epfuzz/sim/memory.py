@@ -13,20 +13,11 @@ import numpy as np
 from epfuzz.ir import ops
 from epfuzz.model.epoch import expected_data, start_buffers, start_images
 from epfuzz.protocols.base import Layout
-from epfuzz.sim.packets import Tlp, TlpAction
+from epfuzz.sim.packets import A_ADD, A_COPY, A_CQE, A_FETCH, A_READ, A_STALE, A_VALUE, Tlp
 
 MASK64: Final = (1 << 64) - 1
 _U32X4: Final = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
 _U64: Final = struct.Struct("<Q")
-# Final: mypyc keeps these in C statics (a module global is a dict lookup per use, and `apply` runs per TLP;
-# `TlpAction.X` is a slow attribute lookup on Python 3.11)
-_COPY: Final = TlpAction.COPY
-_VALUE: Final = TlpAction.VALUE
-_ADD: Final = TlpAction.ADD
-_READ: Final = TlpAction.READ
-_CQE: Final = TlpAction.CQE
-_FETCH: Final = TlpAction.FETCH
-_STALE: Final = TlpAction.STALE
 
 __all__ = ["Memory", "Starts", "expected_data"]
 
@@ -191,7 +182,7 @@ class Memory:
         self._at_start0 = False
         a = t.action
         off = t.off
-        if a == _COPY:  # value = source shift (0: the bytes the receiver expects there)
+        if a == A_COPY:  # value = source shift (0: the bytes the receiver expects there)
             src = off + t.value
             n = t.length
             v = self._views.get(t.region)
@@ -200,16 +191,16 @@ class Memory:
             v[off:off + n] = self._src[src:src + n]
             return
         buf = self.bufs[t.region]
-        if a == _VALUE:
+        if a == A_VALUE:
             _U64.pack_into(buf, off, t.value & MASK64)
-        elif a == _ADD:  # atomic: one TLP, or the RMW's write-back after its read
+        elif a == A_ADD:  # atomic: one TLP, or the RMW's write-back after its read
             _U64.pack_into(buf, off, (_U64.unpack_from(buf, off)[0] + t.value) & MASK64)
-        elif a == _CQE:
+        elif a == A_CQE:
             _U32X4.pack_into(buf, off, (self.epoch + 1) & 0xFFFFFFFF, t.value & 0xFFFFFFFF,
                              (t.value >> 32) & 0xFFFFFFFF, t.qp & 0xFFFFFFFF)
-        elif a == _STALE:  # the NIC read the send buffer before the payload was there (epfuzz.model.source)
+        elif a == A_STALE:  # the NIC read the send buffer before the payload was there (epfuzz.model.source)
             self._view(t.region)[off:off + t.length] = bytes(t.length)
-        elif a != _READ and a != _FETCH:  # pragma: no cover
+        elif a != A_READ and a != A_FETCH:  # pragma: no cover
             raise AssertionError(a)
 
     def snapshot(self) -> dict[str, bytes]:

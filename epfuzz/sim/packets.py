@@ -52,6 +52,17 @@ class TlpAction(IntEnum):
     STALE = 6    # write zeros: what the NIC's DMA read of an unflushed or rewritten send buffer carried
 
 
+#: the members bound once, for the responder that makes TLPs and the memory, receiver and pass rule that read them
+#: per TLP (the same reasons as `P_*`)
+A_COPY: Final = TlpAction.COPY
+A_VALUE: Final = TlpAction.VALUE
+A_ADD: Final = TlpAction.ADD
+A_READ: Final = TlpAction.READ
+A_CQE: Final = TlpAction.CQE
+A_FETCH: Final = TlpAction.FETCH
+A_STALE: Final = TlpAction.STALE
+
+
 class LocalStore(IntEnum):
     """Whether a TLP is the receiver's own store at an epoch start, and how it is ordered.
 

@@ -15,7 +15,7 @@ from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
 from epfuzz.model.rdma_read import UNFENCED
 from epfuzz.sim.adversary import PassRule
-from epfuzz.sim.packets import LocalStore, Packet, Tlp, TlpAction
+from epfuzz.sim.packets import A_FETCH, LocalStore, Packet, Tlp
 from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
@@ -46,7 +46,7 @@ def tlp_pass_rule() -> PassRule:
             return None
         if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
             return None
-        if earlier.action == _FETCH and (later.after == earlier.wr or later.fence_read == earlier.wr):
+        if earlier.action == A_FETCH and (later.after == earlier.wr or later.fence_read == earlier.wr):
             return None  # IB-read-response, IB-fence-read: it started after that READ completed
         if later.batch >= 0 and earlier.batch >= 0 and later.qp == earlier.qp:  # one copy-engine lane:
             return CE_BATCH if later.batch == earlier.batch else None  # no order in a batch, stream order across
@@ -54,7 +54,7 @@ def tlp_pass_rule() -> PassRule:
             return "xQP"                          # processes them independently
         if later.target != earlier.target:        # PCIe orders a path, not different completers
             return "path"
-        if earlier.action == _FETCH:              # a later WR of the QP, not fenced behind the READ
+        if earlier.action == A_FETCH:              # a later WR of the QP, not fenced behind the READ
             return UNFENCED if table.rule(later.attrs, earlier.attrs) is not None else None
         return table.rule(later.attrs, earlier.attrs)
 
@@ -99,7 +99,6 @@ class _PairMemo:
 
 
 #: Final: mypyc keeps these in C statics, not looked up in the module's dict at every pass checked
-_FETCH: Final = TlpAction.FETCH
 _UNORDERED: Final = LocalStore.UNORDERED
 
 

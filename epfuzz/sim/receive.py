@@ -22,7 +22,7 @@ from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.sim.memory import Memory, Starts
 from epfuzz.sim.nvlink import is_nvlink
-from epfuzz.sim.packets import Tlp, TlpAction
+from epfuzz.sim.packets import A_FETCH, A_READ, Tlp
 
 
 @dataclass(init=False)
@@ -291,7 +291,7 @@ def _touched(t: Tlp, spans: tuple[list[int], list[int]] | None) -> tuple[int, in
     """The bytes of `t` a receiver reads, as one [lo, hi) from the first watched byte it writes to the
     last (hi <= lo: none); a READ writes nothing. What lies between two spans is compared too: a change
     there only costs a poll that finds nothing."""
-    if t.action == TlpAction.READ or t.action == TlpAction.FETCH:
+    if t.action == A_READ or t.action == A_FETCH:
         return 0, 0
     lo, hi = t.off, t.off + t.length
     if spans is None:

@@ -21,22 +21,33 @@ from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
-from epfuzz.sim.packets import P_ATOMIC, P_IMM, P_READ, P_SEND, P_VALUE, P_WRITE, LocalStore, Packet, Tlp, TlpAction
+from epfuzz.sim.packets import (
+    A_ADD,
+    A_COPY,
+    A_CQE,
+    A_FETCH,
+    A_READ,
+    A_STALE,
+    A_VALUE,
+    P_ATOMIC,
+    P_IMM,
+    P_READ,
+    P_SEND,
+    P_VALUE,
+    P_WRITE,
+    LocalStore,
+    Packet,
+    Tlp,
+    TlpAction,
+)
 
 #: a receiver store before an epoch's traffic: (region, offset, u64 value, ordered behind a barrier)
 LocalStoreSpec = tuple[str, int, int, bool]
 
-# members bound once for the per-packet paths (the packet kinds are `packets.P_*`): on Python 3.11 every
-# `TlpAction.X` goes through EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would
-# pay per packet (Final: mypyc keeps them in C statics, where a plain module global is a dict lookup per use)
-_COPY: Final = TlpAction.COPY
-_SET: Final = TlpAction.VALUE
-_STALE: Final = TlpAction.STALE
+# the packet kinds and TLP actions are bound once in `packets` (P_*, A_*): on Python 3.11 every `X.Y` of an
+# enum goes through EnumType.__getattr__'s slow attribute hook (~0.15 us), which the responder would pay per
+# packet (Final: mypyc keeps them in C statics, where a plain module global is a dict lookup per use)
 _NONE: Final = LocalStore.NONE
-_CQE: Final = TlpAction.CQE
-_FETCH: Final = TlpAction.FETCH
-_RMW_READ: Final = TlpAction.READ
-_ADD: Final = TlpAction.ADD
 #: the TLP types the responder emits, by the index `Responder.emit` takes (an int, so that its per-run
 #: Attrs table is a list index, not a tuple key hashed per TLP)
 _TYPES: Final = (TlpType.POSTED, TlpType.READ, TlpType.NP_DATA)
@@ -155,25 +166,25 @@ class Responder:
     def local_stores(self, epoch: int) -> None:
         """The receiver's own stores before `epoch`'s traffic: behind a barrier, or racing it."""
         for region, off, value, ordered in self.prologue.get(epoch, ()):
-            self.new_tlp(epoch, _LOCAL_ATTRS, TlpAction.VALUE, -1, region, off, 8, value,
+            self.new_tlp(epoch, _LOCAL_ATTRS, A_VALUE, -1, region, off, 8, value,
                          local=LocalStore.BARRIER if ordered else LocalStore.UNORDERED)
 
     def receive(self, p: Packet) -> None:
         """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
         kind = p.kind
         if kind == P_WRITE:
-            self.payload(p, _STALE if p.stale else _COPY, p.value)
+            self.payload(p, A_STALE if p.stale else A_COPY, p.value)
         elif kind == P_VALUE:
-            self.payload(p, _SET, p.value)
+            self.payload(p, A_VALUE, p.value)
         elif kind in (P_ATOMIC, P_READ):  # executed in PSN order, even when writes are placed out of order
             self.held[p.qp].append(p)
         elif kind == P_IMM:
             if p.length:
-                self.payload(p, _STALE if p.stale else _COPY, 0)  # the value is the immediate, not a shift
+                self.payload(p, A_STALE if p.stale else A_COPY, 0)  # the value is the immediate, not a shift
             if p.last:
                 self.held[p.qp].append(p)
         elif kind == P_SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
-            self.emit(T_POSTED, self.ro, _SET, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
+            self.emit(T_POSTED, self.ro, A_VALUE, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
                       8, p.value)
             self.held[p.qp].append(p)
 
@@ -184,7 +195,7 @@ class Responder:
         mps = self.mps
         n = (p.off + p.length - 1) // mps - p.off // mps + 1
         last = self.out[-1] if self.out else None
-        if (action == _COPY and last is not None and last.action == _COPY
+        if (action == A_COPY and last is not None and last.action == A_COPY
                 and last.wr == p.wr and last.value == value and last.local == _NONE
                 and last.off + last.length == p.off and p.off % mps == 0):
             last.n += n        # the next packet of the same WR, right behind: extend the run
@@ -227,18 +238,18 @@ class Responder:
         if p.kind == P_ATOMIC:
             self.atomic(p, hold=self.o920)
         elif p.kind == P_READ:  # one MemRd, no RO (RO does not let a read pass: B2a)
-            self.emit(T_READ, False, _FETCH, p, p.region, p.off, p.length, 0)
+            self.emit(T_READ, False, A_FETCH, p, p.region, p.off, p.length, 0)
         else:
-            self.emit(T_POSTED, False, _CQE, p, ops.CQ,
+            self.emit(T_POSTED, False, A_CQE, p, ops.CQ,
                       (p.channel * self.max_signals + p.cq_slot) * 16, 16, p.value)
 
     def atomic(self, p: Packet, hold: bool) -> None:
         """One AtomicOp (PCI atomic mode 4), or MemRd then the MemWr that waits for its completion."""
         if self.atomic_op:
-            self.emit(T_NP_DATA, self.ro and not p.strong, _ADD, p, p.region, p.off, 8, p.value, 1, -1, hold)
+            self.emit(T_NP_DATA, self.ro and not p.strong, A_ADD, p, p.region, p.off, 8, p.value, 1, -1, hold)
         else:
-            rd = self.emit(T_READ, False, _RMW_READ, p, p.region, p.off, 8, 0, 1, -1, hold)
-            self.emit(T_POSTED, self.ro and not p.strong, _ADD, p, p.region, p.off, 8, p.value, 1, rd.seq, hold)
+            rd = self.emit(T_READ, False, A_READ, p, p.region, p.off, 8, 0, 1, -1, hold)
+            self.emit(T_POSTED, self.ro and not p.strong, A_ADD, p, p.region, p.off, 8, p.value, 1, rd.seq, hold)
 
 
 def respond(scn: Scenario, arrivals: list[Packet], layout_max_signals: int, tlp_base: int,
