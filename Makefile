@@ -11,10 +11,15 @@ SOAK_TIME ?= 1800
 
 .PHONY: install fuzz test replay lint seeds bench bench-search soak rxe-vm vm-deps docs clean
 
+# setuptools' build backend prints a 12-line "Editable installation" notice through pip's -q (folders named like
+# the package in the working directory may shadow it: here that folder is the package); the filter matches that
+# message alone, in pip's process and the backend's (a user trial read it as an error of make fuzz)
+PIP := PYTHONWARNINGS='ignore:Editable installation' $(PY) -m pip
+
 $(VENV)/.installed: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[dev,core]'
+	$(PIP) install -q -e '.[dev,core]'
 	touch $@
 
 # the emulator's hot modules compiled with mypyc, beside their sources (issue 14); rebuilt when a source
@@ -59,7 +64,7 @@ test: install vm-deps docs
 # pages, a page left out of the nav or an API name mkdocstrings cannot find fails the build; the measured
 # tables are rendered from bench/*.json while it builds (bench/docs_tables.py)
 $(VENV)/.docs: $(VENV)/.installed
-	$(PY) -m pip install -q -e '.[dev,core,docs]'
+	$(PIP) install -q -e '.[dev,core,docs]'
 	touch $@
 
 docs: $(VENV)/.docs
