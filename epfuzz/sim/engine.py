@@ -12,6 +12,7 @@ import dataclasses
 import operator
 from collections import OrderedDict
 from collections.abc import Callable
+from typing import Final
 
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol, apply_spins
@@ -159,6 +160,10 @@ def build_over(form: Built, scn: Scenario,
                   starts=form.starts)
 
 
+#: key hashes of configurations built and not kept that `FormCache` remembers (`keep_first=False`): a
+#: configuration built again within this many one-off builds is kept from then on
+SEEN: Final = 2048
+
 #: every Scenario field but the schedule, read from the dataclass itself: a field another change adds to
 #: the Scenario joins the key without anyone remembering to add it here
 CONFIG_FIELDS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(Scenario) if f.name != "schedule")
@@ -223,13 +228,26 @@ class FormCache:
 
     The guided search and the schedule sampler run many schedules of one configuration; each then costs
     only the adversary's moves and the replay. Results cannot depend on what is cached (a hit is the very
-    object a miss builds, and nothing mutates it), only the time they take."""
+    object a miss builds, and nothing mutates it), only the time they take.
+
+    With `keep_first=False` (the process's `FORMS`) a configuration's form enters the LRU only when the
+    configuration is built a second time (its key's hash is among the last `seen` built and not kept) or
+    the search hands it back (`put`); the last form returned still serves the runs right after it. Most
+    configurations a search makes are one-offs (fresh draws, libFuzzer's new inputs, IR mutants): kept,
+    128 of them held their packets, TLPs and images (megabytes) and each was freed 128 builds later, cold
+    in the CPU's caches, ~10% of a fresh scenario's time (perf; FORMS limited to one form ran the fresh
+    `dispatch_any` inputs 13% faster, interleaved in one process). A configuration the search comes back
+    to pays one more build."""
 
     def __init__(self, maxsize: int = 128,
-                 key: Callable[[Scenario], tuple[object, ...]] | None = None) -> None:
+                 key: Callable[[Scenario], tuple[object, ...]] | None = None, keep_first: bool = True,
+                 seen: int = SEEN) -> None:
         self.maxsize = maxsize
         self.key = key or config_key  # another key only in tests (one that forgets a field must be caught)
         self.forms: OrderedDict[FormKey, Built] = OrderedDict()
+        self.keep_first = keep_first
+        self._seen: OrderedDict[int, None] = OrderedDict()
+        self.seen_max = seen
         self.hits = 0
         self.misses = 0
         #: the last form returned, with its protocol and configuration: always the most recent entry of
@@ -255,13 +273,44 @@ class FormCache:
             return f
         self.misses += 1
         stale = f is not None
-        f = forms[key] = build_form(scn, proto)
+        built = build_form(scn, proto)
+        self._last = (proto, cfg, built)
+        if not (stale or self.keep_first or self._second(key.h)):
+            return built
+        forms[key] = built
         if stale:  # a new key goes in last already; a replaced one keeps its place
             forms.move_to_end(key)
         while len(forms) > self.maxsize:
             forms.popitem(last=False)
-        self._last = (proto, cfg, f)
-        return f
+        return built
+
+    def _second(self, h: int) -> bool:
+        """Whether a configuration of key hash `h` was built and not kept lately (then it is kept now); else
+        it is noted. A hash shared by two configurations only keeps a form one build early."""
+        seen = self._seen
+        if h in seen:
+            del seen[h]
+            return True
+        seen[h] = None
+        if len(seen) > self.seen_max:
+            seen.popitem(last=False)
+        return False
+
+    def keep(self, scn: Scenario, proto: Protocol) -> None:
+        """Keep in the LRU the last form returned, where it is `scn`'s configuration's under `proto` (nothing
+        is built): the guided search calls it for an input it keeps, whose configuration its moves come back
+        to, so that `keep_first=False` costs it no second build of each one."""
+        last = self._last
+        if last is None or last[0] is not proto or last[1] != self.key(scn):
+            return
+        key = FormKey(id(proto), last[1])
+        forms = self.forms
+        f = forms.get(key)
+        if f is None or f.proto is not proto:
+            forms[key] = last[2]
+            self._seen.pop(key.h, None)
+            while len(forms) > self.maxsize:
+                forms.popitem(last=False)
 
     def put(self, scn: Scenario, proto: Protocol, form: Built) -> None:
         """Make `form`, the built form of `scn`'s configuration under `proto` (a `Built.lean` copy of one
@@ -283,13 +332,14 @@ class FormCache:
 
     def clear(self) -> None:
         self.forms.clear()
+        self._seen.clear()
         self._last = None
         self.hits = self.misses = 0
 
 
 #: the process's built forms, which `simulate` uses (the harnesses too: nothing is line-instrumented, so
 #: a cache hit changes no coverage; libFuzzer's is the run's semantic features, the same either way)
-FORMS = FormCache()
+FORMS = FormCache(keep_first=False)
 
 
 def replay(run: SimRun, proto: Protocol) -> SimRun:

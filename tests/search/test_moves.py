@@ -133,7 +133,7 @@ def test_a_schedule_move_hands_its_parents_form_back_to_the_cache(monkeypatch):
     from epfuzz.sim import engine
 
     monkeypatch.setattr(context, "BASES", 2)
-    monkeypatch.setattr(engine, "FORMS", engine.FormCache(maxsize=2))
+    monkeypatch.setattr(engine, "FORMS", engine.FormCache(maxsize=2, keep_first=False))  # as the process's
     ctx, rng = _ctx(), random.Random(3)
     parent = codec.load_dict({"protocol": "deep_gdr", "payload": {"num_tokens": 3}})
     ctx.base(parent)

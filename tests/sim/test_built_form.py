@@ -13,6 +13,8 @@ import random
 import sys
 from typing import Any
 
+import pytest
+
 from epfuzz.encoding import codec
 from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Overtake, Scenario, iter_leaf_fields
@@ -217,3 +219,64 @@ def test_an_equal_configuration_made_anew_finds_its_form() -> None:
     assert cache.misses == misses
     s = scns[0].with_path("payload.hidden_bytes", scns[0].payload.hidden_bytes + 16)
     assert cache.get(s, get_protocol(s.protocol)) is not forms[0] and cache.misses == misses + 1
+
+
+def test_a_one_off_configuration_is_served_but_not_kept() -> None:
+    """`keep_first=False` (the process's FORMS): a configuration built once is the last form, which the runs
+    right after it get, but it does not enter the LRU; built again after others, it is kept from then on."""
+    cache = engine.FormCache(maxsize=8, keep_first=False)
+    proto = get_protocol("dispatch_any")
+    scns = [codec.decode(b"", "dispatch_any").with_path("payload.num_tokens", k) for k in range(1, 5)]
+    first = cache.get(scns[0], proto)
+    assert cache.get(scns[0].replace(schedule=(Overtake("pcie", 1, 2),)), proto) is first and cache.hits == 1
+    assert not cache.forms
+    for s in scns[1:]:
+        cache.get(s, proto)
+    assert not cache.forms and cache.misses == 4
+    again = cache.get(scns[0], proto)          # the second build: kept
+    assert again is not first and len(cache.forms) == 1
+    cache.get(scns[1], proto)                  # its second build too
+    assert cache.get(scns[0], proto) is again and cache.misses == 6 and len(cache.forms) == 2
+
+
+def test_the_seen_hashes_are_bounded() -> None:
+    cache = engine.FormCache(keep_first=False, seen=3)
+    proto = get_protocol("dispatch_any")
+    scns = [codec.decode(b"", "dispatch_any").with_path("payload.num_tokens", k) for k in range(1, 6)]
+    for s in scns:
+        cache.get(s, proto)
+    assert len(cache._seen) == 3
+    cache.get(scns[0], proto)                  # forgotten: a one-off again, not kept
+    assert not cache.forms
+    cache.get(scns[4], proto)                  # remembered: kept
+    assert len(cache.forms) == 1
+
+
+def test_keep_keeps_the_last_form_of_that_configuration_only() -> None:
+    from epfuzz.protocols.dispatch import DispatchProtocol
+
+    cache = engine.FormCache(keep_first=False)
+    proto = get_protocol("dispatch_any")
+    a, b = (codec.decode(b"", "dispatch_any").with_path("payload.num_tokens", k) for k in (1, 2))
+    form = cache.get(a, proto)
+    cache.keep(b, proto)                                            # not the last form's configuration
+    cache.keep(a, DispatchProtocol("dispatch_any", "", {}, "clean"))  # nor its protocol
+    assert not cache.forms
+    cache.keep(a.replace(schedule=(Overtake("pcie", 1, 2),)), proto)
+    assert list(cache.forms.values()) == [form]
+    cache.get(b, proto)
+    misses = cache.misses
+    assert cache.get(a, proto) is form and cache.misses == misses
+
+
+@pytest.mark.parametrize("keep_first", [True, False])
+def test_replays_agree_with_the_full_build_whatever_is_kept(keep_first: bool) -> None:
+    """Both admission policies serve only forms a full build makes: 120 random configurations, each
+    asked for twice apart (the second time kept under `keep_first=False`), replayed under new schedules."""
+    cache = engine.FormCache(maxsize=32, keep_first=keep_first)
+    rng = random.Random(17)
+    scns = _scenarios(120, 17)
+    for scn in scns + scns[::2]:
+        cache.get(scn, get_protocol(scn.protocol))
+    bad = _mismatches(cache, scns, rng)
+    assert not bad, f"{len(bad)} mismatches, first: {bad[:2]}"

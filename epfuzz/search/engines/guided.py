@@ -104,6 +104,9 @@ class Guided:
         idx, changed = self.corpus.observe(data, feats, ex.units, move)
         if idx is not None:
             ctx.remember(data, ex.scenario)     # a kept input is a parent to be: its moves need not decode it
+            from epfuzz.sim.engine import FORMS
+
+            FORMS.keep(ex.scenario, self.ctx.proto)  # and its moves come back to its configuration's built form
         if changed:
             self.scheduler.changed(changed)
         self.scheduler.tick()
