@@ -40,6 +40,7 @@ from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.engine import SimRun, build
 from epfuzz.sim.nvlink import pass_rule
 from epfuzz.sim.packets import Packet, Tlp
+from epfuzz.sim.pass_rules import known_arrived
 from epfuzz.sim.receive import Receiving
 
 #: a guard for the recursion depth, not a search bound: the state budget is what limits the search
@@ -117,10 +118,9 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
 
 
 def _fences_kept(order: list[Packet]) -> bool:
-    """Whether every packet sent behind a READ's completion (`Packet.after`) arrives after the packets of
-    the WRs posted up to that READ (`epfuzz.sim.pass_rules.packet_pass_rule` says the same)."""
-    return not any(max(p.after, p.fence_read) >= 0 and any(q.wr <= max(p.after, p.fence_read) for q in order[i + 1:])
-                   for i, p in enumerate(order))
+    """Whether every packet sent behind a completion (a READ's response, a Flush's ACK) arrives after the
+    packets that completion needed (`epfuzz.sim.pass_rules.known_arrived`, what `packet_pass_rule` says)."""
+    return not any(known_arrived(p, q) for i, p in enumerate(order) for q in order[i + 1:])
 
 
 def _explore_run(run: SimRun, scn: Scenario, proto: Protocol, max_states: int) -> Exploration:

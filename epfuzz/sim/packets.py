@@ -111,11 +111,15 @@ def op_kind(op: object) -> int:
     return k
 
 
+#: `Packet.acked` of a packet whose channel had waited for no completion: shared, never written to
+NO_ACKS: Final[list[int]] = []
+
+
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",
                  "value", "last", "cq_slot", "ready", "depart", "arrive", "op_index", "after", "fence_read", "batch",
-                 "stale", "strong")
+                 "acked", "stale", "strong")
     n: ClassVar[int] = 1  # one unit for the adversary: packets are never split
     seq: int
     epoch: int
@@ -137,6 +141,9 @@ class Packet:
     after: int  # the READ WR its channel's Flush waited for before it was posted (IB-read-response), or -1
     fence_read: int  # the READ WR of its QP a fenced WR waited for (IB-fence-read), or -1
     batch: int  # the copy-engine batch of a CeCopy/CeValue (`epfuzz.model.cebatch`), or -1
+    #: per QP, the last WR of that QP whose completion its channel's Flushes had waited for before it was posted
+    #: (-1: none; `NO_ACKS`: no Flush waited for anything): those WRs' packets had all arrived (IB-ack)
+    acked: list[int]
     #: the `epfuzz.model.source` clause when the NIC's read of the send buffer may have carried other bytes
     #: than the payload ("" when it carried the payload)
     stale: str
@@ -146,6 +153,7 @@ class Packet:
         self.after = -1
         self.fence_read = -1
         self.batch = -1
+        self.acked = NO_ACKS
         self.stale = ""
         self.strong = False
 
@@ -219,7 +227,7 @@ class Tlp:
 
 class Wr:
     __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after", "fence_read",
-                 "proxy_fence")
+                 "acked", "proxy_fence")
     id: int
     epoch: int
     channel: int
@@ -231,6 +239,7 @@ class Wr:
     done: int
     after: int  # the READ WR its channel waited for by a Flush before posting it (IB-read-response), or -1
     fence_read: int  # fenced: the READ WR of its QP it waited for (IB-fence-read), or -1
+    acked: list[int]  # per QP, the last WR its channel's Flushes waited for before posting it (`Packet.acked`)
     proxy_fence: int  # the op index of the channel's first ProxyFence after this WR (ordering.NO_PROXY_FENCE: none)
 
 

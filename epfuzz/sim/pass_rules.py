@@ -112,9 +112,22 @@ def packet_pass_rule(adaptive_routing: bool) -> PassRule:
             return None
         if later.batch >= 0 or earlier.batch >= 0:
             return None  # a copy engine's copies cross no fabric (CE-no-fabric)
-        after = later.after if later.after > later.fence_read else later.fence_read
-        if after >= 0 and earlier.wr <= after:  # sent once the READ's response was back, which
-            return None  # needed every packet before the READ (stricter across QPs: IB-fence-read, IB-read-response)
+        if known_arrived(later, earlier):
+            return None
         return "AR" if later.qp == earlier.qp else "cross-QP"
 
     return rule
+
+
+def known_arrived(later: Packet, earlier: Packet) -> bool:
+    """Whether `later` was posted after its channel knew `earlier` had arrived: no route can then bring
+    `later` in first. A READ's response needed every packet before the READ (stricter across QPs:
+    IB-fence-read, IB-read-response); a Flush's completion (the ACK of the QP's last WR before it, or an
+    atomic's response) needed every packet of that QP's WRs up to it (IB-ack, IB-sq-order). Adaptive
+    routing let a flag that a Flush had held for its data's ACK pass that data (a protocol author's
+    trial, 2026-12-04: a false alarm)."""
+    after = later.after if later.after > later.fence_read else later.fence_read
+    if after >= 0 and earlier.wr <= after:
+        return True
+    acked = later.acked
+    return earlier.qp < len(acked) and earlier.wr <= acked[earlier.qp]

@@ -76,9 +76,10 @@ class SendQueues:
         self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = [[] for _ in range(nq)]
         self.stalled = 0  # WRs waiting, over all QPs
 
-    def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1) -> None:
+    def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1,
+             acked: list[int] = pk.NO_ACKS) -> None:
         """Post `op` (the channel's op number `index`, of `op_kind` `kind`) on `qp` at time `now` (`after`: the
-        READ a Flush waited for)."""
+        READ a Flush waited for; `acked`: per QP, the last WR the channel's Flushes waited for)."""
         fence: bool = op.fence
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
@@ -87,6 +88,7 @@ class SendQueues:
         # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
         w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
         w.proxy_fence = NO_PROXY_FENCE
+        w.acked = acked
         self.wrs.append(w)
         self.last_wr[qp] = w.id
         if kind == pk.K_READ:
@@ -175,9 +177,10 @@ class SendQueues:
         self.free[qp] = ready
         self.last_of[wid] = self.pkts[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
-        if w.after >= 0 or w.fence_read >= 0 or batch >= 0:  # (a conditional iterable is a generic iterator)
+        if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
             for i in range(first, len(self.pkts)):
                 self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
+                self.pkts[i].acked = w.acked
         if self.track:
             for i in range(first, len(self.pkts)):
                 self.port.add(self.pkts[i])
@@ -257,6 +260,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
+    acked = [pk.NO_ACKS] * len(programs)  # per channel and QP: the last WR its Flushes waited for (IB-ack)
     frontier: dict[int, int] = {}  # channel * QPs + QP -> the QP's last WR before the channel's first
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
@@ -288,6 +292,12 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
                 i = bisect_right(sq.reads[q], f.wr)
                 after[c] = sq.reads[q][i - 1] if i else after[c]
+                # every packet of the QP's WRs up to f.wr has arrived once it resumes: its later packets come
+                # after them (a new list: the packets posted before share the old one)
+                a = list(acked[c]) if acked[c] else [-1] * nq
+                if f.wr > a[q]:
+                    a[q] = f.wr
+                acked[c] = a
                 parked.append((c, idx, f))
                 at[c] = _NEVER
                 continue
@@ -298,7 +308,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             wop = cast(Posted, op)
             q = wop.qp % nq
             frontier.setdefault(c * nq + q, sq.last_wr[q])
-            sq.post(wop, kind, c, idx, q, t, after[c])
+            sq.post(wop, kind, c, idx, q, t, after[c], acked[c])
             t += POST_NS
         if idx + 1 < len(prog):
             at[c], nxt[c] = t, idx + 1

@@ -134,3 +134,61 @@ def test_ib_fence_waits_for_the_qps_earlier_atomic_response_not_its_writes():
     wrs, pkts, _ = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=True)],
                                busy])
     assert wrs[2].start < _last(pkts, 0).arrive               # no ATOMIC before it: the WRITE is not waited for
+
+
+def test_ib_ack_packets_posted_after_a_flush_never_arrive_before_what_it_waited_for():
+    """A Flush's completion (the ACK of its QP's last WR) means every packet of that QP's WRs up to it has
+    arrived, so with adaptive routing a WR the channel posts afterwards cannot pass them on the network;
+    it may still pass what it did not wait for: another QP's data, or a WR posted after the Flush.
+    (A protocol author's trial, 2026-12-04: write, Flush, flag on a strict MR was a false AR finding.)"""
+    from epfuzz.sim.pass_rules import known_arrived, packet_pass_rule
+
+    scn = _scn(qp_delay_ns=(0, 900))
+    wrs, pkts, (f,) = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.Flush(0), ops.WriteValue(0, ops.SIGNAL, 0, 1),
+                                   ops.WriteValue(0, ops.SIGNAL, 8, 1)],
+                                  [ops.Write(1, ops.DATA, BIG, BIG)]])
+    rule = packet_pass_rule(True)
+    data = [p for p in pkts if p.wr == f.wr]
+    flag, flag2 = (p for p in pkts if p.kind == 1)  # PacketKind.VALUE
+    other = [p for p in pkts if p.qp == 1]
+    assert len(data) == 4 and flag.acked[0] == f.wr and flag2.acked is flag.acked
+    assert all(rule(flag, d) is None and known_arrived(flag, d) for d in data)
+    assert all(rule(flag, o) == "cross-QP" for o in other)           # channel 1's QP: not waited for
+    assert rule(flag2, flag) == "AR"                                  # posted after the Flush: no ACK seen
+    assert all(not p.acked for p in data + other)                     # posted before any completion
+
+
+def test_ib_ack_a_write_flush_flag_protocol_is_clean_under_adaptive_routing():
+    """End to end: WRITE, Flush, then the flag on the same QP and a strict MR is never accepted early,
+    whatever net schedule the adversary draws; without the Flush adaptive routing finds the early accept."""
+    import random
+
+    from epfuzz.protocols.gather import GatherReceiver, PathProtocol
+
+    def sender(flush: bool):  # type: ignore[no-untyped-def]
+        def make(scn, layout, epoch):  # type: ignore[no-untyped-def]
+            progs = []
+            for c in range(layout.num_channels):
+                qp = scn.qp_of_channel(c)
+                n = layout.tokens_in_channel[c] * layout.token_bytes
+                progs.append([ops.Write(qp, ops.DATA, layout.slot_offset(c, 0), n)]
+                             + ([ops.Flush(qp)] if flush else []) + [ops.WriteValue(qp, ops.SIGNAL, c * 8, 1)])
+            return progs
+        return make
+
+    def proto(flush: bool) -> PathProtocol:
+        return PathProtocol(f"ackflag{int(flush)}", "", {"knobs.mr_relaxed": False}, "clean", ("test",),
+                            sender(flush), lambda s, lay: GatherReceiver(s, lay, lambda w, c, e: w == 1))
+
+    rng = random.Random(5)
+    found = {True: 0, False: 0}
+    for flush in (True, False):
+        p = proto(flush)
+        for _ in range(300):
+            scn = codec.load_dict({"protocol": "dispatch_any", "knobs": {"adaptive_routing": True},
+                                   "payload": {"num_tokens": rng.randrange(1, 5), "hidden_bytes": 4096},
+                                   "chunking": {"mtu": 1024},
+                                   "schedule": [{"stage": "net", "index": rng.randrange(64),
+                                                 "distance": rng.randrange(1, 64)} for _ in range(3)]})
+            found[flush] += simulate(scn, p).violation is not None
+    assert found[True] == 0 and found[False] > 0, found
