@@ -192,3 +192,20 @@ def test_ib_ack_a_write_flush_flag_protocol_is_clean_under_adaptive_routing():
                                                  "distance": rng.randrange(1, 64)} for _ in range(3)]})
             found[flush] += simulate(scn, p).violation is not None
     assert found[True] == 0 and found[False] > 0, found
+
+
+def test_ib_fence_a_fenced_wr_never_arrives_before_what_the_atomic_it_waited_for_needed():
+    """IBV_SEND_FENCE holds a WR until the QP's earlier ATOMIC has completed: its response came back only
+    once the responder had executed it behind every earlier packet of the QP (o9-20), so under adaptive
+    routing the fenced WR passes none of them; an unfenced one may."""
+    from epfuzz.sim.pass_rules import packet_pass_rule
+
+    scn = _scn()
+    for fence in (True, False):
+        _, pkts, _ = _post(scn, [[ops.Write(0, ops.DATA, 0, BIG), ops.AtomicAdd(0, ops.SIGNAL, 0, 1),
+                                  ops.WriteValue(0, ops.SIGNAL, 8, 1, fence=fence)], []])
+        data = [p for p in pkts if p.kind == 0]  # PacketKind.WRITE
+        atomic = next(p for p in pkts if p.kind == 2)
+        flag = next(p for p in pkts if p.kind == 1)
+        rule = packet_pass_rule(True)
+        assert all(rule(flag, x) == (None if fence else "AR") for x in [*data, atomic])
