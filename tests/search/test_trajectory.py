@@ -6,7 +6,8 @@ entries (bytes, picks, standing, source), the monitor's counts and the adapted m
 expected hashes were computed with the code at 48379fc (main, before issue 31's search-side work:
 caching decoded scenarios, handing a move's scenario to the executor, the features' loops), on the
 compiled core and the pure path alike (they agree; PYTHONHASHSEED does not change them). A change in
-behaviour, however small (a feature, a draw, a pick), fails it; a faster equal search does not.
+behaviour, however small (a feature, a draw, a pick), fails it; a faster equal search does not. A deliberate
+change of the model re-pins the cases it moves, saying so beside them.
 """
 
 from __future__ import annotations
@@ -40,7 +41,10 @@ def trajectory(name: str, seed: int, steps: int) -> tuple[str, int, int]:
 @pytest.mark.parametrize(("name", "seed", "steps", "expected"), [
     ("deep_ro_signal", 1, 400, ("1b698526d247dbda", 31, 144)),
     ("deep2_mid_stamp", 2, 400, ("98f153dedad59269", 31, 84)),
-    ("signal_reset_race", 3, 300, ("3a9bf524bb692585", 0, 74)),     # the zoo: a shallow bug, not hit here
+    # the zoo, a shallow bug; re-pinned after a deliberate model change (2026-12-04: a WR fenced behind its QP's
+    # ATOMIC no longer passes that QP's earlier packets under adaptive routing): its fenced signals move less,
+    # and this run now meets the bug (it had not before)
+    ("signal_reset_race", 3, 300, ("54ee019ef0da7f5e", 10, 85)),
     ("stale_cache", 1, 300, ("e8f18b945a45f7ad", 174, 74)),         # the zoo: the receiver-cache path
 ])
 def test_guided_trajectory_is_pinned(name: str, seed: int, steps: int, expected: tuple[str, int, int]) -> None:
