@@ -42,9 +42,10 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: the modules mypyc compiles, in dependency order (`epfuzz.core.corebuild` builds exactly these)
 COMPILED: tuple[str, ...] = (
     "epfuzz.sim.packets", "epfuzz.sim.adversary", "epfuzz.sim.responder", "epfuzz.sim.pass_rules",
-    "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.requester", "epfuzz.sim.memory", "epfuzz.sim.receive",
-    "epfuzz.sim.run", "epfuzz.sim.engine", "epfuzz.sim.explore", "epfuzz.protocols.opcheck", "epfuzz.ir.payload",
-    "epfuzz.model.epoch", "epfuzz.model.oracle", "epfuzz.search.featcore", "epfuzz.search.schedcore",
+    "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.sendq", "epfuzz.sim.requester", "epfuzz.sim.memory",
+    "epfuzz.sim.receive", "epfuzz.sim.run", "epfuzz.sim.built", "epfuzz.sim.engine", "epfuzz.sim.explore",
+    "epfuzz.protocols.opcheck", "epfuzz.ir.payload", "epfuzz.model.epoch", "epfuzz.model.oracle",
+    "epfuzz.search.featcore", "epfuzz.search.schedcore",
     # the built-in protocols whose sender and receiver run per execution (issue 31.3): their classes derive
     # from base.py's plain-Python Protocol and Receiver (kept so: a plug-in subclasses them, and an ABC's
     # abstract checks and class-level overrides hold only outside mypyc), so mypyc compiles them as ordinary

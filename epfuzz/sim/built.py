@@ -1,0 +1,119 @@
+"""A scenario's configuration built once, its schedule excluded (`Built`), and the packet arrival orders of
+the net schedules met (`Arrived`): what `epfuzz.sim.engine` applies a schedule to and replays.
+
+Split from the engine, which keeps the schedule's application, the form cache and the replay.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from epfuzz.ir.scenario import Scenario
+from epfuzz.protocols.base import Layout, Protocol, apply_spins
+from epfuzz.protocols.opcheck import check_programs
+from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes
+from epfuzz.sim.memory import Starts
+from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
+from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
+from epfuzz.sim.pass_rules import packet_pass_rule
+from epfuzz.sim.requester import post_and_send
+from epfuzz.sim.responder import respond
+
+NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
+
+__all__ = ["ARRIVALS_PER_FORM", "NET_WINDOW", "Arrived", "Built", "build_form"]
+
+
+class Arrived:
+    """One packet arrival order of a built form and what follows from it alone: the TLPs in root-complex
+    arrival order, the adversary's pass rule over them, and (made on first use) the reorder window's
+    QP streams. The net overtakes decide it, so a built form keeps one per net schedule it met."""
+
+    __slots__ = ("packets", "pinv", "tlps", "rule", "_streams")
+
+    def __init__(self, packets: list[Packet], pinv: list[tuple[Packet, Packet, str]], tlps: list[Tlp],
+                 rule: PassRule) -> None:
+        self.packets, self.pinv, self.tlps, self.rule = packets, pinv, tlps, rule
+        self._streams: QpStreams | None = None
+
+    def streams(self, window: int) -> QpStreams:
+        s = self._streams
+        if s is None or s.window != window:
+            s = self._streams = QpStreams(self.tlps, window)
+        return s
+
+
+#: net schedules a built form keeps the arrivals of (the guided search mostly resamples PCIe moves)
+ARRIVALS_PER_FORM = 8
+
+
+class Built:
+    """A scenario's configuration built once, its schedule excluded: layout, work requests, packets in
+    send order, the Flush waits and the receiver's epoch prologues, plus the `Arrived` forms of the net
+    schedules met so far. `build_over` applies a schedule to it; nothing in it changes afterwards (the
+    adversary splits copies, replay only reads), so every `SimRun` built over it may share its lists.
+    """
+
+    __slots__ = ("proto", "layout", "wrs", "packets", "flushes", "prologue", "_arrived", "starts")
+
+    def __init__(self, proto: Protocol, layout: Layout, wrs: list[Wr], packets: list[Packet],
+                 flushes: list[FlushWait], prologue: dict[int, list[tuple[str, int, int, bool]]]) -> None:
+        self.proto, self.layout, self.wrs, self.packets = proto, layout, wrs, packets
+        self.flushes, self.prologue = flushes, prologue
+        self._arrived: dict[tuple[tuple[int, int], ...], Arrived] = {}
+        #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run
+        self.starts = Starts()
+
+    def arrived(self, scn: Scenario, net: tuple[tuple[int, int], ...]) -> Arrived:
+        """The arrival order the (effective) net overtakes `net` make, built on first use."""
+        a = self._arrived.get(net)
+        if a is None:
+            if len(self._arrived) >= ARRIVALS_PER_FORM:
+                self._arrived.clear()
+            a = self._arrived[net] = self.arrive(scn, list(net))
+        return a
+
+    def lean(self) -> Built:
+        """A new form sharing this one's lists, with only its arrival order without net overtakes and no
+        epoch-start images: what a search keeps beside a configuration's base run (which holds those
+        lists already) costs no more memory than that run, and a copy of it handed back to the cache
+        (`FormCache.put`) spares the next run of that configuration its build."""
+        b = Built(self.proto, self.layout, self.wrs, self.packets, self.flushes, self.prologue)
+        a = self._arrived.get(())
+        if a is not None:
+            b._arrived[()] = a
+        return b
+
+    def arrive(self, scn: Scenario, net: list[tuple[int, int]],
+               arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> Arrived:
+        pkts = self.packets
+        arrivals: list[Packet] = pkts
+        pinv: list[tuple[Packet, Packet, str]] = []
+        if arrival is not None:
+            arrivals = arrival(pkts)
+        elif net:
+            arrivals, pinv = apply_packet_overtakes(pkts, net, packet_pass_rule(True), NET_WINDOW)
+        if is_nvlink(scn):  # GPU stores reach the peer in issue order, then the NVLink clauses apply
+            arrivals = issue_order(arrivals, self.wrs)
+        proto = self.proto
+        tlps = respond(scn, arrivals, self.layout.max_signals, 0, proto.targets, self.prologue)
+        return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals, self.wrs))
+
+
+def build_form(scn: Scenario, proto: Protocol) -> Built:
+    """The configuration's built form (no cache: `FormCache.get` keeps them)."""
+    lay = proto.layout(scn)
+    psn = [0] * scn.topology.num_qps
+    wrs: list[Wr] = []
+    pkts: list[Packet] = []
+    flushes: list[FlushWait] = []
+    for e in range(scn.payload.epochs):
+        programs = apply_spins(proto.sender(scn, lay, e), scn)
+        check_programs(programs, lay, proto.name or type(proto).__name__, e)
+        w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
+        wrs += w
+        pkts += ps
+    for i, p in enumerate(pkts):
+        p.seq = i
+    prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
+    return Built(proto, lay, wrs, pkts, flushes, prologue)

@@ -1,0 +1,210 @@
+"""The requester NIC's send queues: when each WR starts, its packets and their ready times, when it completes.
+
+One send queue per QP, processed in order. A WRITE becomes ceil(len/MTU) packets paced at the (throttled)
+QP rate; IBV_SEND_FENCE delays a WR until the QP's earlier ATOMICs and READs have completed, their responses
+back (IB: fence orders after prior READ/ATOMIC only, never after WRITEs; `Packet.fence_read`,
+`epfuzz.model.rdma_read`). QPs are unordered. Split from `epfuzz.sim.requester`, whose GPU posting drives it.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from epfuzz.ir import ops
+from epfuzz.ir.scenario import Scenario
+from epfuzz.model.ordering import NO_PROXY_FENCE
+from epfuzz.sim import packets as pk
+from epfuzz.sim.packets import Packet, PacketKind, Wr
+from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port
+
+BASE_LATENCY_NS: Final = 600   # one way, wire + switch
+NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
+
+#: the ops that become a WR (`Spin`, `Flush` only pace the channel)
+Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
+
+
+class SendQueues:
+    """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
+
+    A WR completes by the `epfuzz.model.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
+    when the ACK of its last packet is back (IB-ack), an ATOMIC when its response is (IB-atomic-
+    response): the packet's arrival, port queue included, plus the way back. With `track` (the
+    epoch has a Flush or a fenced WR) the port is departed as the posting goes (`Port`), so that a
+    Flush or a fence waits for that completion and not for an estimate that ignores the queue.
+    """
+
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], track: bool = False) -> None:
+        f = scn.faults
+        nq = scn.topology.num_qps
+        self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
+        self.mtu = scn.chunking.mtu
+        self.qdiv = [f.qp_rate_div[q] if q < len(f.qp_rate_div) else 1 for q in range(nq)]
+        self.free = [0] * nq         # when the QP's send queue is next idle
+        self.lat = [BASE_LATENCY_NS + f.port_delay_ns + (f.qp_delay_ns[q] if q < len(f.qp_delay_ns) else 0)
+                    for q in range(nq)]
+        self.wrs: list[Wr] = []
+        self.pkts: list[Packet] = []
+        self.track = track
+        self.port = Port(f.port_rate_div, self.lat)
+        self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
+        self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
+        self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
+        self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
+        self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
+        #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
+        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = [[] for _ in range(nq)]
+        self.stalled = 0  # WRs waiting, over all QPs
+
+    def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1,
+             acked: list[int] = pk.NO_ACKS) -> None:
+        """Post `op` (the channel's op number `index`, of `op_kind` `kind`) on `qp` at time `now` (`after`: the
+        READ a Flush waited for; `acked`: per QP, the last WR the channel's Flushes waited for)."""
+        fence: bool = op.fence
+        w = Wr()
+        w.id = self.wr_base + len(self.wrs)
+        w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
+        # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
+        # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
+        w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
+        w.proxy_fence = NO_PROXY_FENCE
+        w.acked = acked
+        self.wrs.append(w)
+        self.last_wr[qp] = w.id
+        if kind == pk.K_READ:
+            self.last_read[qp] = w.id
+            self.reads[qp].append(w.id)
+        if self.waiting[qp] or (fence and not self.fence_clear(qp)):
+            # the send queue is in order: all behind a stalled fence waits
+            self.waiting[qp].append((w, op, kind, fence))
+            self.stalled += 1
+            return
+        self.start(w, op, kind, fence)
+
+    def fence_clear(self, qp: int) -> bool:
+        """Whether the QP's latest ATOMIC has left the port, so that its response time is known."""
+        a = self.atomic_pkt[qp]
+        return a is None or self.port.gone[qp] >= a.psn
+
+    def pump(self, qp: int) -> bool:
+        """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
+        queue = self.waiting[qp]
+        started = False
+        while queue and (not queue[0][3] or self.fence_clear(qp)):
+            w, op, kind, fence = queue.pop(0)
+            self.stalled -= 1
+            self.start(w, op, kind, fence)
+            started = True
+        return started
+
+    def flush_ready(self, wr: int) -> bool:
+        """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
+        started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
+        last = self.last_of.get(wr)
+        return last is not None and self.port.gone[last.qp] >= last.psn
+
+    def completion(self, wr: int) -> int:
+        """When WR `wr` has completed: the ACK or the response of its last packet is back."""
+        last = self.last_of[wr]
+        return last.arrive + self.lat[last.qp]
+
+    def bound(self, qp: int, wr: int = -1) -> int:
+        """A time below every ready time the QP's pending decision can still produce (see `Port`):
+        a fence stalled on an ATOMIC, or (`wr`) a Flush waiting for that WR."""
+        last = self.last_of.get(wr) if wr >= 0 else None
+        if last is not None:
+            return last.ready + 1
+        a = self.atomic_pkt[qp]
+        return a.ready + 1 if self.waiting[qp] and a is not None else NEVER
+
+    def start(self, w: Wr, op: Posted, kind: int, fence: bool) -> None:
+        """The NIC starts WR `w` (of `op`, its `op_kind` `kind`): after the QP's earlier WRs and, `fence`d,
+        after its earlier ATOMICs completed."""
+        o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
+        channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
+        first = len(self.pkts)
+        start = self.free[qp]
+        if w.post > start:
+            start = w.post
+        a = self.atomic_pkt[qp]
+        if fence and a is not None:
+            if a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
+                start = a.arrive + self.lat[qp]
+            if not w.acked or w.acked[qp] < a.wr:  # that response needed every earlier packet of the QP (o9-20)
+                acked = list(w.acked) if w.acked else [-1] * len(self.free)
+                acked[qp] = a.wr
+                w.acked = acked
+        w.start = start
+        if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
+            ready = self._payload(o.region, o.offset, o.length, pk.P_WRITE, o.shift if kind == pk.K_WRITE
+                                  else 0, 0, channel, index, qp, wid, start)
+        elif kind == pk.K_IMM:
+            ready = self._payload(o.region, o.offset, o.length, pk.P_IMM, o.imm, o.cq_slot, channel, index, qp,
+                                  wid, start)
+        else:  # one packet: an 8-byte value, an atomic or a send
+            ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
+            if kind in (pk.K_VALUE, pk.K_CEVALUE):
+                self._packet(channel, index, qp, wid, pk.P_VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
+                             kind == pk.K_VALUE and o.strong)
+            elif kind == pk.K_ATOMIC:
+                self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
+                             o.strong)
+                self.atomic_pkt[qp] = self.pkts[-1]
+            elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
+                self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
+                             False)
+                self.atomic_pkt[qp] = self.pkts[-1]
+            else:
+                slot: int = o.slot
+                self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+                             False)
+        self.free[qp] = ready
+        self.last_of[wid] = self.pkts[-1]
+        batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
+        if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
+            for i in range(first, len(self.pkts)):
+                self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
+                self.pkts[i].acked = w.acked
+        if self.track:
+            for i in range(first, len(self.pkts)):
+                self.port.add(self.pkts[i])
+
+    def _payload(self, region: str, o0: int, length: int, kind: PacketKind, value: int, cq_slot: int,
+                 channel: int, index: int, qp: int, wid: int, ready: int) -> int:
+        """The MTU pieces of a WRITE (value: shift) or WRITE_WITH_IMM (value: imm), paced; the last ready time."""
+        mtu, div = self.mtu, self.qdiv[qp]
+        end = o0 + length
+        n = max(1, -(-length // mtu))
+        # the list's own append, not a bound method kept in a local: compiled, that was a generic call per packet
+        epoch, psn, pkts = self.epoch, self.psn, self.pkts
+        for i in range(n):  # `_packet` inlined: this loop runs once per packet
+            off = o0 + i * mtu
+            ln = end - off
+            if ln > mtu:
+                ln = mtu
+            elif ln < 0:
+                ln = 0
+            ready += (ln if ln > MIN_PKT_BYTES else MIN_PKT_BYTES) * div // LINK_BYTES_PER_NS
+            p = Packet()
+            p.seq = -1
+            q = psn[qp]
+            p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = epoch, channel, wid, qp, q, kind
+            psn[qp] = q + 1  # not `+=` on the item: compiled, that is a generic in-place add
+            p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, i == n - 1, ready
+            p.cq_slot = cq_slot
+            p.op_index = index
+            pkts.append(p)
+        return ready
+
+    def _packet(self, channel: int, index: int, qp: int, wid: int, kind: PacketKind, region: str, off: int,
+                ln: int, value: int, last: bool, ready: int, cq_slot: int, strong: bool) -> None:
+        p = Packet()
+        p.seq = -1
+        p.epoch, p.channel, p.wr, p.qp, p.psn, p.kind = self.epoch, channel, wid, qp, self.psn[qp], kind
+        self.psn[qp] = p.psn + 1
+        p.region, p.off, p.length, p.value, p.last, p.ready = region, off, ln, value, last, ready
+        p.cq_slot = cq_slot
+        p.op_index = index
+        p.strong = strong
+        self.pkts.append(p)
