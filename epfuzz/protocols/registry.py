@@ -165,6 +165,9 @@ class Registry:
             raise ProtocolError(f"cannot construct protocol {spec!r}: {describe(e)}{self.where(e)}") from None
         if not isinstance(proto, Protocol):
             raise InputError(f"{spec!r} is not an epfuzz Protocol")
+        from epfuzz.protocols.preflight import fields
+
+        fields(proto, spec)  # a misspelt pin or signature knob, named now rather than at the first finding
         self.loaded[spec] = proto
         return proto
 

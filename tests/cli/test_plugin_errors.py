@@ -182,3 +182,38 @@ def test_an_accept_outside_its_region_is_a_protocol_error_not_a_clean_run(tmp_pa
     assert p.returncode == 3
     assert "protocol error (a bug in the protocol plug-in)" in one_line(p)
     assert "outside the region" in p.stderr
+
+
+def test_a_misspelt_signature_knob_is_refused_before_the_campaign(tmp_path):
+    """An author's trial: ("payload.num_epochs",) in signature_knobs passed the pre-flight and the campaign
+    crashed at its first finding as "unexpected error (a bug in epfuzz): AttributeError" (exit 3). It is
+    named at load now, like a pin of no field, for every command that loads the plug-in."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace(
+        '    fixed = {"knobs.mr_relaxed": True}', '    fixed = {"knobs.mr_relaxed": True}\n'
+                                                 '    signature_knobs = ("payload.num_epochs",)')
+    assert "signature_knobs" in text
+    (tmp_path / "mine.py").write_text(text)
+    (tmp_path / "input").write_bytes(bytes(64))
+    for args in (["fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r"],
+                 ["minimize", "--protocol", "mine:Flag", "input"]):
+        p = epfuzz(tmp_path, *args)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert ("lists in signature_knobs 'payload.num_epochs', which is no scenario field; did you mean "
+                "payload.epochs?") in one_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_receiver_that_hangs_with_nothing_reordered_is_a_plugin_error_before_the_campaign(tmp_path):
+    """An author's trial: a receiver whose done() never returns True made every input a `hang|in-order|no
+    knob` finding and a "FALSE ALARM ... a bug in the model". The pre-flight run says it is the plug-in's."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace("return all(self.got)", "return False")
+    assert "return False" in text
+    (tmp_path / "mine.py").write_text(text)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = one_line(p)
+    assert "protocol error (a bug in the protocol plug-in)" in line
+    assert "hangs on the simplest scenario, where nothing is reordered" in line
+    assert not (tmp_path / "r").exists() and "FALSE ALARM" not in p.stdout + p.stderr
