@@ -26,8 +26,19 @@ from epfuzz.protocols.base import Protocol
 from epfuzz.triage.cause import knob_line
 from epfuzz.triage.group import MAX_STEPS, Bug, Grouping, Progress, group
 
-__all__ = ["Bug", "Grouping", "bug_table", "case_protocol", "file_stem", "group_findings", "replay_command",
-           "root_cause", "signature", "write_bug_index", "write_finding"]
+__all__ = ["KIND_MEANING", "Bug", "Grouping", "bug_table", "case_protocol", "file_stem", "group_findings",
+           "replay_command", "root_cause", "signature", "write_bug_index", "write_finding"]
+
+
+#: what each finding kind means, said beside it by `run` and `explain`: one summary wording ("accepted X
+#: with N bytes not yet landed") serves all three, and an overwritten-while-read read as a stale accept
+KIND_MEANING = {
+    "stale-accept": "the receiver accepted a range before all of this epoch's bytes had landed in it",
+    "overwritten-while-read": "the receiver accepted a range whose bytes had all landed, but a later epoch's "
+                              "write landed in it while the receiver was still reading it (the bytes counted "
+                              "are the ones overwritten)",
+    "hang": "the receiver never completed an epoch (done() stayed false)",
+}
 
 
 def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
