@@ -217,3 +217,27 @@ def test_a_receiver_that_hangs_with_nothing_reordered_is_a_plugin_error_before_t
     assert "protocol error (a bug in the protocol plug-in)" in line
     assert "hangs on the simplest scenario, where nothing is reordered" in line
     assert not (tmp_path / "r").exists() and "FALSE ALARM" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize(("attr", "says"), [
+    ("Rx", "'mine:Rx' is the class Rx, not an epfuzz Protocol (a Protocol subclass or instance): it is a "
+           "Receiver; name the Protocol whose receiver() returns it"),
+    ("ops", "'mine:ops' is a module, not an epfuzz Protocol"),
+])
+def test_a_name_of_no_protocol_says_what_it_names(tmp_path, attr, says):
+    """An author's trial: --protocol naming a Receiver class constructed it and said its constructor's
+    TypeError ("missing 1 required positional argument: 'layout'")."""
+    plugin(tmp_path, "mine")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", f"mine:{attr}", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert says in one_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_tutorial_says_what_a_plugin_exception_in_a_campaign_does():
+    """An author's trial: the tutorial said an exception only some scenarios raise "is counted as a harness
+    error", implying fuzzing goes on; the guided campaign stops at it (the test above), and the page says so."""
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "tutorial.md").read_text().split())
+    assert "is counted as a harness error" not in page
+    assert "An exception that only some scenarios raise stops the campaign too, at the first input that raises it" \
+        in page and "artifacts/crash-*" in page and "the exit code is 3" in page
