@@ -90,6 +90,14 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
         md += [f"| `{s.replace('|', chr(92) + '|')}` | {n} | {ex} |" for s, n, ex in bugs]
     else:
         md.append("none")
+        raw = sorted(run_dir.glob("finding-*.json"))
+        # a bugs.csv of no rows beside raw findings that ungrouped.txt does not account for (an older triage
+        # emptied it when a plug-in did not load)
+        if raw and not (run_dir / "ungrouped.txt").exists():
+            spec = case_protocol(raw[0])
+            named = f" --protocol {spec}" if ":" in spec else ""
+            md += ["", f"but {len(raw)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none "
+                       f"of them: `epfuzz triage {run_dir}{named}` groups them"]
     left = run_dir / "ungrouped.txt"
     if left.exists():  # what the summary's grouping left: `epfuzz triage RUN` groups it
         why, *names = left.read_text().splitlines()

@@ -93,3 +93,17 @@ def test_the_triage_command_printed_for_a_plugins_ungrouped_findings_names_its_p
     (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,6,50\n")
     assert cli(["report", str(run), "--no-png"]) == 0
     assert f"--protocol {spec}` groups them" in (run / "report.md").read_text()
+
+
+def test_report_of_a_run_whose_bugs_csv_groups_none_of_its_findings_says_so(tmp_path):
+    """An author's trial: after triage emptied bugs.csv, report said "Findings by root cause: none" for a
+    run with 18 findings. A bugs.csv of no rows beside raw findings is said, with the command that groups."""
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    paths = raw_findings(run, spec, 3, seed=3)
+    (run / "bugs.csv").write_text("root_cause,count,case,minimized,raw,repeats,rate\n")
+    (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,3,50\n")
+    assert cli(["report", str(run), "--no-png"]) == 0
+    text = (run / "report.md").read_text()
+    assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none" in text
+    assert f"--protocol {spec}` groups them" in text
