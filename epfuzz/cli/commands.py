@@ -122,7 +122,7 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
     if a.harness and a.protocol:
         raise InputError(f"name a harness ({a.harness}) or give --protocol ({a.protocol}), not both")
     if a.protocol:  # a receiver that hangs with nothing reordered would make every input a false alarm
-        from epfuzz.protocols.preflight import completes
+        from epfuzz.cli.preflight import completes
 
         completes(get_protocol(a.protocol), a.protocol, a.preset)
     engine = a.engine or ("guided" if a.backend == "sim" and not a.libfuzzer else "libfuzzer")

@@ -5,12 +5,8 @@ names no scenario field. A misspelt signature knob (`payload.num_epochs`) passed
 and crashed at the first finding as "unexpected error (a bug in epfuzz): AttributeError" (an author's
 trial); it is plain data, so it is read without running any of the plug-in's code.
 
-`completes` runs the plug-in once on the simplest scenario before a campaign (`epfuzz fuzz --protocol`):
-an exception there is the plug-in's, named with its line. A receiver that never completes there, where
-no ordering rule let anything pass anything, hangs on every input for a reason no reordering explains
-(a `done()` that never returns True, a signal its sender never writes): the campaign reported each input
-as a `hang|in-order|no knob` finding and a false alarm of the model; it is the plug-in's error instead
-(exit 3), said once.
+The run of the plug-in on the simplest scenario before a campaign is `epfuzz.cli.preflight` (it needs the
+sim, a layer above this one).
 """
 
 from __future__ import annotations
@@ -18,7 +14,7 @@ from __future__ import annotations
 import difflib
 from collections.abc import Iterable
 
-from epfuzz.infra.errors import InputError, ProtocolError
+from epfuzz.infra.errors import InputError
 from epfuzz.protocols.base import Protocol
 
 
@@ -51,27 +47,3 @@ def fields(proto: Protocol, spec: str) -> None:
     for key in knobs:
         if key not in known:
             raise _no_field(spec, key, "lists in signature_knobs", known)
-
-
-def completes(proto: Protocol, spec: str, preset: str) -> None:
-    """Refuse (ProtocolError, one line: exit 3) a protocol whose receiver never completes the simplest
-    scenario although no ordering rule fired in it: nothing was reordered, so the hang is the plug-in's."""
-    from epfuzz.backends import get_backend
-    from epfuzz.encoding import codec
-    from epfuzz.infra.errors import EpfuzzError
-    from epfuzz.protocols import REGISTRY
-
-    scn = codec.decode(b"", spec, preset)
-    try:
-        out = get_backend("sim").run(scn, proto)
-    except EpfuzzError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the user's code: one line that says where
-        raise ProtocolError(f"protocol {spec!r} fails on the simplest scenario: {type(e).__name__}: {e}"
-                            f"{REGISTRY.where(e)}") from None
-    v = out.violation
-    if v is None or v.kind != "hang" or out.rules_fired:
-        return
-    raise ProtocolError(f"protocol {spec!r} hangs on the simplest scenario, where nothing is reordered "
-                        f"({v.what}, epoch {v.epoch}): its receiver's done() never returns True there, or its "
-                        "sender never writes what the receiver waits for (`epfuzz run` of any input shows it)")

@@ -1,16 +1,18 @@
-"""The plug-in pre-flight checks (epfuzz.protocols.preflight) refuse nothing epfuzz ships: every built-in
-protocol and the examples complete the simplest scenario on every preset, and their pins and signature
-knobs are scenario fields. A check that tripped one of them would stop `epfuzz fuzz --protocol NAME`."""
+"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.cli.preflight) refuse nothing epfuzz
+ships: every built-in protocol and the examples complete the simplest scenario on every preset, and their
+pins and signature knobs are scenario fields.
+A check that tripped one of them would stop `epfuzz fuzz --protocol NAME`."""
 
 from __future__ import annotations
 
 import pytest
 
+from epfuzz.cli.preflight import completes
 from epfuzz.infra.errors import InputError, ProtocolError
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.protocols.base import Protocol
-from epfuzz.protocols.preflight import completes, fields
+from epfuzz.protocols.preflight import fields
 
 EXAMPLES = ("examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic")
 
