@@ -166,7 +166,10 @@ def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
                         "--keep copies one minimized case per new root cause")
     tr.add_argument("run_dir", help="an epfuzz fuzz run folder (or any folder of finding cases)")
     tr.add_argument("--keep", help="folder to write new representatives to (e.g. corpus/regressions)")
-    tr.add_argument("--protocol", help="protocol of raw crash-* artifacts in the folder")
+    tr.add_argument("--protocol",
+                    help="the plug-in protocol the run's findings name (a plug-in's run is not grouped without it "
+                         "or --allow-plugins: a case never imports code); also the protocol of raw crash-* "
+                         "artifacts in the folder")
     tr.add_argument("--preset", default="spec", help="preset of raw crash-* artifacts (default spec)")
     tr.add_argument("--max-steps", type=_positive(int), default=MAX_STEPS,
                     help=f"bound on candidates tried and explorations made in all (default {MAX_STEPS:,}); "

@@ -30,7 +30,7 @@ from epfuzz.infra.proc import Stopped
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
-from epfuzz.triage.findings import replay_command
+from epfuzz.triage.findings import KIND_MEANING, replay_command
 
 if TYPE_CHECKING:
     from epfuzz.campaign.common import Summary
@@ -57,6 +57,8 @@ def _print_outcome(case: Case, out: Outcome, verbose: bool) -> None:
         print(f"  reproduced in {out.hits} of {out.runs} runs ({percent(out.rate)})")
     if out.violation is not None:
         print(f"  {out.violation.summary()}")
+        kind = out.violation.kind  # the summary's wording is one for every kind: the kind is said
+        print(f"  kind: {kind}" + (f": {KIND_MEANING[kind]}" if kind in KIND_MEANING else ""))
         if out.violation.bad_chunks:
             print("  bad chunks: " + ", ".join(f"{o}:{c}" for o, c in out.violation.bad_chunks[:8]))
     if out.summary:
@@ -119,6 +121,10 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     if a.harness and a.protocol:
         raise InputError(f"name a harness ({a.harness}) or give --protocol ({a.protocol}), not both")
+    if a.protocol:  # a receiver that hangs with nothing reordered would make every input a false alarm
+        from epfuzz.cli.preflight import completes
+
+        completes(get_protocol(a.protocol), a.protocol, a.preset)
     engine = a.engine or ("guided" if a.backend == "sim" and not a.libfuzzer else "libfuzzer")
     if engine == "guided":
         s = _fuzz_guided(a)

@@ -54,6 +54,18 @@ def unknown_name(kind: str, typed: str, known: Iterable[str], also: str = "") ->
     return f"unknown {kind} {typed!r}{hint} ({also}`epfuzz list` lists them)"
 
 
+def _not_a_protocol(spec: str, obj: object) -> str:
+    """One line for a `module:Attr` that names something other than a Protocol, saying what it is (a
+    Receiver class named by mistake was constructed, and its constructor's TypeError was the message)."""
+    from epfuzz.protocols.base import Receiver
+
+    what = f"the class {obj.__name__}" if isinstance(obj, type) else f"a {type(obj).__name__}"
+    hint = ""
+    if isinstance(obj, Receiver) or (isinstance(obj, type) and issubclass(obj, Receiver)):
+        hint = ": it is a Receiver; name the Protocol whose receiver() returns it"
+    return f"{spec!r} is {what}, not an epfuzz Protocol (a Protocol subclass or instance){hint}"
+
+
 @dataclass
 class Registry:
     #: the protocols imported so far, by name (`items` imports the rest first)
@@ -159,12 +171,17 @@ class Registry:
     def _import(self, spec: str, folder: Path, only_there: bool) -> Protocol:
         """Import and construct a protocol plug-in (import_named), registered under `spec`."""
         obj = self.import_named(spec, folder, only_there)
+        if isinstance(obj, type) and not issubclass(obj, Protocol):  # not constructed: its constructor is no
+            raise InputError(_not_a_protocol(spec, obj))             # protocol's (a Receiver's wants a layout)
         try:
             proto = obj() if isinstance(obj, type) else obj
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the user's constructor: say so in one line
             raise ProtocolError(f"cannot construct protocol {spec!r}: {describe(e)}{self.where(e)}") from None
         if not isinstance(proto, Protocol):
-            raise InputError(f"{spec!r} is not an epfuzz Protocol")
+            raise InputError(_not_a_protocol(spec, proto))
+        from epfuzz.protocols.preflight import fields
+
+        fields(proto, spec)  # a misspelt pin or signature knob, named now rather than at the first finding
         self.loaded[spec] = proto
         return proto
 

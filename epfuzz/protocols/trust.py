@@ -16,6 +16,7 @@ import (matplotlib for a plot) cannot pick up a file of the artifact folder inst
 
 from __future__ import annotations
 
+import difflib
 import importlib.machinery
 import os
 import re
@@ -69,7 +70,18 @@ class PluginPolicy:
         return None
 
     def refusal(self, spec: str) -> InputError:
+        """Why a plug-in a file names is not imported, and how to allow it. Where `--protocol` named another
+        plug-in, the two names are said: "add --protocol wimm:WimmOtherQP" to a user who had typed
+        `--protocol wimm:WimmOtherQp` read as if their option had been ignored (an author's trial)."""
         mod, _ = check_spec(spec)
+        named = sorted(self.named)
+        if named:
+            other = (difflib.get_close_matches(spec, named, n=1, cutoff=0.0) or named)[0]
+            how = " (in upper and lower case only)" if other.lower() == spec.lower() else ""
+            return InputError(f"protocol {spec!r}, which the file names, is not the plug-in --protocol names "
+                              f"({other}): the names differ{how}, and a file's plug-in code runs only when you "
+                              f"name it: give --protocol {spec}, or --allow-plugins FOLDER for the folder its "
+                              "module is in")
         return InputError(f"protocol {spec!r} is a plug-in (the Python module {mod}), and plug-in code runs only "
                           f"when you name it: add --protocol {spec}, or --allow-plugins FOLDER for the folder "
                           "its module is in (Python: epfuzz.protocols.load_plugin)")

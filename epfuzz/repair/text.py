@@ -9,13 +9,32 @@ from pathlib import Path
 from epfuzz.repair.search import Candidate, RepairReport, repair
 
 
-def replay(case_path: str, cand: Candidate, campaign_execs: int, max_states: int) -> str:
-    """The command that re-runs exactly this proof (deterministic: bounded in states and executions)."""
-    return (f"epfuzz repair {shlex.quote(case_path)} --edits {','.join(e.name for e in cand.edits)} "
-            f"--campaign-execs {campaign_execs} --max-states {max_states}")
+def replay(case_path: str, cand: Candidate, campaign_execs: int, max_states: int, loads: str = "") -> str:
+    """The command that re-runs exactly this proof (deterministic: bounded in states and executions);
+    `loads`: the options that load the case as this run did (`loading_options`)."""
+    from epfuzz.triage.findings import epfuzz_command
+
+    return (f"{epfuzz_command()} repair {shlex.quote(case_path)}{loads} --edits "
+            f"{','.join(e.name for e in cand.edits)} --campaign-execs {campaign_execs} --max-states {max_states}")
 
 
-def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int) -> list[str]:
+def loading_options(a: argparse.Namespace, protocol: str) -> str:
+    """The options a pasted replay needs to load the case as this run did: the user's own (--protocol,
+    --preset, --raw, --allow-plugins), and --protocol for a plug-in's case, which a case never imports
+    by itself (a replay line without it failed when pasted: an author's trial)."""
+    out = []
+    if a.protocol or (":" in protocol and not a.allow_plugins):
+        out += ["--protocol", a.protocol or protocol]
+    if a.preset != "spec":
+        out += ["--preset", a.preset]
+    if a.raw:
+        out.append("--raw")
+    for path in a.allow_plugins:
+        out += ["--allow-plugins", path]
+    return "".join(f" {shlex.quote(w)}" for w in out)
+
+
+def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int, loads: str = "") -> list[str]:
     if r.nothing_to_repair:
         return [f"nothing to repair: no finding for {r.protocol} on this case ({r.method})"]
     out = [f"finding: {r.finding} ({r.method})",
@@ -34,7 +53,7 @@ def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int
             if k.verdict == "undecided":
                 out.append(f"    not decided for {k.label}: {k.detail}")
         out.append("  explore held fixed: " + "; ".join(c.proof.bounds))
-        out.append(f"  replay the proof: {replay(case_path, c, campaign_execs, max_states)}")
+        out.append(f"  replay the proof: {replay(case_path, c, campaign_execs, max_states, loads)}")
     if r.refuted:
         out.append("")
         out.append("refuted:")
@@ -56,5 +75,5 @@ def command(a: argparse.Namespace) -> int:
     only = [e.strip() for e in a.edits.split(",") if e.strip()] if a.edits else None
     r = repair(case.scenario, get_protocol(case.scenario.protocol), a.max_edits, only, a.campaign_execs,
                a.max_states)
-    print("\n".join(render(r, a.path, a.campaign_execs, a.max_states)))
+    print("\n".join(render(r, a.path, a.campaign_execs, a.max_states, loading_options(a, case.scenario.protocol))))
     return 0 if r.nothing_to_repair or r.repairs else 1

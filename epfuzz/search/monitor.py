@@ -112,19 +112,21 @@ class Console:
                 if alarm:
                     get_logger().error("fuzz.false_alarm", text=alarm.strip("= \n"))
                 return
-            out.write(("" if quiet() else finding_line(summary, replay) + "\n") + alarm)
+            if quiet():  # -q: the summary says the false alarms (how many, and one of them), not each here
+                return
+            out.write(finding_line(summary, replay) + "\n" + alarm)
             out.flush()
 
     def alarm(self, text: str) -> None:
         """A false alarm alone (a job's, relayed)."""
-        from epfuzz.infra.log import get_logger, json_lines
+        from epfuzz.infra.log import get_logger, json_lines, quiet
 
         with self.lock:
             out = self._out()
             self._clear(out)
             if json_lines():
                 get_logger().error("fuzz.false_alarm", text=text.strip("= \n"))
-            else:
+            elif not quiet():  # -q: the summary counts them
                 out.write(text.rstrip("\n") + "\n")
                 out.flush()
 

@@ -21,6 +21,7 @@ from epfuzz.model.source import SOURCE_CLAUSES
 from epfuzz.protocols.base import Protocol
 from epfuzz.sim.engine import SimRun, simulate
 from epfuzz.sim.packets import FlushWait, PacketKind, Tlp, TlpAction
+from epfuzz.triage.findings import KIND_MEANING
 
 #: what explain calls a knob (the dotted path is shown beside it)
 LABELS = {
@@ -92,26 +93,15 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
     if run.violation is None:
         raise InputError(f"scenario {scn.digest()} is clean on sim: nothing to explain")
     v = run.violation
-    L: list[str] = [f"finding: {v.summary()}", "", "timeline"]
-    posts = [((w.epoch, w.post), f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {type(w.op).__name__} "
-              f"on QP {w.qp}" + (" [fence]" if getattr(w.op, "fence", False) else "")) for w in run.wrs]
-    posts += [((f.epoch, f.at), flush_line(f)) for f in run.flushes]
-    L += [line for _, line in sorted(posts, key=lambda x: x[0])]
-    # packets in arrival order; one that adaptive routing moved ahead keeps the time of its in-order
-    # arrival (the model orders, it does not re-time), so the line says whom it passed instead of
-    # standing before an earlier time unexplained (a user trial read t=622 listed before t=602)
-    passed: dict[int, list[int]] = {}
-    for a, b, _ in run.packet_inversions:
-        passed.setdefault(id(a), []).append(b.seq)
-    for p in run.packets:
-        ahead = passed.get(id(p))
-        at, when = f"t={p.arrive:>6} ns", f"arrives (sent {p.depart} ns)"
-        if ahead:
-            at = "ahead (AR) "  # the width of the times beside it
-            when = (f"arrives ahead of packet{'s' if len(ahead) > 1 else ''} {', '.join(map(str, sorted(ahead)))} "
-                    f"by adaptive routing (in order it would arrive at t={p.arrive} ns; sent {p.depart} ns)")
-        L.append(f"  {at}  packet {p.seq}: QP {p.qp} PSN {p.psn} {PK_NAMES[p.kind]} "
-                 f"{p.region} bytes {p.off}-{p.off + max(p.length, 1) - 1} {when}")
+    L: list[str] = [f"finding: {v.summary()}", f"kind: {v.kind}: {KIND_MEANING.get(v.kind, '')}".rstrip(": "),
+                    "", "timeline"]
+    # each epoch's times count from its own start: with several, each gets a heading (an author's trial read
+    # epoch 1's t=0 right after epoch 0's t=622 as one timeline going back in time)
+    several = scn.payload.epochs > 1
+    for epoch in sorted({w.epoch for w in run.wrs} | {p.epoch for p in run.packets} | {f.epoch for f in run.flushes}):
+        if several:
+            L.append(f"  epoch {epoch} (times from the epoch's start)")
+        L += _timeline(run, epoch)
     L.append("  PCIe visibility order (position: TLP)")
     pos = 0
     # an accept at an epoch's start (trigger -1) follows no TLP: the receiver's first look
@@ -120,8 +110,15 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
     if v.kind == "stale-accept" and v.position == 0:
         L.append(polls)
     overtakers = {id(a) for a, _, _ in run.tlp_inversions}
+    epoch = -1
     for t in run.order:
+        if several and t.epoch != epoch:
+            epoch = t.epoch
+            L.append(f"    epoch {epoch}")
         mark = "  <== overtook" if id(t) in overtakers else ""
+        overwrote = v.kind == "overwritten-while-read" and t.seq <= v.trigger < t.seq + t.n
+        if overwrote:
+            mark += f"  <== lands in {v.what} while the receiver still reads what it accepted in epoch {v.epoch}"
         n = f"{t.n} TLPs" if t.n > 1 else "TLP"
         L.append(f"    {pos:>4}: {n} {t.seq}{'-' + str(t.seq + t.n - 1) if t.n > 1 else ''} "
                  f"{tlp_name(t)} QP {t.qp}, {describe(t, run)}{mark}")
@@ -129,20 +126,56 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
         if v.kind == "stale-accept" and pos == v.position:
             L.append(polls)
             break
+        if overwrote:
+            break
     overtakes = overtake_lines(run)
     L.append("")
     L.append("overtakes")
     L += [f"  {o}" for o in overtakes] or [f"  none: {_no_overtake_reason(run)}"]
-    if v.kind == "stale-accept":
+    if v.kind in ("stale-accept", "overwritten-while-read"):
         L.append("")
         shown = min(8, len(v.bad_chunks))
         count = v.stale_chunks or len(v.bad_chunks)
-        L.append(f"stale bytes: {v.bad_bytes} in {count} chunk(s) of {v.what}"
+        L.append(f"{'stale' if v.kind == 'stale-accept' else 'overwritten'} bytes: {v.bad_bytes} in {count} chunk(s) "
+                 f"of {v.what}"
                  + (f" (the first {shown} shown):" if count > shown else ":"))
         for off, cls in v.bad_chunks[:shown]:
             L.append(f"  {v.region}+{off}: {cls}")
     needed, irrelevant, unused, method = _needs_lines(scn, proto, run, L)
     return Explanation(run, overtakes, needed, irrelevant, method, L)
+
+
+def _timeline(run: SimRun, epoch: int) -> list[str]:
+    """One epoch's WR posts and Flush waits by time, then its packets in arrival order."""
+    posts = [((w.post, 0), f"  t={w.post:>6} ns  channel {w.channel} posts WR {w.id} {type(w.op).__name__} "
+              f"on QP {w.qp}" + (" [fence]" if getattr(w.op, "fence", False) else ""))
+             for w in run.wrs if w.epoch == epoch]
+    posts += [((f.at, 1), flush_line(f)) for f in run.flushes if f.epoch == epoch]
+    out = [line for _, line in sorted(posts, key=lambda x: x[0])]
+    # packets in arrival order; one that adaptive routing moved ahead keeps the time of its in-order
+    # arrival (the model orders, it does not re-time), so the line says whom it passed instead of
+    # standing before an earlier time unexplained (a user trial read t=622 listed before t=602)
+    passed: dict[int, list[int]] = {}
+    for a, b, _ in run.packet_inversions:
+        passed.setdefault(id(a), []).append(b.seq)
+    for p in run.packets:
+        if p.epoch != epoch:
+            continue
+        ahead = passed.get(id(p))
+        at, when = f"t={p.arrive:>6} ns", f"arrives (sent {p.depart} ns)"
+        if ahead:
+            at = "ahead (AR) "  # the width of the times beside it
+            when = (f"arrives ahead of packet{'s' if len(ahead) > 1 else ''} {', '.join(map(str, sorted(ahead)))} "
+                    f"by adaptive routing (in order it would arrive at t={p.arrive} ns; sent {p.depart} ns)")
+        out.append(f"  {at}  packet {p.seq}: QP {p.qp} PSN {p.psn} {PK_NAMES[p.kind]} "
+                   f"{_bytes(p.region, p.off, p.length)} {when}")
+    return out
+
+
+def _bytes(region: str, off: int, length: int) -> str:
+    """A packet's bytes as `REGION bytes A-B`; a zero-length packet (a WRITE_WITH_IMM with no data) writes
+    none: "data bytes 0-0" read as one byte written (an author's trial)."""
+    return f"{region} bytes {off}-{off + length - 1}" if length > 0 else "with no data (zero-length)"
 
 
 def flush_line(f: FlushWait) -> str:

@@ -26,8 +26,19 @@ from epfuzz.protocols.base import Protocol
 from epfuzz.triage.cause import knob_line
 from epfuzz.triage.group import MAX_STEPS, Bug, Grouping, Progress, group
 
-__all__ = ["Bug", "Grouping", "bug_table", "file_stem", "group_findings", "replay_command", "root_cause", "signature",
-           "write_bug_index", "write_finding"]
+__all__ = ["KIND_MEANING", "Bug", "Grouping", "bug_table", "case_protocol", "file_stem", "group_findings",
+           "replay_command", "root_cause", "signature", "write_bug_index", "write_finding"]
+
+
+#: what each finding kind means, said beside it by `run` and `explain`: one summary wording ("accepted X
+#: with N bytes not yet landed") serves all three, and an overwritten-while-read read as a stale accept
+KIND_MEANING = {
+    "stale-accept": "the receiver accepted a range before all of this epoch's bytes had landed in it",
+    "overwritten-while-read": "the receiver accepted a range whose bytes had all landed, but a later epoch's "
+                              "write landed in it while the receiver was still reading it (the bytes counted "
+                              "are the ones overwritten)",
+    "hang": "the receiver never completed an epoch (done() stayed false)",
+}
 
 
 def signature(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
@@ -61,13 +72,13 @@ def replay_command(path: Path, backend: str = "sim", repeats: int = 1) -> str:
     """The one-line replay of a case; `repeats` runs where a nondeterministic backend needs them; a
     plug-in's case names its protocol with --protocol, since a case alone never imports code (issue 29.1)."""
     extra = ("" if backend == "sim" else f" --backend {backend}") + (f" --repeats {repeats}" if repeats > 1 else "")
-    spec = _case_protocol(path)
+    spec = case_protocol(path)
     if ":" in spec:
         extra += f" --protocol {shlex.quote(spec)}"
     return f"{epfuzz_command()} run {shlex.quote(_from_here(path))}{extra}"
 
 
-def _case_protocol(path: Path) -> str:
+def case_protocol(path: Path) -> str:
     """The protocol a case file names ("" for anything else: a raw input, a file that does not load)."""
     try:
         doc = json.loads(path.read_bytes()) if path.suffix == ".json" else None
@@ -157,6 +168,8 @@ def bug_table(grouping: Grouping, backend: str = "sim", run_dir: Path | None = N
         out.append("  knob[preset], knob[protocol]: the finding needs it, and the preset or protocol pins it there")
     if grouping.left:
         where = shlex.quote(_from_here(run_dir)) if run_dir is not None else "RUN_FOLDER"
+        spec = case_protocol(grouping.left[0])  # a plug-in's run is grouped only with it named (issue 29.1)
+        named = f" --protocol {shlex.quote(spec)}" if ":" in spec else ""
         out.append(f"{len(grouping.left)} raw finding(s) not grouped yet ({grouping.why}): "
-                   f"{epfuzz_command()} triage {where} groups them")
+                   f"{epfuzz_command()} triage {where}{named} groups them")
     return out

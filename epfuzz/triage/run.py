@@ -27,7 +27,7 @@ from epfuzz.cases.replay import is_run_record
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
-from epfuzz.triage.findings import Grouping, group_findings, write_bug_index, write_finding
+from epfuzz.triage.findings import Grouping, case_protocol, group_findings, write_bug_index, write_finding
 from epfuzz.triage.group import MAX_STEPS, Progress
 
 
@@ -103,6 +103,23 @@ def _findings(run_dir: Path, protocol: str | None, preset: str,
     return sorted(set(cases)), skipped
 
 
+def _refuse_unloadable(run_dir: Path, cases: list[Path]) -> None:
+    """Load every protocol the findings name before anything is written, or fail in one line (exit 2,
+    or 3 for a plug-in that raises at import). The grouping drops a finding whose protocol does not
+    load, so triage without `--protocol` on a plug-in's run rewrote its bugs.csv as empty and said
+    "no findings" (an author's trial): now it says what `replay` says, and bugs.csv stays as it was."""
+    names: dict[str, int] = {}
+    for path in cases:
+        spec = case_protocol(path)  # read, not loaded: loading a case resolves its protocol, and fails so
+        if spec:                    # ("" for a file that is no JSON case: the grouping's to skip, as before)
+            names[spec] = names.get(spec, 0) + 1
+    for spec, count in names.items():
+        try:
+            get_protocol(spec)
+        except InputError as e:
+            raise InputError(f"triage {run_dir}: cannot group {count} finding(s): {e}") from None
+
+
 def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None, preset: str = "spec",
            backend: str = "sim", max_steps: int = MAX_STEPS, progress: Progress | None = None,
            stop: Callable[[], bool] | None = None) -> Triage:
@@ -111,6 +128,7 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
     bugs_dir = run_dir / "bugs"
     before = {p.name for p in bugs_dir.glob("*.json")} if bugs_dir.is_dir() else set()
     cases, unreadable = _findings(run_dir, protocol, preset, backend)
+    _refuse_unloadable(run_dir, cases)
     grouping = group_findings(cases, bugs_dir, backend,
                               max_steps=max_steps, stop=stop, progress=progress)
     changed = write_bug_index(grouping, run_dir / "bugs.csv")

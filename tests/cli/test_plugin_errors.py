@@ -182,3 +182,62 @@ def test_an_accept_outside_its_region_is_a_protocol_error_not_a_clean_run(tmp_pa
     assert p.returncode == 3
     assert "protocol error (a bug in the protocol plug-in)" in one_line(p)
     assert "outside the region" in p.stderr
+
+
+def test_a_misspelt_signature_knob_is_refused_before_the_campaign(tmp_path):
+    """An author's trial: ("payload.num_epochs",) in signature_knobs passed the pre-flight and the campaign
+    crashed at its first finding as "unexpected error (a bug in epfuzz): AttributeError" (exit 3). It is
+    named at load now, like a pin of no field, for every command that loads the plug-in."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace(
+        '    fixed = {"knobs.mr_relaxed": True}', '    fixed = {"knobs.mr_relaxed": True}\n'
+                                                 '    signature_knobs = ("payload.num_epochs",)')
+    assert "signature_knobs" in text
+    (tmp_path / "mine.py").write_text(text)
+    (tmp_path / "input").write_bytes(bytes(64))
+    for args in (["fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r"],
+                 ["minimize", "--protocol", "mine:Flag", "input"]):
+        p = epfuzz(tmp_path, *args)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert ("lists in signature_knobs 'payload.num_epochs', which is no scenario field; did you mean "
+                "payload.epochs?") in one_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_receiver_that_hangs_with_nothing_reordered_is_a_plugin_error_before_the_campaign(tmp_path):
+    """An author's trial: a receiver whose done() never returns True made every input a `hang|in-order|no
+    knob` finding and a "FALSE ALARM ... a bug in the model". The pre-flight run says it is the plug-in's."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace("return all(self.got)", "return False")
+    assert "return False" in text
+    (tmp_path / "mine.py").write_text(text)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = one_line(p)
+    assert "protocol error (a bug in the protocol plug-in)" in line
+    assert "hangs on the simplest scenario, where nothing is reordered" in line
+    assert not (tmp_path / "r").exists() and "FALSE ALARM" not in p.stdout + p.stderr
+
+
+@pytest.mark.parametrize(("attr", "says"), [
+    ("Rx", "'mine:Rx' is the class Rx, not an epfuzz Protocol (a Protocol subclass or instance): it is a "
+           "Receiver; name the Protocol whose receiver() returns it"),
+    ("ops", "'mine:ops' is a module, not an epfuzz Protocol"),
+])
+def test_a_name_of_no_protocol_says_what_it_names(tmp_path, attr, says):
+    """An author's trial: --protocol naming a Receiver class constructed it and said its constructor's
+    TypeError ("missing 1 required positional argument: 'layout'")."""
+    plugin(tmp_path, "mine")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", f"mine:{attr}", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert says in one_line(p)
+    assert not (tmp_path / "r").exists()
+
+
+def test_the_tutorial_says_what_a_plugin_exception_in_a_campaign_does():
+    """An author's trial: the tutorial said an exception only some scenarios raise "is counted as a harness
+    error", implying fuzzing goes on; the guided campaign stops at it (the test above), and the page says so."""
+    page = " ".join((Path(__file__).resolve().parents[2] / "docs" / "tutorial.md").read_text().split())
+    assert "is counted as a harness error" not in page
+    assert "An exception that only some scenarios raise stops the campaign too, at the first input that raises it" \
+        in page and "artifacts/crash-*" in page and "the exit code is 3" in page

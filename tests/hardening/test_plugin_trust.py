@@ -107,3 +107,14 @@ def test_a_plugin_that_exits_or_raises_at_import_is_a_protocol_error(tmp_path):
         p = epfuzz(tmp_path, "run", str(ROOT / "corpus/regressions/deepep661-c2b.json"), "--protocol", spec)
         assert p.returncode == 3 and said in p.stderr and "protocol error" in p.stderr, p.stderr
         assert one_line_error(p), p.stderr
+
+
+@pytest.mark.parametrize(("named", "how"), [("evil:p", " (in upper and lower case only)"), ("evil2:Q", "")])
+def test_a_protocol_option_that_names_another_plugin_says_the_names_differ(artifact, named, how):
+    """An author's trial: a case of wimm:WimmOtherQP run with --protocol wimm:WimmOtherQp was told "add
+    --protocol wimm:WimmOtherQP", as if the option had been ignored. Both names are said now."""
+    p = epfuzz(artifact, "run", "case.json", "--protocol", named)
+    assert p.returncode == 2 and one_line_error(p), p.stderr
+    assert not (artifact / "RAN").exists()
+    assert f"is not the plug-in --protocol names ({named}): the names differ{how}," in p.stderr, p.stderr
+    assert "give --protocol evil:P" in p.stderr, p.stderr

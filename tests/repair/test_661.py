@@ -9,6 +9,7 @@ from epfuzz.cases.replay import load_any
 from epfuzz.cli.commands import main
 from epfuzz.protocols import get_protocol
 from epfuzz.repair import repair
+from epfuzz.triage.findings import epfuzz_command
 from tests.conftest import ROOT
 
 CASE = ROOT / "corpus" / "regressions" / "deepep661-c2b.json"
@@ -41,7 +42,7 @@ def test_the_cli_proves_one_edit_and_prints_its_replay(capsys):
                  "--max-states", "20000"]) == 0
     out = capsys.readouterr().out
     assert "repair 1: strict-window [proven]" in out
-    assert f"replay the proof: epfuzz repair {CASE} --edits strict-window --campaign-execs 50" in out
+    assert f"replay the proof: {epfuzz_command()} repair {CASE} --edits strict-window --campaign-execs 50" in out
 
 
 def test_an_unknown_edit_is_a_one_line_error(capsys):

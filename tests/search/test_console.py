@@ -91,3 +91,14 @@ def test_in_a_json_log_findings_and_progress_are_events(capsys):
     err = capsys.readouterr().err.splitlines()
     assert all(x.startswith("{") for x in err) and len(err) == 2
     assert '"fuzz.finding"' in err[0] and '"replay": "epfuzz run f.json"' in err[0] and "fuzz.false_alarm" in err[1]
+
+
+def test_quiet_shows_no_raw_finding_nor_false_alarm_line(monkeypatch):
+    """An author's trial: `-q` (the summary and the bug table only) still printed every "=== FALSE ALARM"
+    line; the summary says how many there were and names one."""
+    monkeypatch.setenv("EPFUZZ_QUIET", "1")
+    out = io.StringIO()
+    c = Console(out)
+    c.finding("stale accept", "epfuzz run f.json", "=== FALSE ALARM: p is expected clean\n")
+    assert c.relay("=== FALSE ALARM: p is expected clean; this is a bug in the model\n")
+    assert out.getvalue() == ""

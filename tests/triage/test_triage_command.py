@@ -46,3 +46,64 @@ def test_triage_groups_what_the_summary_left(tmp_path, capsys):
     assert "updated" in capsys.readouterr().out
     assert not (run / "ungrouped.txt").exists()
     assert sum(int(r["count"]) for r in csv.DictReader((run / "bugs.csv").open())) == len(paths)
+
+
+def test_triage_of_a_plugin_run_without_its_protocol_refuses_and_keeps_bugs_csv(tmp_path):
+    """An author's trial: `epfuzz triage RUN` of a plug-in's run, without --protocol, said "no findings
+    to group" (exit 0) and rewrote bugs.csv as a bare header. It now fails as `replay` does (one line
+    naming --protocol, exit 2) and leaves the run as it was; with --protocol it groups them all."""
+    from tests.hardening.util import ROOT, epfuzz, one_line_error
+
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    paths = raw_findings(run, spec, 4, seed=3)
+    assert paths
+    (run / "bugs.csv").write_text("root_cause,count,case,minimized,raw,repeats,rate\nx|y,4,a.json,True,,1,1.000\n")
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    p = epfuzz(ROOT, "triage", str(run))
+    assert p.returncode == 2 and one_line_error(p) and len(p.stderr.splitlines()) == 1, p.stderr
+    assert f"--protocol {spec}" in p.stderr and f"{len(paths)} finding(s)" in p.stderr, p.stderr
+    assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before
+    p = epfuzz(ROOT, "triage", str(run), "--protocol", spec)
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert sum(int(r["count"]) for r in csv.DictReader((run / "bugs.csv").open())) == len(paths)
+
+
+def test_triage_help_says_a_plugin_run_needs_protocol():
+    """`triage --help` described --protocol only for raw crash-* artifacts: a plug-in's run needs it too."""
+    from epfuzz.cli.args import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "cmd")
+    helps = {a.dest: a.help or "" for a in sub.choices["triage"]._actions}  # type: ignore[attr-defined]
+    assert "plug-in" in helps["protocol"] and "crash-*" in helps["protocol"], helps["protocol"]
+
+
+def test_the_triage_command_printed_for_a_plugins_ungrouped_findings_names_its_protocol(tmp_path):
+    """The summary's and report.md's "epfuzz triage RUN groups them" failed when pasted for a plug-in's
+    run (triage needs --protocol to import it): both lines now carry it."""
+    from epfuzz.triage.findings import bug_table, group_findings, write_bug_index
+
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    paths = raw_findings(run, spec, 6, seed=3)
+    cut = group_findings(paths, run / "bugs", "sim", max_steps=20, cache=False)
+    assert cut.left
+    assert bug_table(cut, run_dir=run)[-1].endswith(f"--protocol {spec} groups them")
+    write_bug_index(cut, run / "bugs.csv")
+    (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,6,50\n")
+    assert cli(["report", str(run), "--no-png"]) == 0
+    assert f"--protocol {spec}` groups them" in (run / "report.md").read_text()
+
+
+def test_report_of_a_run_whose_bugs_csv_groups_none_of_its_findings_says_so(tmp_path):
+    """An author's trial: after triage emptied bugs.csv, report said "Findings by root cause: none" for a
+    run with 18 findings. A bugs.csv of no rows beside raw findings is said, with the command that groups."""
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    paths = raw_findings(run, spec, 3, seed=3)
+    (run / "bugs.csv").write_text("root_cause,count,case,minimized,raw,repeats,rate\n")
+    (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,3,50\n")
+    assert cli(["report", str(run), "--no-png"]) == 0
+    text = (run / "report.md").read_text()
+    assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none" in text
+    assert f"--protocol {spec}` groups them" in text

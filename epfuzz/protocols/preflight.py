@@ -1,0 +1,49 @@
+"""What a protocol plug-in is checked for before it is used: slips its author can be told about in one line.
+
+`fields` runs when a plug-in is loaded (every command): a `fixed` pin or a `signature_knobs` entry that
+names no scenario field. A misspelt signature knob (`payload.num_epochs`) passed the campaign's pre-flight
+and crashed at the first finding as "unexpected error (a bug in epfuzz): AttributeError" (an author's
+trial); it is plain data, so it is read without running any of the plug-in's code.
+
+The run of the plug-in on the simplest scenario before a campaign is `epfuzz.cli.preflight` (it needs the
+sim, a layer above this one).
+"""
+
+from __future__ import annotations
+
+import difflib
+from collections.abc import Iterable
+
+from epfuzz.infra.errors import InputError
+from epfuzz.protocols.base import Protocol
+
+
+def scenario_fields() -> tuple[str, ...]:
+    """Every scenario field's dotted path (`knobs.mr_relaxed`, `payload.epochs`, ...)."""
+    from epfuzz.ir.scenario import iter_leaf_fields
+
+    return tuple(path for path, _ in iter_leaf_fields())
+
+
+def _no_field(spec: str, key: object, what: str, known: Iterable[str]) -> InputError:
+    close = difflib.get_close_matches(str(key), list(known), n=1)
+    hint = f"; did you mean {close[0]}?" if close else ""
+    return InputError(f"protocol {spec!r} {what} {key!r}, which is no scenario field{hint}")
+
+
+def fields(proto: Protocol, spec: str) -> None:
+    """Refuse (InputError, one line) a `fixed` pin or a `signature_knobs` entry that is no scenario field,
+    with the close field name where there is one."""
+    known = scenario_fields()
+    for key in proto.fixed:
+        if key not in known:
+            raise _no_field(spec, key, "pins", known)
+    knobs = proto.signature_knobs
+    if knobs is None:
+        return
+    if isinstance(knobs, str) or not isinstance(knobs, (tuple, list)):  # ("a.b") is a str, not a 1-tuple
+        raise InputError(f"protocol {spec!r}: signature_knobs is {knobs!r}, not a tuple of scenario fields "
+                         "(one field is written (\"payload.epochs\",), with the comma)")
+    for key in knobs:
+        if key not in known:
+            raise _no_field(spec, key, "lists in signature_knobs", known)

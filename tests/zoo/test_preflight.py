@@ -1,0 +1,67 @@
+"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.cli.preflight) refuse nothing epfuzz
+ships: every built-in protocol and the examples complete the simplest scenario on every preset, and their
+pins and signature knobs are scenario fields.
+A check that tripped one of them would stop `epfuzz fuzz --protocol NAME`."""
+
+from __future__ import annotations
+
+import pytest
+
+from epfuzz.cli.preflight import completes
+from epfuzz.infra.errors import InputError, ProtocolError
+from epfuzz.ir.presets import PRESETS
+from epfuzz.protocols import BUILTIN, get_protocol
+from epfuzz.protocols.base import Protocol
+from epfuzz.protocols.preflight import fields
+
+EXAMPLES = ("examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic")
+
+
+@pytest.mark.parametrize("name", [*BUILTIN, *EXAMPLES])
+def test_no_shipped_protocol_trips_the_preflight_checks(name):
+    proto = get_protocol(name)
+    fields(proto, name)
+    for preset in PRESETS:
+        completes(proto, name, preset)
+
+
+class _NeverDone(Protocol):
+    """The seqflag example with a receiver whose done() never returns True."""
+
+    def __init__(self) -> None:
+        self.base = get_protocol("examples.seqflag:SeqFlag")
+        self.fixed = {"knobs.mr_relaxed": False}
+
+    def sender(self, scn, layout, epoch):
+        return self.base.sender(scn, layout, epoch)
+
+    def receiver(self, scn, layout):
+        rx = self.base.receiver(scn, layout)
+        rx.done = lambda: False
+        return rx
+
+
+def test_a_receiver_that_never_completes_in_order_is_refused_by_completes():
+    from epfuzz.protocols import REGISTRY
+
+    proto = _NeverDone()
+    REGISTRY.loaded["tests.zoo.test_preflight:NeverDone"] = proto
+    try:
+        with pytest.raises(ProtocolError, match="hangs on the simplest scenario, where nothing is reordered"):
+            completes(proto, "tests.zoo.test_preflight:NeverDone", "spec")
+    finally:
+        del REGISTRY.loaded["tests.zoo.test_preflight:NeverDone"]
+
+
+@pytest.mark.parametrize(("attr", "value", "says"), [
+    ("signature_knobs", ("payload.num_epochs",), "lists in signature_knobs 'payload.num_epochs', which is no "
+                                                  "scenario field; did you mean payload.epochs?"),
+    ("signature_knobs", "payload.epochs", "signature_knobs is 'payload.epochs', not a tuple"),
+    ("fixed", {"knobs.mr_relaxd": True}, "pins 'knobs.mr_relaxd', which is no scenario field; did you mean "
+                                         "knobs.mr_relaxed?"),
+])
+def test_fields_names_a_misspelt_pin_or_signature_knob(attr, value, says):
+    proto = _NeverDone()
+    setattr(proto, attr, value)
+    with pytest.raises(InputError, match=says.replace("?", r"\?").replace("(", r"\(")):
+        fields(proto, "mine:P")
