@@ -19,21 +19,26 @@ from epfuzz.cases.corpus import load_case, sha1
 from epfuzz.cli.commands import main as cli
 from epfuzz.continuous import maintain
 from epfuzz.continuous.ossfuzz import bundle_args, package
+from epfuzz.continuous.targets import selected_targets
 from epfuzz.protocols import get_protocol
 from epfuzz.triage.minimize import is_one_minimal, reproduces
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_package_writes_zip_dict_options_per_harness(tmp_path):
+def test_package_writes_zip_dict_options_per_built_harness(tmp_path, monkeypatch):
+    """Per target the build compiles (by default the clean ones), and nothing for a target it does not build."""
+    monkeypatch.delenv("EPFUZZ_TARGETS", raising=False)
     package(tmp_path)
-    for h in (ROOT / "harnesses").glob("*_fuzzer.py"):
-        z = tmp_path / f"{h.stem}_seed_corpus.zip"
+    built = selected_targets()
+    assert {p.name.removesuffix("_seed_corpus.zip") for p in tmp_path.glob("*.zip")} == set(built)
+    for name in built:
+        z = tmp_path / f"{name}_seed_corpus.zip"
         with zipfile.ZipFile(z) as zf:
             names = zf.namelist()
             assert names and all(sha1(zf.read(n)) == n for n in names)
-        assert "max_len" in (tmp_path / f"{h.stem}.options").read_text()
-        assert re.search(r'^seed_0="(\\x[0-9a-f]{2})+"$', (tmp_path / f"{h.stem}.dict").read_text(), re.M)
+        assert "max_len" in (tmp_path / f"{name}.options").read_text()
+        assert re.search(r'^seed_0="(\\x[0-9a-f]{2})+"$', (tmp_path / f"{name}.dict").read_text(), re.M)
 
 
 def test_build_sh_and_workflows_exist():
