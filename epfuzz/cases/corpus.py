@@ -226,8 +226,8 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
         if "scenario" not in obj:  # a bare scenario file
             return Case(stem, codec.load_dict(obj), b"", "", "sim")
         scn = codec.load_dict(obj["scenario"])
-        expect = obj.get("expect", "")
-        if expect not in ("finding", "clean"):
+        expect = obj.get("expect", "")  # none: replay says UNCHECKED, as for a bare scenario (not unreadable)
+        if "expect" in obj and expect not in ("finding", "clean"):
             raise InputError(f"'expect' must be \"finding\" or \"clean\", got {expect!r}")
         data = bytes.fromhex(obj.get("input", ""))
     except InputError as e:

@@ -156,7 +156,8 @@ def expected(case: Case, path: Path, preset: str, raw: bool) -> Expectation:
         return Expectation("finding", f"protocol {case.scenario.protocol} expects a finding under "
                                       f"preset {case.scenario.preset}")
     if not raw:
-        return Expectation("", "a bare scenario has no expected verdict (write a case with 'expect')")
+        return Expectation("", "a bare scenario or a case without 'expect' has no expected verdict "
+                               "(give the case an 'expect')")
     m = read_manifest(path.parent)
     if m is None:
         return Expectation("", f"no manifest {manifest_path(path.parent)}")

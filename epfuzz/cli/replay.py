@@ -15,7 +15,7 @@ from epfuzz.backends import get_backend
 from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, replayable
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
-from epfuzz.infra.errors import EpfuzzError, ProtocolError
+from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, ProtocolError
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
 
@@ -32,8 +32,11 @@ def cmd_replay(a: argparse.Namespace) -> int:
         return EXIT_INPUT
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
+    #: cases whose own backend cannot run here, per backend: (count, why); skipped, not unreadable (cf trial 5)
+    no_backend: dict[str, tuple[int, str]] = {}
     for path in paths:
         expect = None
+        case = None
         try:
             case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
@@ -48,6 +51,14 @@ def cmd_replay(a: argparse.Namespace) -> int:
             changed += 1
             print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
                   f"got oom (MemoryError{REGISTRY.where(e)})")
+            continue
+        except BackendUnavailable as e:
+            if case is not None and case.backend != "sim":  # the case's own backend (cuda, verbs): not this host's
+                n, _ = no_backend.get(case.backend, (0, ""))
+                no_backend[case.backend] = (n + 1, str(e).removeprefix(f"backend {case.backend} cannot run here: "))
+            else:  # the --backend asked for: every case would say the same
+                print(f"epfuzz: {e}", file=sys.stderr)
+                errors += 1
             continue
         except EpfuzzError as e:
             if isinstance(e, ProtocolError):
@@ -87,11 +98,19 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(first_unchecked)
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
+    for backend, (n, why) in sorted(no_backend.items()):
+        print(f"skipped {n} case(s): backend {backend} not available here: {why}"
+              + (" (--strict: a case not replayed fails)" if a.strict else ""))
+    not_run = sum(n for n, _ in no_backend.values())
+    if changed or (a.strict and (unchecked or not_run)):
+        rc = EXIT_FINDING
+    else:
+        rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"
+          + (f", {not_run} skipped (backend not available here)" if not_run else "")
           + (f"; skipped {len(skipped)} file(s) that are not inputs (the run's records, logs, reports, "
-             "other harnesses' corpora, raw inputs of no known protocol)" if skipped else ""))
-    if changed or (a.strict and unchecked):
-        return EXIT_FINDING
-    return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
+             "other harnesses' corpora, raw inputs of no known protocol)" if skipped else "")
+          + ("; PASS" if rc == EXIT_CLEAN else f"; FAIL (exit {rc})"))
+    return rc
