@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from epfuzz.backends import get_backend
-from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, replayable
+from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, manifest_problems, replayable
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, ProtocolError
@@ -30,6 +30,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
             [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
         print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
         return EXIT_INPUT
+    problems = manifest_problems([Path(p) for p in a.paths], a.strict)
+    for problem in problems:
+        print(f"epfuzz: {problem.line}", file=sys.stderr)
+    damaged = any(p.damage for p in problems) or (a.strict and bool(problems))
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
     #: cases whose own backend cannot run here, per backend: (count, why); skipped, not unreadable (cf trial 5)
@@ -98,18 +102,19 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(first_unchecked)
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
-    for backend, (n, why) in sorted(no_backend.items()):
-        print(f"skipped {n} case(s): backend {backend} not available here: {why}"
+    for backend, (n, reason) in sorted(no_backend.items()):
+        print(f"skipped {n} case(s): backend {backend} not available here: {reason}"
               + (" (--strict: a case not replayed fails)" if a.strict else ""))
     not_run = sum(n for n, _ in no_backend.values())
     if changed or (a.strict and (unchecked or not_run)):
         rc = EXIT_FINDING
     else:
-        rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
+        rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors or damaged else EXIT_CLEAN
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"
           + (f", {not_run} skipped (backend not available here)" if not_run else "")
+          + (f", {len(problems)} seed manifest problem(s)" if problems else "")
           + (f"; skipped {len(skipped)} file(s) that are not inputs (the run's records, logs, reports, "
              "other harnesses' corpora, raw inputs of no known protocol)" if skipped else "")
           + ("; PASS" if rc == EXIT_CLEAN else f"; FAIL (exit {rc})"))

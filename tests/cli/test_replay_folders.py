@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import shutil
 from pathlib import Path
@@ -138,3 +139,74 @@ def test_a_case_without_expect_is_unchecked_not_unreadable(tmp_path, capsys):
     (tmp_path / "noexpect.json").write_text(json.dumps(doc))
     assert main(["replay", str(tmp_path / "noexpect.json")]) == 2
     assert "'expect' must be \"finding\" or \"clean\", got 'clen'" in capsys.readouterr().err
+
+
+def _seed_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of a harness's seed folder and its manifest, as `make replay` reads them."""
+    folder = tmp_path / SEEDS.name
+    shutil.copytree(SEEDS, folder)
+    manifest = tmp_path / f"{SEEDS.name}.verdicts"
+    shutil.copy(SEEDS.parent / manifest.name, manifest)
+    assert main(["replay", "--strict", str(folder)]) == 0
+    return folder, manifest
+
+
+def _problems(capsys) -> tuple[list[str], str]:
+    got = capsys.readouterr()
+    return [x for x in got.err.splitlines() if x.startswith("epfuzz: ")], got.out
+
+
+def test_a_seed_the_manifest_lists_but_the_folder_lacks_fails_strict_replay(tmp_path, capsys):
+    """Deleting a listed seed still passed `replay --strict` (cf trial 6)."""
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    gone = sorted(folder.iterdir())[0]
+    gone.unlink()
+    assert main(["replay", "--strict", str(folder)]) == 2
+    problems, out = _problems(capsys)
+    assert problems == [f"epfuzz: {manifest.resolve()}: lists {gone.name} (clean) but {gone.resolve()} is missing "
+                        "(run `make seeds`)"]
+    assert "1 seed manifest problem(s)" in out and out.rstrip().endswith("FAIL (exit 2)")
+    assert main(["replay", str(folder)]) == 0  # without --strict: said, not failed
+    assert len(_problems(capsys)[0]) == 1
+
+
+def test_a_bad_verdict_word_is_a_malformed_manifest_not_a_changed_verdict(tmp_path, capsys):
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    lines = manifest.read_text().splitlines(keepends=True)
+    n = next(i for i, x in enumerate(lines) if x.endswith(" clean\n"))
+    lines[n] = lines[n].replace(" clean", " clen")
+    manifest.write_text("".join(lines))
+    for strict in ([], ["--strict"]):
+        rc = main(["replay", *strict, str(folder)])
+        problems, out = _problems(capsys)
+        assert problems == [f"epfuzz: {manifest.resolve()}:{n + 1}: verdict 'clen' is not finding or clean"]
+        assert "CHANGED" not in out and rc == (1 if strict else 2)  # --strict: its input is also UNCHECKED
+
+
+def test_a_truncated_manifest_is_said_once_before_its_inputs(tmp_path, capsys):
+    """Cut off, it gave every input 'not in ... (run make seeds)' and nothing else (cf trial 6)."""
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    text = manifest.read_text()
+    manifest.write_text(text[:len(text) // 2])
+    assert main(["replay", str(folder)]) == 2
+    problems, _ = _problems(capsys)
+    assert problems[0] == f"epfuzz: {manifest.resolve()}: truncated: its last line has no newline (run `make seeds`)"
+    manifest.write_text(text[:120])  # cut inside the header: no preset line either
+    assert main(["replay", str(folder)]) == 2
+    assert f"epfuzz: {manifest.resolve()}: no 'preset NAME' line (truncated? run `make seeds`)" in _problems(capsys)[0]
+
+
+def test_a_seed_not_named_by_its_sha1_fails_strict_replay(tmp_path, capsys):
+    """A hand-added seed with another name was skipped as no input, silently, under --strict (cf trial 6)."""
+    folder, _ = _seed_copy(tmp_path)
+    capsys.readouterr()
+    data = sorted(folder.iterdir())[0].read_bytes() + b"\x01"
+    (folder / "my-seed").write_bytes(data)
+    assert main(["replay", "--strict", str(folder)]) == 2
+    problems, _ = _problems(capsys)
+    assert problems == [f"epfuzz: {(folder / 'my-seed').resolve()}: a seed not named by its sha1, so never replayed "
+                        f"(libFuzzer's name for it: {hashlib.sha1(data).hexdigest()}; then run `make seeds`)"]
+    assert main(["replay", str(folder)]) == 0  # without --strict a folder may hold other files
