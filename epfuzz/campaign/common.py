@@ -271,6 +271,14 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
         emit("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
              replay=replay_command(bug.case, summary.backend, bug.repeats), summary=bug.note)
     # the summary's own lines follow on stdout: for people this event would say them twice
+    # a program reads what the text summary says: where the run is, how many bugs, and why it stopped
     (log.info if json_lines() else log.debug)(  # type: ignore[attr-defined]
         "fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), corpus=summary.corpus,
-        findings=len(summary.findings), **totals)
+        findings=len(summary.findings), bugs=len(summary.bugs), run_dir=str(summary.run_dir),
+        stop=stop_reason(summary), signal=summary.interrupted or None, **totals)
+
+
+def stop_reason(summary: Summary) -> str:
+    """Why the campaign ended, one word: "time" (its budget, or its -runs), "signal" (Ctrl-C, SIGTERM) or
+    "disk_full"; what the text summary's "stopped early by ..." says."""
+    return "disk_full" if summary.disk_full else "signal" if summary.interrupted else "time"
