@@ -46,10 +46,25 @@ def log_start(log: object, backend: str, **fields: object) -> None:
         log.warning("fuzz.slower_emulator", detail=native.describe())  # type: ignore[attr-defined]
 
 
+#: how many `-N` suffixes a default run folder name tries before giving up
+RUN_DIR_TRIES = 1000
+
+
 def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
     """The run folder, which must be new or empty: a reused folder's old findings and corpus would
-    be read back as this run's (a fixed protocol reported its buggy twin's bugs)."""
-    path = run_dir or default
+    be read back as this run's (a fixed protocol reported its buggy twin's bugs). The `default` name (one per
+    second) is claimed by creating it, with `-2`, `-3`, ... after a name taken: two runs started in the same
+    second collided, the second refused with "name a new --run-dir" though the user had named none."""
+    if run_dir is None:
+        for n in range(1, RUN_DIR_TRIES + 1):
+            path = default if n == 1 else default.with_name(f"{default.name}-{n}")
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileExistsError:
+                continue
+        raise InputError(f"run folders {default} to -{RUN_DIR_TRIES} all exist; name a new --run-dir")
+    path = run_dir
     if path.exists() and not path.is_dir():
         raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir")
     if path.exists() and any(path.iterdir()):
