@@ -204,14 +204,34 @@ def until_grace(signalled: Callable[[], bool]) -> Callable[[], bool]:
 
 
 class GroupingProgress:
-    """N of M findings grouped, bugs so far: a line rewritten on a terminal, a log line every 5 s off one."""
+    """N of M findings grouped, bugs so far: a line rewritten on a terminal, a log line every 5 s off one.
 
-    def __init__(self, log: object, tty: bool | None = None) -> None:
-        self.log, self.last = log, 0.0
+    The grouping counts a finding it leaves (a signal's grace ran out) as done, so after Ctrl-C its last line
+    said 39 of 39 while the summary said 27 of 39 (cf trial 10): with `final=False` the last line is left to
+    `end`, which takes the counts from the grouping the summary prints."""
+
+    def __init__(self, log: object, tty: bool | None = None, final: bool = True) -> None:
+        self.log, self.last, self.final = log, 0.0, final
         self.tty = sys.stderr.isatty() if tty is None else tty
+
+    def end(self, grouping: Grouping) -> None:
+        """The last line: grouped raw findings of all, as the summary's bug table counts them, and those left."""
+        done = sum(b.count for b in grouping.bugs)
+        total, left = done + len(grouping.left), len(grouping.left)
+        if not total:
+            return
+        if self.tty:
+            sys.stderr.write(f"\r[grouping] {done} of {total} finding(s), {len(grouping.bugs)} bug(s)"
+                             + (f", {left} not grouped yet ({grouping.why})" if left else "") + "   \n")
+            sys.stderr.flush()
+        else:
+            self.log.info("fuzz.grouping", done=done, total=total, bugs=len(grouping.bugs),  # type: ignore[attr-defined]
+                          left=left, **({"why": grouping.why} if left else {}))
 
     def __call__(self, done: int, total: int, bugs: int) -> None:
         now = time.monotonic()
+        if done == total and not self.final:
+            return
         if self.tty:
             sys.stderr.write(f"\r[grouping] {done} of {total} finding(s), {bugs} bug(s) so far   "
                              + ("\n" if done == total else ""))
@@ -238,9 +258,12 @@ def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | No
     paths = [p for _, p, _ in findings]
     bugs = _index(run_dir, grouped_at, paths) if grouped_at else []
     seen = {p for b in bugs for p in b.raw}
+    shown = GroupingProgress(log, final=False) if progress else None
     got = group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
-                         stop=stop, progress=GroupingProgress(log) if progress else None)
+                         stop=stop, progress=shown)
     got.bugs = sorted(bugs + got.bugs, key=lambda b: (-b.count, b.cause))
+    if shown is not None and len(paths) > len(seen):
+        shown.end(got)
     try:
         write_bug_index(got, run_dir / "bugs.csv")
     except (OSError, NoSpace) as e:  # a full disk: the summary on stdout still has the table
