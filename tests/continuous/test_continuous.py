@@ -164,3 +164,15 @@ def test_fuzz_run_then_triage_and_report(tmp_path):
     text = (run_dir / "report.md").read_text()
     assert "Findings by root cause" in text and "exec/s" in text
     assert (run_dir / "report.png").stat().st_size > 1000
+
+
+def test_the_docs_name_every_option_the_options_file_sets_and_what_jobs_runs():
+    """continuous.md listed only max_len = 256 (the file sets len_control and dict too) and said `make fuzz
+    JOBS=N` ran N libFuzzer workers, where the default engine is the guided one (cf trial 8)."""
+    from epfuzz.continuous.ossfuzz import options
+
+    doc = (ROOT / "docs" / "continuous.md").read_text()
+    keys = [line.split(" = ")[0] for line in options("x_fuzzer").splitlines() if " = " in line]
+    assert keys == ["max_len", "len_control", "dict"]
+    assert all(f"`{k} = " in doc for k in keys), keys
+    assert "libFuzzer workers" not in doc and "worker processes of the default guided engine" in doc
