@@ -176,3 +176,30 @@ def test_the_docs_name_every_option_the_options_file_sets_and_what_jobs_runs():
     assert keys == ["max_len", "len_control", "dict"]
     assert all(f"`{k} = " in doc for k in keys), keys
     assert "libFuzzer workers" not in doc and "worker processes of the default guided engine" in doc
+
+
+@pytest.mark.parametrize("action", ["prune", "merge"])
+def test_an_interrupted_prune_or_merge_says_the_corpus_is_as_it_was(tmp_path, monkeypatch, capsys, action):
+    """Ctrl-C during `epfuzz corpus prune` exited 130 without a word about the corpus (cf trial, polish)."""
+    import os
+    import signal
+
+    h = "deepep_v2_dispatch_fixed_fuzzer"
+    corpus = tmp_path / "corpus"
+    shutil.copytree(ROOT / "corpus" / h, corpus)
+    before = sorted(p.name for p in corpus.iterdir())
+
+    def interrupted(*_: object) -> None:  # Ctrl-C while libFuzzer's -merge runs
+        os.kill(os.getpid(), signal.SIGINT)
+        maintain.proc.check_stopped()
+
+    monkeypatch.setattr(maintain, "_merge", interrupted)
+    src = tmp_path / "src"
+    src.mkdir()
+    args = ["corpus", "prune", h, str(corpus)] if action == "prune" else ["corpus", "merge", h, str(corpus), str(src)]
+    assert cli(args) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    what = "nothing removed" if action == "prune" else "nothing added"
+    assert err == (f"epfuzz: corpus {action} stopped by signal 2 before changing {corpus.resolve()}: it is as it was "
+                   f"({what})\n")
+    assert sorted(p.name for p in corpus.iterdir()) == before
