@@ -211,8 +211,11 @@ class GroupingProgress:
     `end`, which takes the counts from the grouping the summary prints."""
 
     def __init__(self, log: object, tty: bool | None = None, final: bool = True) -> None:
+        from epfuzz.infra.log import json_lines
+
         self.log, self.last, self.final = log, 0.0, final
-        self.tty = sys.stderr.isatty() if tty is None else tty
+        # a JSON log is read by a program, on a terminal too: events, not a rewritten line
+        self.tty = sys.stderr.isatty() and not json_lines() if tty is None else tty
 
     def end(self, grouping: Grouping) -> None:
         """The last line: grouped raw findings of all, as the summary's bug table counts them, and those left."""

@@ -39,3 +39,27 @@ def test_the_last_grouping_line_agrees_with_the_summary_when_a_signal_cut_it_sho
     assert lines[-1]["left"] == len(got.left) and lines[-1]["why"] == got.why
     assert not any(kw["done"] == kw["total"] for kw in lines)
     assert len((run / "ungrouped.txt").read_text().splitlines()) == 1 + len(got.left)
+
+
+def test_under_a_json_log_grouping_progress_is_events_on_a_terminal_too(monkeypatch):
+    """On a terminal the grouping line is rewritten with \\r; under --log-format json every stderr line is an
+    event (a program reads it), so there it is logged like off a terminal."""
+    import io
+    import sys
+
+    from epfuzz.campaign.common import GroupingProgress
+    from epfuzz.infra import log as elog
+
+    class Terminal(io.StringIO):
+        def isatty(self) -> bool:
+            return True
+
+    monkeypatch.setattr(sys, "stderr", Terminal())
+    assert GroupingProgress(_Log()).tty
+    elog.configure(json_lines=True)
+    try:
+        log = _Log()
+        GroupingProgress(log)(1, 1, 1)
+        assert not sys.stderr.getvalue() and [e for e, _ in log.events] == ["fuzz.grouping"]
+    finally:
+        elog.configure()
