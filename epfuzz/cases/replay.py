@@ -198,7 +198,11 @@ def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
                 for h, v in sorted(verdicts.items()) if h not in names]
         if strict:
             for name in sorted(names):
-                data = (folder / name).read_bytes()
+                try:
+                    data = (folder / name).read_bytes()
+                except OSError as e:  # replaying it says so too, as an unreadable file
+                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False))
+                    continue
                 if not LIBFUZZER_SHA1.fullmatch(name):
                     out.append(ManifestProblem(f"{folder / name}: a seed not named by its sha1, so never replayed "
                                                f"(libFuzzer's name for it: {sha1(data)}; then run `make seeds`)",

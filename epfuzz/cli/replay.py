@@ -12,7 +12,14 @@ import sys
 from pathlib import Path
 
 from epfuzz.backends import get_backend
-from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, manifest_problems, replayable
+from epfuzz.cases.replay import (
+    LIBFUZZER_NAME,
+    ManifestProblem,
+    expected,
+    load_classified,
+    manifest_problems,
+    replayable,
+)
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, ProtocolError
@@ -24,16 +31,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
     log = elog.get_logger()
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
-        nameless = [f for f in skipped if LIBFUZZER_NAME.fullmatch(f.name)]
-        why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
-                "NAME"] if nameless else []) + (
-            [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
-        print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
-        return EXIT_INPUT
+        return _nothing_found(skipped)
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
-    damaged = any(p.damage for p in problems) or (a.strict and bool(problems))
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
     #: cases whose own backend cannot run here, per backend: (count, why); skipped, not unreadable (cf trial 5)
@@ -102,10 +103,28 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(first_unchecked)
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
+    return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _nothing_found(skipped: list[Path]) -> int:
+    nameless = [f for f in skipped if LIBFUZZER_NAME.fullmatch(f.name)]
+    why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
+            "NAME"] if nameless else []) + (
+        [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
+    print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int], no_backend: dict[str, tuple[int, str]],
+             problems: list[ManifestProblem], skipped: list[Path]) -> int:
+    """The lines after the verdicts and the exit code: one line per backend whose cases were not replayed here,
+    and the summary, whose last word (PASS, or FAIL and the exit code) says the outcome."""
+    ok, changed, unchecked, errors, plugin_bugs, broken = counts
     for backend, (n, reason) in sorted(no_backend.items()):
         print(f"skipped {n} case(s): backend {backend} not available here: {reason}"
               + (" (--strict: a case not replayed fails)" if a.strict else ""))
     not_run = sum(n for n, _ in no_backend.values())
+    damaged = any(p.damage for p in problems) or (a.strict and bool(problems))
     if changed or (a.strict and (unchecked or not_run)):
         rc = EXIT_FINDING
     else:
