@@ -1,7 +1,12 @@
 #!/usr/bin/env python3
 """atheris harness for the `deepep_ll_combine_fixed` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
 
-    python harnesses/deepep_ll_combine_fixed_fuzzer.py corpus/deepep_ll_combine_fixed_fuzzer -max_total_time=60
+    mkdir -p runs/libfuzzer/corpus
+    python harnesses/deepep_ll_combine_fixed_fuzzer.py runs/libfuzzer/corpus \
+        corpus/deepep_ll_combine_fixed_fuzzer -max_total_time=60 -artifact_prefix=runs/libfuzzer/
+
+libFuzzer writes new inputs into its first corpus folder: a fresh one, never the checked-in seeds
+(corpus/deepep_ll_combine_fixed_fuzzer is read only; an input added there fails `make replay`).
 
 Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
 (epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as

@@ -46,10 +46,25 @@ def log_start(log: object, backend: str, **fields: object) -> None:
         log.warning("fuzz.slower_emulator", detail=native.describe())  # type: ignore[attr-defined]
 
 
+#: how many `-N` suffixes a default run folder name tries before giving up
+RUN_DIR_TRIES = 1000
+
+
 def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
     """The run folder, which must be new or empty: a reused folder's old findings and corpus would
-    be read back as this run's (a fixed protocol reported its buggy twin's bugs)."""
-    path = run_dir or default
+    be read back as this run's (a fixed protocol reported its buggy twin's bugs). The `default` name (one per
+    second) is claimed by creating it, with `-2`, `-3`, ... after a name taken: two runs started in the same
+    second collided, the second refused with "name a new --run-dir" though the user had named none."""
+    if run_dir is None:
+        for n in range(1, RUN_DIR_TRIES + 1):
+            path = default if n == 1 else default.with_name(f"{default.name}-{n}")
+            try:
+                path.mkdir(parents=True)
+                return path
+            except FileExistsError:
+                continue
+        raise InputError(f"run folders {default} to -{RUN_DIR_TRIES} all exist; name a new --run-dir")
+    path = run_dir
     if path.exists() and not path.is_dir():
         raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir")
     if path.exists() and any(path.iterdir()):
@@ -189,14 +204,37 @@ def until_grace(signalled: Callable[[], bool]) -> Callable[[], bool]:
 
 
 class GroupingProgress:
-    """N of M findings grouped, bugs so far: a line rewritten on a terminal, a log line every 5 s off one."""
+    """N of M findings grouped, bugs so far: a line rewritten on a terminal, a log line every 5 s off one.
 
-    def __init__(self, log: object, tty: bool | None = None) -> None:
-        self.log, self.last = log, 0.0
-        self.tty = sys.stderr.isatty() if tty is None else tty
+    The grouping counts a finding it leaves (a signal's grace ran out) as done, so after Ctrl-C its last line
+    said 39 of 39 while the summary said 27 of 39 (cf trial 10): with `final=False` the last line is left to
+    `end`, which takes the counts from the grouping the summary prints."""
+
+    def __init__(self, log: object, tty: bool | None = None, final: bool = True) -> None:
+        from epfuzz.infra.log import json_lines
+
+        self.log, self.last, self.final = log, 0.0, final
+        # a JSON log is read by a program, on a terminal too: events, not a rewritten line
+        self.tty = sys.stderr.isatty() and not json_lines() if tty is None else tty
+
+    def end(self, grouping: Grouping) -> None:
+        """The last line: grouped raw findings of all, as the summary's bug table counts them, and those left."""
+        done = sum(b.count for b in grouping.bugs)
+        total, left = done + len(grouping.left), len(grouping.left)
+        if not total:
+            return
+        if self.tty:
+            sys.stderr.write(f"\r[grouping] {done} of {total} finding(s), {len(grouping.bugs)} bug(s)"
+                             + (f", {left} not grouped yet ({grouping.why})" if left else "") + "   \n")
+            sys.stderr.flush()
+        else:
+            self.log.info("fuzz.grouping", done=done, total=total, bugs=len(grouping.bugs),  # type: ignore[attr-defined]
+                          left=left, **({"why": grouping.why} if left else {}))
 
     def __call__(self, done: int, total: int, bugs: int) -> None:
         now = time.monotonic()
+        if done == total and not self.final:
+            return
         if self.tty:
             sys.stderr.write(f"\r[grouping] {done} of {total} finding(s), {bugs} bug(s) so far   "
                              + ("\n" if done == total else ""))
@@ -223,9 +261,12 @@ def read_findings(run_dir: Path, backend: str, log: object, grouped_at: str | No
     paths = [p for _, p, _ in findings]
     bugs = _index(run_dir, grouped_at, paths) if grouped_at else []
     seen = {p for b in bugs for p in b.raw}
+    shown = GroupingProgress(log, final=False) if progress else None
     got = group_findings([p for p in paths if p not in seen], run_dir / "bugs", backend if not grouped_at else "raw",
-                         stop=stop, progress=GroupingProgress(log) if progress else None)
+                         stop=stop, progress=shown)
     got.bugs = sorted(bugs + got.bugs, key=lambda b: (-b.count, b.cause))
+    if shown is not None and len(paths) > len(seen):
+        shown.end(got)
     try:
         write_bug_index(got, run_dir / "bugs.csv")
     except (OSError, NoSpace) as e:  # a full disk: the summary on stdout still has the table
@@ -271,6 +312,14 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
         emit("fuzz.bug", root_cause=bug.cause, count=bug.count, case=str(bug.case),
              replay=replay_command(bug.case, summary.backend, bug.repeats), summary=bug.note)
     # the summary's own lines follow on stdout: for people this event would say them twice
+    # a program reads what the text summary says: where the run is, how many bugs, and why it stopped
     (log.info if json_lines() else log.debug)(  # type: ignore[attr-defined]
         "fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), corpus=summary.corpus,
-        findings=len(summary.findings), **totals)
+        findings=len(summary.findings), bugs=len(summary.bugs), run_dir=str(summary.run_dir),
+        stop=stop_reason(summary), signal=summary.interrupted or None, **totals)
+
+
+def stop_reason(summary: Summary) -> str:
+    """Why the campaign ended, one word: "time" (its budget, or its -runs), "signal" (Ctrl-C, SIGTERM) or
+    "disk_full"; what the text summary's "stopped early by ..." says."""
+    return "disk_full" if summary.disk_full else "signal" if summary.interrupted else "time"

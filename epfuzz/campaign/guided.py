@@ -244,9 +244,12 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE
         # seconds; with the disk full there is no room for minimized cases: only what the cache knows
         paths = [p for _, p, _ in camp.findings]
+        shown = GroupingProgress(camp.log, final=False) if progress else None
         grouping = group_findings(paths, run_dir / "bugs", "sim",
                                   stop=(lambda: True) if camp.disk_full else until_grace(lambda: camp.stop_signal != 0),
-                                  progress=GroupingProgress(camp.log) if progress else None)
+                                  progress=shown)
+        if shown is not None and paths:
+            shown.end(grouping)
         if grouping.why.startswith("no room"):
             camp.disk_full = camp.disk_full or grouping.why
     finally:

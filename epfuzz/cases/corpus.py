@@ -226,8 +226,8 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
         if "scenario" not in obj:  # a bare scenario file
             return Case(stem, codec.load_dict(obj), b"", "", "sim")
         scn = codec.load_dict(obj["scenario"])
-        expect = obj.get("expect", "")
-        if expect not in ("finding", "clean"):
+        expect = obj.get("expect", "")  # none: replay says UNCHECKED, as for a bare scenario (not unreadable)
+        if "expect" in obj and expect not in ("finding", "clean"):
             raise InputError(f"'expect' must be \"finding\" or \"clean\", got {expect!r}")
         data = bytes.fromhex(obj.get("input", ""))
     except InputError as e:
@@ -261,22 +261,41 @@ def manifest_path(folder: Path) -> Path:
 
 
 def read_manifest(folder: Path) -> tuple[str, dict[str, str]] | None:
-    """(preset the verdicts hold for, {sha1 of input: verdict}), or None without a manifest."""
+    """(preset the verdicts hold for, {sha1 of input: verdict}), or None without a manifest; a damaged line
+    gives no verdict (`manifest_damage` says what is wrong with it)."""
+    parsed = parse_manifest(folder)
+    return None if parsed is None else (parsed[0], parsed[1])
+
+
+def parse_manifest(folder: Path) -> tuple[str, dict[str, str], list[str]] | None:
+    """(preset, {sha1: verdict}, what is damaged, one line each), or None without a manifest. `write_manifest`
+    ends every line with a newline, names each input by its sha1 and says finding or clean: anything else is
+    a hand edit or a cut-off file, whose lines must not turn into verdicts (a `clen` was replayed as a change)."""
     path = manifest_path(folder)
     try:
-        lines = path.read_text().splitlines()
+        text = path.read_text()
+    except UnicodeDecodeError:
+        return "", {}, [f"{path}: not text (run `make seeds`)"]
     except OSError:
         return None
-    preset, verdicts = "", {}
-    for line in lines:
+    preset, verdicts, damage = "", {}, []
+    if text and not text.endswith("\n"):
+        damage.append(f"{path}: truncated: its last line has no newline (run `make seeds`)")
+    for n, line in enumerate(text.splitlines(), 1):
         words = line.split()
-        if len(words) != 2 or line.startswith("#"):
+        if not words or line.startswith("#"):
             continue
-        if words[0] == "preset":
+        if len(words) == 2 and words[0] == "preset":
             preset = words[1]
+        elif len(words) != 2 or not LIBFUZZER_SHA1.fullmatch(words[0]):
+            damage.append(f"{path}:{n}: not 'SHA1 VERDICT' or 'preset NAME': {line[:60]!r}")
+        elif words[1] not in ("finding", "clean"):
+            damage.append(f"{path}:{n}: verdict {words[1]!r} is not finding or clean")
         else:
             verdicts[words[0]] = words[1]
-    return preset, verdicts
+    if not preset:
+        damage.append(f"{path}: no 'preset NAME' line (truncated? run `make seeds`)")
+    return preset, verdicts, damage
 
 
 def write_manifest(folder: Path, preset: str, verdicts: dict[str, str]) -> Path:

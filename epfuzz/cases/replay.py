@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from epfuzz.cases.corpus import (
+    LIBFUZZER_SHA1,
     MAX_CASE_BYTES,
     MAX_INPUT_BYTES,
     Case,
@@ -22,6 +23,7 @@ from epfuzz.cases.corpus import (
     is_case_text,
     manifest_path,
     parse_case,
+    parse_manifest,
     read_bounded,
     read_manifest,
     sha1,
@@ -156,10 +158,56 @@ def expected(case: Case, path: Path, preset: str, raw: bool) -> Expectation:
         return Expectation("finding", f"protocol {case.scenario.protocol} expects a finding under "
                                       f"preset {case.scenario.preset}")
     if not raw:
-        return Expectation("", "a bare scenario has no expected verdict (write a case with 'expect')")
+        return Expectation("", "a bare scenario or a case without 'expect' has no expected verdict "
+                               "(give the case an 'expect')")
     m = read_manifest(path.parent)
     if m is None:
         return Expectation("", f"no manifest {manifest_path(path.parent)}")
     if m[0] != preset:
         return Expectation("", f"{manifest_path(path.parent)} holds verdicts for preset {m[0]}, not {preset}")
     return Expectation("", f"not in {manifest_path(path.parent)} (run `make seeds`)")
+
+
+@dataclass(frozen=True)
+class ManifestProblem:
+    line: str           # what is wrong, one line naming the file
+    damage: bool        # the manifest itself is malformed (an error always), else a mismatch with its folder
+
+
+def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
+    """What is wrong with the seed manifests of the folders replayed (`given`, and the folders inside those):
+    a malformed manifest (cut off, a line that is not `SHA1 VERDICT`, a verdict not finding/clean), a seed it
+    lists that is missing from its folder (a deleted seed passed --strict), and with `strict`, a file in the
+    folder not named by its content's sha1 (skipped as no input, so never checked)."""
+    folders: list[Path] = []
+    for p in given:
+        if p.is_dir():
+            folders += [p, *sorted(q for q in p.rglob("*") if q.is_dir())]
+        elif str(p) != "-":
+            folders.append(p.parent)
+    out: list[ManifestProblem] = []
+    for folder in dict.fromkeys(f.resolve() for f in folders):
+        parsed = parse_manifest(folder)
+        if parsed is None:
+            continue
+        _, verdicts, damage = parsed
+        out += [ManifestProblem(d, True) for d in damage]
+        names = {f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".")}
+        mpath = manifest_path(folder)
+        out += [ManifestProblem(f"{mpath}: lists {h} ({v}) but {folder / h} is missing (run `make seeds`)", False)
+                for h, v in sorted(verdicts.items()) if h not in names]
+        if strict:
+            for name in sorted(names):
+                try:
+                    data = (folder / name).read_bytes()
+                except OSError as e:  # replaying it says so too, as an unreadable file
+                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False))
+                    continue
+                if not LIBFUZZER_SHA1.fullmatch(name):
+                    out.append(ManifestProblem(f"{folder / name}: a seed not named by its sha1, so never replayed "
+                                               f"(libFuzzer's name for it: {sha1(data)}; then run `make seeds`)",
+                                               False))
+                elif sha1(data) != name:
+                    out.append(ManifestProblem(f"{folder / name}: its content's sha1 is {sha1(data)}, not its name "
+                                               "(edited after `make seeds`?)", False))
+    return out

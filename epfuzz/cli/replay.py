@@ -12,10 +12,17 @@ import sys
 from pathlib import Path
 
 from epfuzz.backends import get_backend
-from epfuzz.cases.replay import LIBFUZZER_NAME, expected, load_classified, replayable
+from epfuzz.cases.replay import (
+    LIBFUZZER_NAME,
+    ManifestProblem,
+    expected,
+    load_classified,
+    manifest_problems,
+    replayable,
+)
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
-from epfuzz.infra.errors import EpfuzzError, ProtocolError
+from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, ProtocolError
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
 
@@ -24,16 +31,17 @@ def cmd_replay(a: argparse.Namespace) -> int:
     log = elog.get_logger()
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
-        nameless = [f for f in skipped if LIBFUZZER_NAME.fullmatch(f.name)]
-        why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
-                "NAME"] if nameless else []) + (
-            [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
-        print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
-        return EXIT_INPUT
+        return _nothing_found(skipped)
+    problems = manifest_problems([Path(p) for p in a.paths], a.strict)
+    for problem in problems:
+        print(f"epfuzz: {problem.line}", file=sys.stderr)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
+    #: cases whose own backend cannot run here, per backend: (count, why); skipped, not unreadable (cf trial 5)
+    no_backend: dict[str, tuple[int, str]] = {}
     for path in paths:
         expect = None
+        case = None
         try:
             case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
@@ -48,6 +56,14 @@ def cmd_replay(a: argparse.Namespace) -> int:
             changed += 1
             print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
                   f"got oom (MemoryError{REGISTRY.where(e)})")
+            continue
+        except BackendUnavailable as e:
+            if case is not None and case.backend != "sim":  # the case's own backend (cuda, verbs): not this host's
+                n, _ = no_backend.get(case.backend, (0, ""))
+                no_backend[case.backend] = (n + 1, str(e).removeprefix(f"backend {case.backend} cannot run here: "))
+            else:  # the --backend asked for: every case would say the same
+                print(f"epfuzz: {e}", file=sys.stderr)
+                errors += 1
             continue
         except EpfuzzError as e:
             if isinstance(e, ProtocolError):
@@ -87,11 +103,38 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(first_unchecked)
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
+    return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _nothing_found(skipped: list[Path]) -> int:
+    nameless = [f for f in skipped if LIBFUZZER_NAME.fullmatch(f.name)]
+    why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
+            "NAME"] if nameless else []) + (
+        [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
+    print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
+    return EXIT_INPUT
+
+
+def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int], no_backend: dict[str, tuple[int, str]],
+             problems: list[ManifestProblem], skipped: list[Path]) -> int:
+    """The lines after the verdicts and the exit code: one line per backend whose cases were not replayed here,
+    and the summary, whose last word (PASS, or FAIL and the exit code) says the outcome."""
+    ok, changed, unchecked, errors, plugin_bugs, broken = counts
+    for backend, (n, reason) in sorted(no_backend.items()):
+        print(f"skipped {n} case(s): backend {backend} not available here: {reason}"
+              + (" (--strict: a case not replayed fails)" if a.strict else ""))
+    not_run = sum(n for n, _ in no_backend.values())
+    damaged = any(p.damage for p in problems) or (a.strict and bool(problems))
+    if changed or (a.strict and (unchecked or not_run)):
+        rc = EXIT_FINDING
+    else:
+        rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors or damaged else EXIT_CLEAN
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"
+          + (f", {not_run} skipped (backend not available here)" if not_run else "")
+          + (f", {len(problems)} seed manifest problem(s)" if problems else "")
           + (f"; skipped {len(skipped)} file(s) that are not inputs (the run's records, logs, reports, "
-             "other harnesses' corpora, raw inputs of no known protocol)" if skipped else ""))
-    if changed or (a.strict and unchecked):
-        return EXIT_FINDING
-    return EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors else EXIT_CLEAN
+             "other harnesses' corpora, raw inputs of no known protocol)" if skipped else "")
+          + ("; PASS" if rc == EXIT_CLEAN else f"; FAIL (exit {rc})"))
+    return rc

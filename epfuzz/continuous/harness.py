@@ -42,7 +42,7 @@ def _backend_asked(argv: Sequence[str]) -> str:
 #: same whichever way the harness starts; and the compiled emulator runs under atheris too (epfuzz.core.native).
 class Harness:
     def __init__(self, protocol: str, preset: str = "spec", backend: str = "sim",
-                 keep_going: bool = False, findings_dir: Path | None = None) -> None:
+                 keep_going: bool = False, findings_dir: Path | None = None, case_path: Path | None = None) -> None:
         self.proto = get_protocol(protocol)
         self.protocol = protocol
         self.preset = preset
@@ -53,6 +53,8 @@ class Harness:
         self.keep_going = keep_going
         self.findings_dir = findings_dir or Path(".")
         self.sink = FindingSink(self.findings_dir, protocol, self.proto, self.backend.name)
+        #: under -minimize_crash: the one case file every step's crash replaces (`minimized_case_path`)
+        self.case_path = case_path
         self.counters: Any = None   # epfuzz.search.feedbacks.Counters (the sim's features as coverage)
         self.steer: Any = None      # epfuzz.search.engines.libfuzzer.Steer (the guided search in the mutator)
         codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
@@ -74,7 +76,8 @@ class Harness:
         if outcome.violation is None:
             return
         try:
-            path = self.sink.offer(scn, data, outcome)
+            path = self.sink.offer(scn, data, outcome) if self.case_path is None else self.replace_case(scn, data,
+                                                                                                         outcome)
         except NoSpace as e:  # the campaign reads this line, stops every job and prints its summary
             sys.stderr.write(f"epfuzz: {e}\n")
             sys.stderr.flush()
@@ -83,6 +86,17 @@ class Harness:
             return
         if not self.keep_going:
             self.crash(scn, outcome, signature(scn, outcome, self.proto))
+
+    def replace_case(self, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
+        """The case of this crash at `case_path`, whatever case was there: -minimize_crash runs one child per
+        step, each crashing on a smaller input, and each wrote a case of its own (14 beside one minimized
+        artifact); the last step's crash is the minimized input, so the file left is its case."""
+        from epfuzz.triage.findings import replay_command, write_finding
+
+        assert self.case_path is not None and outcome.violation is not None
+        os.replace(write_finding(self.case_path.parent, scn, data, outcome, self.proto), self.case_path)
+        self.sink.console.finding(outcome.violation.summary(), replay_command(self.case_path, self.backend.name), "")
+        return self.case_path
 
     def crash(self, scn: Scenario, outcome: Outcome, sig: str) -> NoReturn:
         """Stop on the finding as a crash whose innermost three frames name its root cause
@@ -107,6 +121,24 @@ def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return ours, rest
 
 
+#: the case file a -minimize_crash run's steps share (set by the run, read by its children)
+MINIMIZED_CASE_ENV = "EPFUZZ_MINIMIZED_CASE"
+
+
+def minimized_case_path(protocol: str, rest: Sequence[str], findings_dir: Path) -> Path | None:
+    """Under `-minimize_crash=1 CRASH`: the one case file its steps write, named after the input given
+    (`finding-<protocol>-minimized-from-<sha1>.json`, as libFuzzer names its artifacts); else None."""
+    from epfuzz.cases.corpus import file_stem, sha1
+
+    if "-minimize_crash=1" not in rest:
+        return None
+    inputs = [a for a in rest[1:] if not a.startswith("-")]
+    if len(inputs) != 1 or not os.path.isfile(inputs[0]):
+        return None  # libFuzzer refuses it, with its own line
+    digest = sha1(Path(inputs[0]).read_bytes())
+    return findings_dir.resolve() / f"finding-{file_stem(protocol)}-minimized-from-{digest}.json"
+
+
 def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     import atheris
 
@@ -123,14 +155,18 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     prefix = next((a.split("=", 1)[1] for a in rest
                    if a.startswith(("-artifact_prefix=", "-exact_artifact_path="))), "")
     default_dir = Path(os.path.dirname(prefix) or ".")
+    findings_dir = Path(ours.get("findings-dir") or os.environ.get("EPFUZZ_FINDINGS_DIR") or default_dir)
+    minimized = minimized_case_path(protocol, rest, findings_dir)
+    if minimized is not None:  # the children that run each step read it from here
+        os.environ[MINIMIZED_CASE_ENV] = str(minimized)
     try:
         harness = Harness(
             protocol,
             preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET") or home_preset(protocol),
             backend=ours.get("backend") or os.environ.get("EPFUZZ_BACKEND", "sim"),
             keep_going=bool(ours.get("keep-going") or os.environ.get("EPFUZZ_KEEP_GOING")),
-            findings_dir=Path(ours.get("findings-dir") or os.environ.get("EPFUZZ_FINDINGS_DIR")
-                              or default_dir),
+            findings_dir=findings_dir,
+            case_path=Path(os.environ[MINIMIZED_CASE_ENV]) if os.environ.get(MINIMIZED_CASE_ENV) else None,
         )
     except EpfuzzError as e:
         sys.stderr.write(f"epfuzz: {e}\n")

@@ -9,10 +9,13 @@ end their libFuzzer child on a signal or when they die (epfuzz.infra.proc).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
 import subprocess
+import sys
 from collections import defaultdict
+from collections.abc import Iterator
 from pathlib import Path
 
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
@@ -110,7 +113,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     harness_name(harness)  # an unknown harness fails before anything is written
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
-    with proc.stop_on_signals(), locked(dest) as tmp:
+    with proc.stop_on_signals(), _says_untouched("merge", dest, "nothing added"), locked(dest) as tmp:
         base = tmp / "merged"  # dest's inputs under second names: libFuzzer's baseline, no copy
         base.mkdir()
         have = [p for p in dest.iterdir() if p.is_file() and not p.is_symlink()]
@@ -133,6 +136,18 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     return len(added)
 
 
+@contextlib.contextmanager
+def _says_untouched(action: str, folder: Path, what: str) -> Iterator[None]:
+    """A signal stops merge and prune only before they change the corpus (their last `check_stopped`): say so, so
+    that an interrupted run (exit 130) does not leave the user wondering what state the corpus is in."""
+    try:
+        yield
+    except proc.Stopped as e:
+        sys.stderr.write(f"epfuzz: corpus {action} stopped by signal {e.signum} before changing {folder}: "
+                         f"it is as it was ({what})\n")
+        raise
+
+
 def prune(harness: str, corpus: Path) -> tuple[int, int]:
     """Keep the inputs that add coverage and every input that triggers a finding; (before, after)
     counts of the managed inputs (`managed`). Only dropped inputs are removed, one by one, after
@@ -147,7 +162,7 @@ def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
         raise InputError(f"{corpus}: not a folder")
     harness_name(harness)
     corpus = corpus.resolve()
-    with proc.stop_on_signals(), locked(corpus) as tmp:
+    with proc.stop_on_signals(), _says_untouched("prune", corpus, "nothing removed"), locked(corpus) as tmp:
         inputs, other = managed(corpus)
         staged = tmp / "inputs"
         staged.mkdir()

@@ -8,7 +8,12 @@ the fuzzers, as OSS-Fuzz expects. `local_build(OUT)` runs the project's build.sh
 the harness plus a launcher script), then runs every produced fuzzer briefly. `bundle_args()` is what
 build.sh adds to PyInstaller's arguments.
 
+A build compiles the targets expected to find nothing (the fixed protocols and the clean ones); the bug
+zoo's buggy halves crash on their own seeds, so building them only re-reports known bugs. EPFUZZ_TARGETS
+chooses otherwise: "all", or harness names separated by spaces or commas (`targets` prints the choice).
+
     python -m epfuzz.continuous.ossfuzz harnesses DIR
+    python -m epfuzz.continuous.ossfuzz targets
     python -m epfuzz.continuous.ossfuzz package OUT
     python -m epfuzz.continuous.ossfuzz bundle-args
     python -m epfuzz.continuous.ossfuzz local-build OUT [HARNESS ...]
@@ -27,8 +32,16 @@ import zipfile
 from pathlib import Path
 
 from epfuzz.cases.corpus import sha1
-from epfuzz.continuous.targets import harness_names, harness_protocol, seed_folder
+from epfuzz.continuous.targets import (
+    TARGETS_ENV,
+    harness_name,
+    harness_names,
+    harness_protocol,
+    seed_folder,
+    selected_targets,
+)
 from epfuzz.core import native
+from epfuzz.infra.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent.parent
 MAX_LEN = 256
@@ -58,7 +71,12 @@ EOS
 HARNESS_TEMPLATE = '''#!/usr/bin/env python3
 """atheris harness for the `{protocol}` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
 
-    python harnesses/{name}.py corpus/{name} -max_total_time=60
+    mkdir -p runs/libfuzzer/corpus
+    python harnesses/{name}.py runs/libfuzzer/corpus \\
+        corpus/{name} -max_total_time=60 -artifact_prefix=runs/libfuzzer/
+
+libFuzzer writes new inputs into its first corpus folder: a fresh one, never the checked-in seeds
+(corpus/{name} is read only; an input added there fails `make replay`).
 
 Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
 (epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
@@ -161,10 +179,12 @@ def options(name: str) -> str:
             f"dict = {name}.dict\n")
 
 
-def package(out: Path) -> list[Path]:
+def package(out: Path, only: list[str] | None = None) -> list[Path]:
+    """Seed zip, dictionary and options of each target `only` names (default: those the build compiles,
+    `selected_targets`): nothing in $OUT for a target that is not built."""
     out.mkdir(parents=True, exist_ok=True)
     written = []
-    for name in harness_names():
+    for name in selected_targets() if only is None else only:
         z = out / f"{name}_seed_corpus.zip"
         with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
             for f in _seed_files(name):
@@ -177,7 +197,8 @@ def package(out: Path) -> list[Path]:
 
 
 def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) -> dict[str, str]:
-    """Run build.sh as OSS-Fuzz would, without Docker; then run each fuzzer briefly."""
+    """Run build.sh as OSS-Fuzz would, without Docker; then run each fuzzer briefly. `only`: the harnesses to
+    build (else what $EPFUZZ_TARGETS chooses, by default the clean targets)."""
     out.mkdir(parents=True, exist_ok=True)
     work = out.parent / f".{out.name}-work"
     work.mkdir(exist_ok=True)
@@ -187,8 +208,10 @@ def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) 
         subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     build = (ROOT / ".clusterfuzzlite" / "build.sh").read_text()
     env = {**os.environ, "OUT": str(out), "SRC": str(ROOT.parent), "WORK": str(work),
-           "EPFUZZ_SRC": str(ROOT), "EPFUZZ_ONLY": " ".join(only or []),
+           "EPFUZZ_SRC": str(ROOT),
            "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
+    if only:
+        env[TARGETS_ENV] = " ".join(only)
     script = COMPILE_PYTHON_FUZZER + "\n" + build
     subprocess.run(["bash", "-euo", "pipefail", "-c", script], cwd=ROOT, env=env, check=True)
     results = {}
@@ -204,12 +227,36 @@ def local_build(out: Path, only: list[str] | None = None, run_seconds: int = 3) 
     return results
 
 
+USAGE = "usage: python -m epfuzz.continuous.ossfuzz {harnesses DIR | targets | package OUT | bundle-args | " \
+        "local-build OUT [HARNESS ...]}"
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) >= 2 and argv[0] == "harnesses":
+    """The commands build.sh runs (and local-build). `-h`/`--help` anywhere prints the help: a word that starts
+    with `-` is never taken for a folder (`local-build --help` made a folder `--help` and started a build)."""
+    if any(a in ("-h", "--help") for a in argv):
+        print(__doc__)
+        return 0
+    flags = [a for a in argv if a.startswith("-")]
+    if flags:
+        print(f"epfuzz ossfuzz: unknown option {flags[0]!r}; {USAGE}", file=sys.stderr)
+        return 2
+    try:
+        return _run(argv)
+    except InputError as e:
+        print(f"epfuzz ossfuzz: {e}", file=sys.stderr)
+        return 2
+
+
+def _run(argv: list[str]) -> int:
+    if len(argv) == 2 and argv[0] == "harnesses":
         for p in harnesses(Path(argv[1])):
             print(p)
         return 0
-    if len(argv) >= 2 and argv[0] == "package":
+    if argv == ["targets"]:
+        print("\n".join(selected_targets()))
+        return 0
+    if len(argv) == 2 and argv[0] == "package":
         for p in package(Path(argv[1])):
             print(p)
         return 0
@@ -217,14 +264,14 @@ def main(argv: list[str]) -> int:
         print("\n".join(bundle_args()))
         return 0
     if len(argv) >= 2 and argv[0] == "local-build":
-        res = local_build(Path(argv[1]), argv[2:] or None)
+        only = [harness_name(n) for n in argv[2:]] or None  # an unknown name fails before the build starts
+        res = local_build(Path(argv[1]), only)
         for k, v in res.items():
             print(f"{k}: {v}")
         return 0 if res and all(v.startswith("ran") for v in res.values()) else 1
-    print(__doc__, file=sys.stderr)
+    print(USAGE, file=sys.stderr)
     return 2
 
 
 if __name__ == "__main__":
     raise SystemExit(main(sys.argv[1:]))
-

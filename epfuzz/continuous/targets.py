@@ -85,3 +85,41 @@ def seed_folder(name: str) -> Path | None:
     root = corpus_root()
     folder = root / name if root is not None else None
     return folder if folder is not None and folder.is_dir() else None
+
+
+#: what chooses the targets an OSS-Fuzz / ClusterFuzzLite build compiles (build.sh; the Dockerfile's ENV sets it)
+TARGETS_ENV = "EPFUZZ_TARGETS"
+
+
+def expected_clean(name: str) -> bool:
+    """Whether harness `name` is expected to find nothing: its protocol promises "clean" under the preset the
+    harness runs (its home preset) and no seed of its checked-in manifest is a finding. The bug zoo's buggy
+    halves crash on their own seeds (exit 77 while libFuzzer loads them): continuous fuzzing of those only
+    re-reports known bugs, and code-change mode stops at the first one."""
+    from epfuzz.cases.corpus import read_manifest
+    from epfuzz.protocols import get_protocol
+
+    proto = get_protocol(harness_protocol(name))
+    rule = proto.expect
+    verdict = rule if isinstance(rule, str) else rule.get(proto.home_preset, rule.get("*")) \
+        if isinstance(rule, dict) else None  # a callable decides per scenario: no promise for the whole target
+    if verdict != "clean":
+        return False
+    folder = seed_folder(name)
+    manifest = read_manifest(folder) if folder is not None else None
+    return manifest is None or "finding" not in manifest[1].values()
+
+
+def selected_targets(spec: str | None = None) -> list[str]:
+    """The harnesses a build compiles: `spec` (default: $EPFUZZ_TARGETS) is "clean" or empty (those expected to
+    find nothing, `expected_clean`), "all" (the buggy zoo halves too: demos, benchmarks) or harness names
+    separated by spaces or commas (an unknown one is an `InputError` naming the known ones)."""
+    import os
+
+    spec = (os.environ.get(TARGETS_ENV, "") if spec is None else spec).strip()
+    if spec in ("", "clean"):
+        return [n for n in harness_names() if expected_clean(n)]
+    if spec == "all":
+        return harness_names()
+    names = [harness_name(w) for w in spec.replace(",", " ").split()]
+    return sorted(set(names))

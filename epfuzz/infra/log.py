@@ -4,9 +4,13 @@ campaign, asks for). Colours only on a terminal."""
 
 from __future__ import annotations
 
+import atexit
+import json
 import logging
 import os
 import sys
+import time
+from typing import TextIO
 
 import structlog
 
@@ -22,7 +26,58 @@ class _Stderr:
         sys.stderr.flush()
 
 
+class _JsonStderr:
+    """sys.stderr under `--log-format json`: the commands' own one-line messages (`epfuzz: unknown harness ...`,
+    a bad case file) are written with print(), not the logger; each such line becomes an `error` event, so
+    every stderr line is JSON as the docs say. Lines that are JSON already (the logger's) pass as they are."""
+
+    def __init__(self, inner: TextIO) -> None:
+        self.inner = inner
+        self.pending = ""
+
+    def write(self, text: str) -> int:
+        self.pending += text
+        *lines, self.pending = self.pending.split("\n")
+        for line in lines:
+            self.inner.write(_as_json(line) + "\n")
+        return len(text)
+
+    def flush(self) -> None:
+        self.inner.flush()
+
+    def close_line(self) -> None:
+        """What is left without a newline at exit, as one event of its own."""
+        try:
+            if self.pending:
+                self.inner.write(_as_json(self.pending) + "\n")
+            self.inner.flush()
+        except (OSError, ValueError):  # the stream was closed before exit (a test's capture): nothing to say
+            pass
+        self.pending = ""
+
+    def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding: the stream's own
+        return getattr(self.inner, name)
+
+
+def _as_json(line: str) -> str:
+    if line.startswith("{"):
+        try:
+            json.loads(line)
+            return line
+        except ValueError:
+            pass
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    return json.dumps({"event": "error", "level": "error", "message": line.removeprefix("epfuzz: "),
+                       "timestamp": stamp}, sort_keys=True)
+
+
 _JSON = [False]
+_JSON_EXIT: list[object] = []
+
+
+def _close_json_stderr() -> None:
+    if isinstance(sys.stderr, _JsonStderr):
+        sys.stderr.close_line()
 
 
 def quiet() -> bool:
@@ -40,6 +95,12 @@ def configure(json_lines: bool = False, level: int = logging.INFO) -> None:
     """Human lines unless `json_lines`: whether stderr is a terminal decides the colours, never the
     format (off a terminal the format used to switch to JSON, so CI logs and `| tee` read as data)."""
     _JSON[0] = json_lines
+    if isinstance(sys.stderr, _JsonStderr) and not json_lines:
+        sys.stderr = sys.stderr.inner
+    elif json_lines and not isinstance(sys.stderr, _JsonStderr):
+        sys.stderr = _JsonStderr(sys.stderr)
+        if not _JSON_EXIT:
+            _JSON_EXIT.append(atexit.register(_close_json_stderr))
     renderer: structlog.typing.Processor = (
         structlog.processors.JSONRenderer(sort_keys=True) if json_lines
         else structlog.dev.ConsoleRenderer(colors=sys.stderr.isatty())

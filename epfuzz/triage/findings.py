@@ -57,7 +57,11 @@ def _from_here(path: Path) -> str:
 
 def epfuzz_command() -> str:
     """`epfuzz` where that name on PATH is this install, else this install's script (`.venv/bin/epfuzz`
-    after `make install`), else this interpreter with `-m epfuzz`: a printed command must paste."""
+    after `make install`), else this interpreter with `-m epfuzz`: a printed command must paste. In a PyInstaller
+    bundle (an OSS-Fuzz fuzzer) sys.executable is the bundle, which is libFuzzer and takes no `-m`: the
+    command is an installed epfuzz's (`pip install epfuzz`)."""
+    if getattr(sys, "frozen", False):
+        return "epfuzz"
     script = Path(sys.executable).parent / "epfuzz"
     found = shutil.which("epfuzz")
     if script.is_file():

@@ -183,3 +183,48 @@ def test_the_libfuzzer_engine_shows_the_same_progress_line_and_its_raw_findings(
     assert "fuzz.progress" not in p.stderr and "fuzz.summary" not in p.stderr
     raw = [x for x in err if x.startswith("=== epfuzz finding: ")]
     assert len(raw) == len(list((tmp_path / "run").glob("finding-*.json"))) > 0
+
+
+def test_under_a_json_log_error_lines_are_json_too(tmp_path):
+    """`--log-format json fuzz nosuch` and a bad case file printed plain `epfuzz: ...` lines; the docs say every
+    stderr line is JSON (cf trial 4)."""
+    bad = tmp_path / "bad.json"
+    bad.write_text('{"scenario": 5')
+    for args in (("fuzz", "nosuch"), ("run", str(bad))):
+        p = epfuzz("--log-format", "json", *args)
+        assert p.returncode == 2
+        events = [json.loads(x) for x in p.stderr.splitlines()]
+        assert len(events) == 1 and events[0]["event"] == "error" and events[0]["level"] == "error", p.stderr
+    assert events[0]["message"].startswith(f"{bad}: not valid JSON")
+    p = epfuzz("fuzz", "nosuch")  # for people it stays a line
+    assert p.stderr.startswith("epfuzz: unknown harness 'nosuch'")
+
+
+def test_the_json_summary_event_says_why_the_run_stopped_where_it_is_and_its_bugs(tmp_path, capsys):
+    """The text summary said "stopped early by signal 2"; fuzz.summary had no stop reason, run folder or bug
+    count (cf trial 4)."""
+    from epfuzz.campaign.common import Summary, log_end
+    from epfuzz.triage.findings import Bug
+
+    case = tmp_path / "bug.json"
+    shutil.copy(C2B, case)
+    bug = Bug("deepep_v2_dispatch|C2b", case, "overtake", True, [case])
+    summary = Summary("deepep_v2_dispatch_fuzzer", tmp_path, 10.0, 100, 5, 7, 0,
+                      [("sig", case, "overtake")], [bug], interrupted=2)
+    elog.configure(json_lines=True)
+    try:
+        log_end(elog.get_logger(), summary, features=5)
+    finally:
+        elog.configure()
+    events = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
+    end = next(e for e in events if e["event"] == "fuzz.summary")
+    assert (end["stop"], end["signal"], end["run_dir"], end["bugs"], end["findings"]) == \
+        ("signal", 2, str(tmp_path), 1, 1)
+    summary.interrupted = 0
+    elog.configure(json_lines=True)
+    try:
+        log_end(elog.get_logger(), summary)
+    finally:
+        elog.configure()
+    end = [json.loads(x) for x in capsys.readouterr().err.splitlines()][-1]
+    assert end["stop"] == "time" and end["signal"] is None

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import shutil
 from pathlib import Path
 
@@ -74,3 +76,137 @@ def test_a_stats_json_outside_a_run_folder_is_a_case_that_cannot_be_read(tmp_pat
     (tmp_path / "stats.json").write_text('{"execs": 300}')
     assert main(["replay", str(tmp_path)]) == 2
     assert capsys.readouterr().err.startswith(f"epfuzz: {tmp_path / 'stats.json'}: neither a case")
+
+
+def _no_cuda(monkeypatch):
+    """This host as one without CuPy, whatever this one has: cuda cases cannot be replayed here."""
+    import epfuzz.cli.replay as replay
+    from epfuzz.infra.errors import BackendUnavailable
+
+    real = replay.get_backend
+
+    def get_backend(name: str):
+        if name == "cuda":
+            raise BackendUnavailable("backend cuda cannot run here: CuPy is not installed")
+        return real(name)
+
+    monkeypatch.setattr(replay, "get_backend", get_backend)
+
+
+def test_cases_of_a_backend_this_host_lacks_are_skipped_in_one_line_not_unreadable(tmp_path, capsys, monkeypatch):
+    """`epfuzz replay corpus` said '4 unreadable', exit 2, and the CuPy line 4 times on every host without a GPU
+    (cf trial 5). They are skipped with one line saying why; the replay passes unless --strict."""
+    _no_cuda(monkeypatch)
+    shutil.copytree(ROOT / "corpus" / "cuda", tmp_path / "cuda")
+    shutil.copy(ROOT / "corpus" / "regressions" / "deepep661-c2b.json", tmp_path / "c2b.json")
+    assert main(["replay", str(tmp_path)]) == 0
+    got = capsys.readouterr()
+    assert got.err == ""
+    lines = got.out.splitlines()
+    assert lines[0] == "skipped 4 case(s): backend cuda not available here: CuPy is not installed"
+    assert lines[1].startswith("replayed 1 case(s): 1 as expected, 0 changed, 0 without an expected verdict, "
+                               "0 unreadable") and "4 skipped (backend not available here)" in lines[1]
+    assert lines[1].endswith("; PASS") and len(lines) == 2
+    assert main(["replay", "--strict", str(tmp_path)]) == 1
+    out = capsys.readouterr().out
+    assert "(--strict: a case not replayed fails)" in out and out.rstrip().endswith("; FAIL (exit 1)")
+
+
+def test_the_summary_says_pass_or_fail(tmp_path, capsys):
+    case = ROOT / "corpus" / "regressions" / "deepep661-c2b.json"
+    assert main(["replay", str(case)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith("0 harness error(s); PASS")
+    doc = json.loads(case.read_text())
+    doc["expect"] = "clean"
+    (tmp_path / "flipped.json").write_text(json.dumps(doc))
+    assert main(["replay", str(tmp_path / "flipped.json")]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("; FAIL (exit 1)")
+
+
+def test_a_case_without_expect_is_unchecked_not_unreadable(tmp_path, capsys):
+    """It said `'expect' must be "finding" or "clean", got ''` and counted the case unreadable (exit 2); docs
+    say an input with no expected verdict is UNCHECKED. A wrong word is still an error."""
+    doc = json.loads((ROOT / "corpus" / "regressions" / "deepep661-c2b.json").read_text())
+    del doc["expect"]
+    (tmp_path / "noexpect.json").write_text(json.dumps(doc))
+    assert main(["replay", str(tmp_path / "noexpect.json")]) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and got.out.startswith("UNCHECKED ") and "case without 'expect'" in got.out
+    assert "1 without an expected verdict, 0 unreadable" in got.out
+    assert main(["replay", "--strict", str(tmp_path / "noexpect.json")]) == 1
+    capsys.readouterr()
+    doc["expect"] = "clen"
+    (tmp_path / "noexpect.json").write_text(json.dumps(doc))
+    assert main(["replay", str(tmp_path / "noexpect.json")]) == 2
+    assert "'expect' must be \"finding\" or \"clean\", got 'clen'" in capsys.readouterr().err
+
+
+def _seed_copy(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of a harness's seed folder and its manifest, as `make replay` reads them."""
+    folder = tmp_path / SEEDS.name
+    shutil.copytree(SEEDS, folder)
+    manifest = tmp_path / f"{SEEDS.name}.verdicts"
+    shutil.copy(SEEDS.parent / manifest.name, manifest)
+    assert main(["replay", "--strict", str(folder)]) == 0
+    return folder, manifest
+
+
+def _problems(capsys) -> tuple[list[str], str]:
+    got = capsys.readouterr()
+    return [x for x in got.err.splitlines() if x.startswith("epfuzz: ")], got.out
+
+
+def test_a_seed_the_manifest_lists_but_the_folder_lacks_fails_strict_replay(tmp_path, capsys):
+    """Deleting a listed seed still passed `replay --strict` (cf trial 6)."""
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    gone = sorted(folder.iterdir())[0]
+    gone.unlink()
+    assert main(["replay", "--strict", str(folder)]) == 2
+    problems, out = _problems(capsys)
+    assert problems == [f"epfuzz: {manifest.resolve()}: lists {gone.name} (clean) but {gone.resolve()} is missing "
+                        "(run `make seeds`)"]
+    assert "1 seed manifest problem(s)" in out and out.rstrip().endswith("FAIL (exit 2)")
+    assert main(["replay", str(folder)]) == 0  # without --strict: said, not failed
+    assert len(_problems(capsys)[0]) == 1
+
+
+def test_a_bad_verdict_word_is_a_malformed_manifest_not_a_changed_verdict(tmp_path, capsys):
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    lines = manifest.read_text().splitlines(keepends=True)
+    n = next(i for i, x in enumerate(lines) if x.endswith(" clean\n"))
+    lines[n] = lines[n].replace(" clean", " clen")
+    manifest.write_text("".join(lines))
+    for strict in ([], ["--strict"]):
+        rc = main(["replay", *strict, str(folder)])
+        problems, out = _problems(capsys)
+        assert problems == [f"epfuzz: {manifest.resolve()}:{n + 1}: verdict 'clen' is not finding or clean"]
+        assert "CHANGED" not in out and rc == (1 if strict else 2)  # --strict: its input is also UNCHECKED
+
+
+def test_a_truncated_manifest_is_said_once_before_its_inputs(tmp_path, capsys):
+    """Cut off, it gave every input 'not in ... (run make seeds)' and nothing else (cf trial 6)."""
+    folder, manifest = _seed_copy(tmp_path)
+    capsys.readouterr()
+    text = manifest.read_text()
+    manifest.write_text(text[:len(text) // 2])
+    assert main(["replay", str(folder)]) == 2
+    problems, _ = _problems(capsys)
+    assert problems[0] == f"epfuzz: {manifest.resolve()}: truncated: its last line has no newline (run `make seeds`)"
+    manifest.write_text(text[:120])  # cut inside the header: no preset line either
+    assert main(["replay", str(folder)]) == 2
+    assert f"epfuzz: {manifest.resolve()}: no 'preset NAME' line (truncated? run `make seeds`)" in _problems(capsys)[0]
+
+
+def test_a_seed_not_named_by_its_sha1_fails_strict_replay(tmp_path, capsys):
+    """A hand-added seed with another name was skipped as no input, silently, under --strict (cf trial 6)."""
+    folder, _ = _seed_copy(tmp_path)
+    capsys.readouterr()
+    data = sorted(folder.iterdir())[0].read_bytes() + b"\x01"
+    (folder / "my-seed").write_bytes(data)
+    assert main(["replay", "--strict", str(folder)]) == 2
+    problems, _ = _problems(capsys)
+    assert problems == [f"epfuzz: {(folder / 'my-seed').resolve()}: a seed not named by its sha1, so never replayed "
+                        f"(libFuzzer's name for it: {hashlib.sha1(data).hexdigest()}; then run `make seeds`)"]
+    assert main(["replay", str(folder)]) == 0  # without --strict a folder may hold other files

@@ -19,21 +19,26 @@ from epfuzz.cases.corpus import load_case, sha1
 from epfuzz.cli.commands import main as cli
 from epfuzz.continuous import maintain
 from epfuzz.continuous.ossfuzz import bundle_args, package
+from epfuzz.continuous.targets import selected_targets
 from epfuzz.protocols import get_protocol
 from epfuzz.triage.minimize import is_one_minimal, reproduces
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_package_writes_zip_dict_options_per_harness(tmp_path):
+def test_package_writes_zip_dict_options_per_built_harness(tmp_path, monkeypatch):
+    """Per target the build compiles (by default the clean ones), and nothing for a target it does not build."""
+    monkeypatch.delenv("EPFUZZ_TARGETS", raising=False)
     package(tmp_path)
-    for h in (ROOT / "harnesses").glob("*_fuzzer.py"):
-        z = tmp_path / f"{h.stem}_seed_corpus.zip"
+    built = selected_targets()
+    assert {p.name.removesuffix("_seed_corpus.zip") for p in tmp_path.glob("*.zip")} == set(built)
+    for name in built:
+        z = tmp_path / f"{name}_seed_corpus.zip"
         with zipfile.ZipFile(z) as zf:
             names = zf.namelist()
             assert names and all(sha1(zf.read(n)) == n for n in names)
-        assert "max_len" in (tmp_path / f"{h.stem}.options").read_text()
-        assert re.search(r'^seed_0="(\\x[0-9a-f]{2})+"$', (tmp_path / f"{h.stem}.dict").read_text(), re.M)
+        assert "max_len" in (tmp_path / f"{name}.options").read_text()
+        assert re.search(r'^seed_0="(\\x[0-9a-f]{2})+"$', (tmp_path / f"{name}.dict").read_text(), re.M)
 
 
 def test_build_sh_and_workflows_exist():
@@ -159,3 +164,42 @@ def test_fuzz_run_then_triage_and_report(tmp_path):
     text = (run_dir / "report.md").read_text()
     assert "Findings by root cause" in text and "exec/s" in text
     assert (run_dir / "report.png").stat().st_size > 1000
+
+
+def test_the_docs_name_every_option_the_options_file_sets_and_what_jobs_runs():
+    """continuous.md listed only max_len = 256 (the file sets len_control and dict too) and said `make fuzz
+    JOBS=N` ran N libFuzzer workers, where the default engine is the guided one (cf trial 8)."""
+    from epfuzz.continuous.ossfuzz import options
+
+    doc = (ROOT / "docs" / "continuous.md").read_text()
+    keys = [line.split(" = ")[0] for line in options("x_fuzzer").splitlines() if " = " in line]
+    assert keys == ["max_len", "len_control", "dict"]
+    assert all(f"`{k} = " in doc for k in keys), keys
+    assert "libFuzzer workers" not in doc and "worker processes of the default guided engine" in doc
+
+
+@pytest.mark.parametrize("action", ["prune", "merge"])
+def test_an_interrupted_prune_or_merge_says_the_corpus_is_as_it_was(tmp_path, monkeypatch, capsys, action):
+    """Ctrl-C during `epfuzz corpus prune` exited 130 without a word about the corpus (cf trial, polish)."""
+    import os
+    import signal
+
+    h = "deepep_v2_dispatch_fixed_fuzzer"
+    corpus = tmp_path / "corpus"
+    shutil.copytree(ROOT / "corpus" / h, corpus)
+    before = sorted(p.name for p in corpus.iterdir())
+
+    def interrupted(*_: object) -> None:  # Ctrl-C while libFuzzer's -merge runs
+        os.kill(os.getpid(), signal.SIGINT)
+        maintain.proc.check_stopped()
+
+    monkeypatch.setattr(maintain, "_merge", interrupted)
+    src = tmp_path / "src"
+    src.mkdir()
+    args = ["corpus", "prune", h, str(corpus)] if action == "prune" else ["corpus", "merge", h, str(corpus), str(src)]
+    assert cli(args) == 128 + signal.SIGINT
+    err = capsys.readouterr().err
+    what = "nothing removed" if action == "prune" else "nothing added"
+    assert err == (f"epfuzz: corpus {action} stopped by signal 2 before changing {corpus.resolve()}: it is as it was "
+                   f"({what})\n")
+    assert sorted(p.name for p in corpus.iterdir()) == before

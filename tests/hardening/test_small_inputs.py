@@ -120,7 +120,10 @@ def test_run_honours_the_case_backend_as_replay_does(tmp_path):
     ok, _ = __import__("epfuzz.backends", fromlist=["get_backend"]).get_backend("cuda", require=False).availability()
     if ok:
         pytest.skip("cuda can run here: nothing to refuse")
-    assert run.returncode == replay.returncode == 2 and "backend cuda cannot run here" in run.stderr, run.stderr
+    assert run.returncode == 2 and "backend cuda cannot run here" in run.stderr, run.stderr
+    # replay goes on past a case it cannot run here: one line saying why, and a pass unless --strict (cf trial 5)
+    assert replay.returncode == 0 and "skipped 1 case(s): backend cuda not available here: " in replay.stdout
+    assert epfuzz(tmp_path, "replay", "--strict", "c.json").returncode == 1
 
 
 def test_run_and_replay_agree_a_receiver_exception_is_the_plugins(tmp_path):

@@ -116,3 +116,25 @@ def test_the_options_file_pins_what_clusterfuzz_must_not_randomize():
     cp.read_string(options("deepep_v2_dispatch_fuzzer"))
     assert dict(cp["libfuzzer"]) == {"max_len": str(MAX_LEN), "len_control": "0",
                                      "dict": "deepep_v2_dispatch_fuzzer.dict"}
+
+
+def test_minimize_crash_leaves_one_case_the_minimized_artifacts(tmp_path):
+    """-minimize_crash=1 runs a child per step, each crashing on a smaller input: each wrote a finding case of
+    its own (14 beside the minimized artifact in a trial). One case is left, named after the input given, and
+    it is the case of the smallest (the last) minimized artifact."""
+    import hashlib
+    import json
+
+    case = json.loads((ROOT / "corpus" / "regressions" / "deepep661-c2b.json").read_text())
+    crash = tmp_path / "crash"
+    crash.write_bytes(bytes.fromhex(case["input"]))
+    p = subprocess.run([sys.executable, str(ROOT / "harnesses" / "deepep_v2_dispatch_fuzzer.py"),
+                        "--preset=mlx5-pci-atomic", "-minimize_crash=1", "-runs=300", f"-artifact_prefix={tmp_path}/",
+                        str(crash)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
+    assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
+    artifacts = sorted(tmp_path.glob("minimized-from-*"), key=lambda f: len(f.read_bytes()))
+    assert len(artifacts) > 1, p.stderr[-2000:]  # it did minimize, in several steps
+    cases = list(tmp_path.glob("finding-*.json"))
+    name = f"finding-deepep_v2_dispatch-minimized-from-{hashlib.sha1(crash.read_bytes()).hexdigest()}.json"
+    assert [c.name for c in cases] == [name]
+    assert bytes.fromhex(json.loads(cases[0].read_text())["input"]) == artifacts[0].read_bytes()

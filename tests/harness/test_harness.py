@@ -84,3 +84,14 @@ def test_jobs_each_run_the_steered_mutator_and_write_their_crash(tmp_path):
         text = log.read_text()
         assert "Custom-" in text and "Test unit written to" in text, text[-2000:]
     assert len(list(tmp_path.glob("crash-*"))) >= 1
+
+
+def test_a_packaged_fuzzer_prints_a_replay_command_that_runs(tmp_path, monkeypatch):
+    """In the PyInstaller bundle OSS-Fuzz runs, sys.executable is the bundle: `BUNDLE -m epfuzz run F` went to
+    libFuzzer ("unrecognized flag '-m'", cf trial 2). The line names an installed epfuzz's `run` instead."""
+    case = tmp_path / "finding-x.json"
+    case.write_text("{}")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "executable", str(tmp_path / "deepep_v2_dispatch_fuzzer.pkg"))
+    monkeypatch.setattr(sys, "frozen", True, raising=False)
+    assert replay_command(case) == "epfuzz run finding-x.json"
