@@ -90,11 +90,14 @@ class Harness:
     def replace_case(self, scn: Scenario, data: bytes, outcome: Outcome) -> Path:
         """The case of this crash at `case_path`, whatever case was there: -minimize_crash runs one child per
         step, each crashing on a smaller input, and each wrote a case of its own (14 beside one minimized
-        artifact); the last step's crash is the minimized input, so the file left is its case."""
-        from epfuzz.triage.findings import replay_command, write_finding
+        artifact); the last step's crash is the minimized input, so the file left is its case. Written to
+        `case_path` alone: through the folder's `finding-<protocol>-<digest>.json` it replaced, then renamed
+        away, the original run's case of the same scenario (the first step re-runs the crash given)."""
+        from epfuzz.cases.corpus import write_atomic
+        from epfuzz.triage.findings import finding_case, replay_command
 
         assert self.case_path is not None and outcome.violation is not None
-        os.replace(write_finding(self.case_path.parent, scn, data, outcome, self.proto), self.case_path)
+        write_atomic(self.case_path, finding_case(scn, data, outcome, self.proto).to_json().encode())
         self.sink.console.finding(outcome.violation.summary(), replay_command(self.case_path, self.backend.name), "")
         return self.case_path
 

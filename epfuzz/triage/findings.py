@@ -92,14 +92,16 @@ def case_protocol(path: Path) -> str:
     return spec if isinstance(spec, str) else ""
 
 
+def finding_case(scn: Scenario, data: bytes, outcome: Outcome, proto: Protocol) -> Case:
+    """The finding as a regression case (scenario and input bytes), named `<protocol>-<digest>`."""
+    return Case(f"{file_stem(scn.protocol)}-{scn.digest()}", scn, data, "finding", outcome.backend,
+                outcome.violation.summary() if outcome.violation else "", signature(scn, outcome, proto))
+
+
 def write_finding(folder: Path, scn: Scenario, data: bytes, outcome: Outcome, proto: Protocol) -> Path:
     """Write the finding as a regression case (JSON with scenario and input bytes)."""
-    sig = signature(scn, outcome, proto)
-    stem = file_stem(scn.protocol)
-    case = Case(f"{stem}-{scn.digest()}", scn, data, "finding", outcome.backend,
-                outcome.violation.summary() if outcome.violation else "", sig)
-    path = folder / f"finding-{stem}-{scn.digest()}.json"
-    write_atomic(path, case.to_json().encode())
+    path = folder / f"finding-{file_stem(scn.protocol)}-{scn.digest()}.json"
+    write_atomic(path, finding_case(scn, data, outcome, proto).to_json().encode())
     return path
 
 

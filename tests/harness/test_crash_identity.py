@@ -125,16 +125,24 @@ def test_minimize_crash_leaves_one_case_the_minimized_artifacts(tmp_path):
     import hashlib
     import json
 
+    from epfuzz.encoding import codec
+
     case = json.loads((ROOT / "corpus" / "regressions" / "deepep661-c2b.json").read_text())
     crash = tmp_path / "crash"
     crash.write_bytes(bytes.fromhex(case["input"]))
+    # the fuzzing run's own case of that crash, beside it as the docs' command leaves them: the first step
+    # re-runs the crash given, of the same scenario digest, and must not overwrite nor remove it (review)
+    digest = codec.decode(crash.read_bytes(), "deepep_v2_dispatch", "mlx5-pci-atomic").digest()
+    original = tmp_path / f"finding-deepep_v2_dispatch-{digest}.json"
+    original.write_text("the fuzzing run's case")
     p = subprocess.run([sys.executable, str(ROOT / "harnesses" / "deepep_v2_dispatch_fuzzer.py"),
                         "--preset=mlx5-pci-atomic", "-minimize_crash=1", "-runs=300", f"-artifact_prefix={tmp_path}/",
                         str(crash)], capture_output=True, text=True, timeout=600, cwd=tmp_path)
     assert p.returncode == 0, (p.stdout + p.stderr)[-2000:]
     artifacts = sorted(tmp_path.glob("minimized-from-*"), key=lambda f: len(f.read_bytes()))
     assert len(artifacts) > 1, p.stderr[-2000:]  # it did minimize, in several steps
-    cases = list(tmp_path.glob("finding-*.json"))
+    assert original.read_text() == "the fuzzing run's case"
+    cases = [c for c in tmp_path.glob("finding-*.json") if c != original]
     name = f"finding-deepep_v2_dispatch-minimized-from-{hashlib.sha1(crash.read_bytes()).hexdigest()}.json"
     assert [c.name for c in cases] == [name]
     assert bytes.fromhex(json.loads(cases[0].read_text())["input"]) == artifacts[0].read_bytes()
