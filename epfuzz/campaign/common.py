@@ -320,6 +320,11 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
 
 
 def stop_reason(summary: Summary) -> str:
-    """Why the campaign ended, one word: "time" (its budget, or its -runs), "signal" (Ctrl-C, SIGTERM) or
-    "disk_full"; what the text summary's "stopped early by ..." says."""
-    return "disk_full" if summary.disk_full else "signal" if summary.interrupted else "time"
+    """Why the campaign ended, one word: "time" (its budget, or its -runs), "signal" (Ctrl-C, SIGTERM),
+    "disk_full" or "harness_error" (the guided engine stops at a plug-in's first exception, exit 3); what the
+    text summary's "stopped early by ..." and "first harness error" lines say."""
+    if summary.disk_full:
+        return "disk_full"
+    if summary.interrupted:
+        return "signal"
+    return "harness_error" if summary.error else "time"

@@ -9,6 +9,7 @@ import json
 import logging
 import os
 import sys
+import threading
 import time
 from typing import TextIO
 
@@ -34,26 +35,31 @@ class _JsonStderr:
     def __init__(self, inner: TextIO) -> None:
         self.inner = inner
         self.pending = ""
+        #: writes come from more than one thread (libFuzzer's relay threads, the logger): the pending part
+        #: of a line is read and replaced under it, so that no line is lost or written twice (review)
+        self.lock = threading.Lock()
 
     def write(self, text: str) -> int:
-        self.pending += text
-        *lines, self.pending = self.pending.split("\n")
-        for line in lines:
-            self.inner.write(_as_json(line) + "\n")
+        with self.lock:
+            self.pending += text
+            *lines, self.pending = self.pending.split("\n")
+            for line in lines:
+                self.inner.write(_as_json(line) + "\n")
         return len(text)
 
     def flush(self) -> None:
         self.inner.flush()
 
     def close_line(self) -> None:
-        """What is left without a newline at exit, as one event of its own."""
-        try:
-            if self.pending:
-                self.inner.write(_as_json(self.pending) + "\n")
-            self.inner.flush()
-        except (OSError, ValueError):  # the stream was closed before exit (a test's capture): nothing to say
-            pass
-        self.pending = ""
+        """What is left without a newline (at exit, or when JSON lines are turned off), as one event of its own."""
+        with self.lock:
+            try:
+                if self.pending:
+                    self.inner.write(_as_json(self.pending) + "\n")
+                self.inner.flush()
+            except (OSError, ValueError):  # the stream was closed before exit (a test's capture): nothing to say
+                pass
+            self.pending = ""
 
     def __getattr__(self, name: str) -> object:  # isatty, fileno, encoding: the stream's own
         return getattr(self.inner, name)
@@ -96,6 +102,7 @@ def configure(json_lines: bool = False, level: int = logging.INFO) -> None:
     format (off a terminal the format used to switch to JSON, so CI logs and `| tee` read as data)."""
     _JSON[0] = json_lines
     if isinstance(sys.stderr, _JsonStderr) and not json_lines:
+        sys.stderr.close_line()  # a line left without its newline is not dropped
         sys.stderr = sys.stderr.inner
     elif json_lines and not isinstance(sys.stderr, _JsonStderr):
         sys.stderr = _JsonStderr(sys.stderr)

@@ -228,3 +228,45 @@ def test_the_json_summary_event_says_why_the_run_stopped_where_it_is_and_its_bug
         elog.configure()
     end = [json.loads(x) for x in capsys.readouterr().err.splitlines()][-1]
     assert end["stop"] == "time" and end["signal"] is None
+
+
+def test_the_json_summary_names_a_harness_error_as_the_stop(tmp_path):
+    """A guided campaign stops at a plug-in's first exception (exit 3): its summary event said `stop: time`
+    (review); the run's budget did not end it."""
+    from epfuzz.campaign.common import Summary, stop_reason
+
+    summary = Summary("x_fuzzer", tmp_path, 0.0, 0, 0, 0, 1, [], [], error="ValueError: boom")
+    assert stop_reason(summary) == "harness_error"
+    summary.interrupted = 2
+    assert stop_reason(summary) == "signal"
+
+
+def test_json_stderr_loses_no_line_when_threads_write_at_once():
+    """The JSON stderr wrapper keeps the pending part of a line between writes; two threads writing through
+    it (libFuzzer's relays, the logger) could drop or repeat lines (review). Each line comes out once."""
+    import io
+    import threading
+
+    from epfuzz.infra.log import _JsonStderr
+
+    inner = io.StringIO()
+    wrapped = _JsonStderr(inner)
+
+    def writer(k: int) -> None:
+        for i in range(2000):
+            wrapped.write(f"w{k}-")
+            wrapped.write(f"{i}\n")
+
+    threads = [threading.Thread(target=writer, args=(k,)) for k in range(4)]
+    interval = sys.getswitchinterval()
+    sys.setswitchinterval(1e-6)  # switch threads as often as the interpreter can: without the lock it fails
+    try:
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        sys.setswitchinterval(interval)
+    wrapped.close_line()
+    lines = inner.getvalue().splitlines()
+    assert len(lines) == 8000 and all(json.loads(x)["event"] == "error" for x in lines)
