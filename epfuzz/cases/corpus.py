@@ -262,7 +262,7 @@ def manifest_path(folder: Path) -> Path:
 
 def read_manifest(folder: Path) -> tuple[str, dict[str, str]] | None:
     """(preset the verdicts hold for, {sha1 of input: verdict}), or None without a manifest; a damaged line
-    gives no verdict (`manifest_damage` says what is wrong with it)."""
+    gives no verdict (`parse_manifest` says what is wrong with it)."""
     parsed = parse_manifest(folder)
     return None if parsed is None else (parsed[0], parsed[1])
 

@@ -148,8 +148,8 @@ class FormCache:
         self.seen_max = seen
         self.hits = 0
         self.misses = 0
-        #: the last form returned, with its protocol and configuration: always the most recent entry of
-        #: `forms`, so a hit through it leaves the LRU order as it is
+        #: the last form returned, with its protocol and configuration: the most recent entry of `forms` when
+        #: it is kept there (a hit through it leaves the LRU order as it is), else a one-off only this holds
         self._last: tuple[Protocol, tuple[object, ...], Built] | None = None
 
     def get(self, scn: Scenario, proto: Protocol) -> Built:

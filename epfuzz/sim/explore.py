@@ -101,7 +101,7 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
     for combo in itertools.product(*[itertools.permutations(range(len(g))) for g in per_epoch]):
         perms = [list(c) for c in combo]
         if not all(_fences_kept([g[i] for i in perm]) for g, perm in zip(per_epoch, perms)):
-            continue  # a WR fenced behind a READ is not sent before the READ's response (IB-fence-read)
+            continue  # nothing sent behind a completion arrives before what it needed (known_arrived)
 
         def arrival(ps: list[Packet], perms: list[list[int]] = perms) -> list[Packet]:
             out: list[Packet] = []
