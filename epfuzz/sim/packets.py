@@ -115,6 +115,16 @@ def op_kind(op: object) -> int:
 NO_ACKS: Final[list[int]] = []
 
 
+def with_acked(acked: list[int], num_qps: int, qp: int, wr: int) -> list[int]:
+    """`acked` (a `Packet.acked`) with QP `qp` known to have arrived up to WR `wr`: a new list where that raises
+    its bound, `acked` itself where it does not (packets and WRs share these lists: none is written to)."""
+    if acked and wr <= acked[qp]:
+        return acked
+    out = list(acked) if acked else [-1] * num_qps
+    out[qp] = wr
+    return out
+
+
 class Packet:
     # annotated (not only slotted) so that mypy and mypyc (`epfuzz.core.corebuild`) know each field's type
     __slots__ = ("seq", "epoch", "channel", "wr", "qp", "psn", "kind", "region", "off", "length",

@@ -111,10 +111,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 after[c] = sq.reads[q][i - 1] if i else after[c]
                 # every packet of the QP's WRs up to f.wr has arrived once it resumes: its later packets come
                 # after them (a new list: the packets posted before share the old one)
-                a = list(acked[c]) if acked[c] else [-1] * nq
-                if f.wr > a[q]:
-                    a[q] = f.wr
-                acked[c] = a
+                acked[c] = pk.with_acked(acked[c], nq, q, f.wr)
                 parked.append((c, idx, f))
                 at[c] = NEVER
                 continue

@@ -130,10 +130,8 @@ class SendQueues:
         if fence and a is not None:
             if a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
                 start = a.arrive + self.lat[qp]
-            if not w.acked or w.acked[qp] < a.wr:  # that response needed every earlier packet of the QP (o9-20)
-                acked = list(w.acked) if w.acked else [-1] * len(self.free)
-                acked[qp] = a.wr
-                w.acked = acked
+            w.acked = pk.with_acked(w.acked, len(self.free), qp, a.wr)  # that response needed every earlier
+            # packet of the QP (o9-20)
         w.start = start
         if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
             ready = self._payload(o.region, o.offset, o.length, pk.P_WRITE, o.shift if kind == pk.K_WRITE
