@@ -274,8 +274,21 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
+def _asks_json(words: list[str]) -> bool:
+    """Whether the command line asks for JSON lines, read before argparse: its usage errors come before the
+    parsed options would configure logging, and were plain lines under `--log-format json` (fixer's leftover)."""
+    stop = words.index("--") if "--" in words else len(words)
+    head = words[:stop]
+    pairs = zip(head, head[1:])
+    return ("--log-json" in head or "--log-format=json" in head
+            or any(a == "--log-format" and b == "json" for a, b in pairs))
+
+
 def main(argv: list[str] | None = None) -> int:
-    a = parse(sys.argv[1:] if argv is None else list(argv))
+    words = sys.argv[1:] if argv is None else list(argv)
+    if _asks_json(words):
+        elog.configure(json_lines=True)
+    a = parse(words)
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
     if a.quiet:  # the environment carries it to the campaign's workers and libFuzzer jobs
         os.environ["EPFUZZ_QUIET"] = "1"

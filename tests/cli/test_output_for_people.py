@@ -270,3 +270,16 @@ def test_json_stderr_loses_no_line_when_threads_write_at_once():
     wrapped.close_line()
     lines = inner.getvalue().splitlines()
     assert len(lines) == 8000 and all(json.loads(x)["event"] == "error" for x in lines)
+
+
+def test_under_a_json_log_usage_errors_are_json_too():
+    """argparse's own errors (an unknown option, a bad value) come before the options configure logging: they
+    were plain lines under --log-format json (fixer's leftover). Each is one error event; for people a line."""
+    for args in (("--log-format", "json", "fuzz", "x", "--nosuch"), ("--log-format=json", "fuzz", "x", "--jobs", "0"),
+                 ("--log-json", "replay", "--strict-nosuch")):
+        p = epfuzz(*args)
+        assert p.returncode == 2, p.stderr
+        events = [json.loads(x) for x in p.stderr.splitlines()]
+        assert len(events) == 1 and events[0]["event"] == "error", p.stderr
+    p = epfuzz("fuzz", "x", "--nosuch")
+    assert p.returncode == 2 and p.stderr.startswith("epfuzz: ") and not p.stderr.startswith("{")
