@@ -58,9 +58,10 @@ class SimExecutor:
 
     def run_scenario(self, scn: Scenario, data: bytes | None = None) -> Execution:
         """A scenario already decoded (or drawn: the sampler baseline); `data` its bytes if known."""
+        # counted when the plug-in raises too: the input ran (a seed that raised reported "0 execs", author trial)
+        self.execs += 1
         if self.around is None:
             run = self.execute(scn, self.proto)
         else:
             run = self.around(lambda: self.execute(scn, self.proto))
-        self.execs += 1
         return Execution(codec.encode(scn) if data is None else data, scn, run)
