@@ -4,6 +4,7 @@ crash triage and the run report."""
 from __future__ import annotations
 
 import importlib.util
+import os
 import re
 import shutil
 import subprocess
@@ -68,15 +69,42 @@ def test_local_build_compiles_and_runs_a_fuzzer(tmp_path):
     says which one the installed copy runs, and the bundled fuzzer's first line says which one it ran."""
     out = tmp_path / "out"
     p = subprocess.run([sys.executable, "-m", "epfuzz.continuous.ossfuzz", "local-build", str(out),
-                        "deepep_v2_dispatch_fixed_fuzzer"], capture_output=True, text=True, timeout=1200, cwd=ROOT)
+                        "deepep_v2_dispatch_fixed_fuzzer", "deepep_v2_dispatch_fuzzer"],
+                       capture_output=True, text=True, timeout=1200, cwd=ROOT)
     assert p.returncode == 0, p.stdout[-2000:] + p.stderr[-3000:]
     assert (out / "deepep_v2_dispatch_fixed_fuzzer.pkg").exists()
+    _bundled_replay_line_runs(out / "deepep_v2_dispatch_fuzzer", tmp_path)
     why = _core_unbuildable()
     emulator = "pure" if why else "compiled"
     assert f"deepep_v2_dispatch_fixed_fuzzer: ran, emulator {emulator}" in p.stdout, (why, p.stdout[-2000:])
     if why is None:
         assert re.search(r"^epfuzz build: \S+/site-packages/epfuzz runs compiled \(mypyc\)$", p.stdout, re.M), \
             p.stdout[-3000:]
+
+
+def _bundled_replay_line_runs(fuzzer: Path, tmp: Path) -> None:
+    """The replay line a bundled fuzzer prints for its crash, pasted into a shell that has epfuzz installed
+    (the bundle is no Python: `BUNDLE -m epfuzz run` went to libFuzzer, cf trial 2), replays the finding."""
+    import random
+
+    from epfuzz.encoding import codec
+    from epfuzz.sim.engine import simulate
+
+    proto, rng = get_protocol("deepep_v2_dispatch"), random.Random(1)
+    data = next(d for d in (rng.randbytes(rng.randrange(8, 96)) for _ in range(5000))
+                if simulate(codec.decode(d, "deepep_v2_dispatch", "spec"), proto).violation is not None)
+    work = tmp / "crash-here"
+    work.mkdir()
+    seed = tmp / "input"
+    seed.write_bytes(data)
+    p = subprocess.run([str(fuzzer), str(seed)], capture_output=True, text=True, timeout=300, cwd=work)
+    assert p.returncode != 0, p.stderr[-2000:]
+    line = next((x.split("replay: ", 1)[1] for x in p.stderr.splitlines() if "replay: " in x), None)
+    assert line is not None and line.startswith("epfuzz run "), p.stderr[-2000:]
+    bindir = Path(sys.executable).parent  # the `epfuzz` of this environment stands for the user's
+    env = {**os.environ, "PATH": f"{bindir}:{os.environ.get('PATH', '')}"}
+    q = subprocess.run(line, shell=True, capture_output=True, text=True, timeout=300, cwd=work, env=env)
+    assert q.returncode == 1 and "finding" in (q.stdout + q.stderr).lower(), (line, q.stdout[-1000:], q.stderr[-1000:])
 
 
 def test_bundle_names_what_the_compiled_modules_import():
