@@ -75,6 +75,9 @@ class Violation:
         if self.kind == "hang":
             return f"{self.protocol}: receiver never completed epoch {self.epoch} ({self.what})"
         classes = sorted({c for _, c in self.bad_chunks})
+        if self.kind == "overwritten-while-read":  # its bytes had all landed: "not yet landed" misled (fixers)
+            return (f"{self.protocol}: accepted {self.what} in epoch {self.epoch}, then {self.bad_bytes} bytes of it "
+                    f"overwritten by a later epoch while still read ({', '.join(classes)}), tokens {self.tokens}")
         return (f"{self.protocol}: accepted {self.what} in epoch {self.epoch} with {self.bad_bytes} bytes "
                 f"not yet landed ({', '.join(classes)}), tokens {self.tokens}")
 

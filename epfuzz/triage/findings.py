@@ -30,8 +30,8 @@ __all__ = ["KIND_MEANING", "Bug", "Grouping", "bug_table", "case_protocol", "fil
            "replay_command", "root_cause", "signature", "write_bug_index", "write_finding"]
 
 
-#: what each finding kind means, said beside it by `run` and `explain`: one summary wording ("accepted X
-#: with N bytes not yet landed") serves all three, and an overwritten-while-read read as a stale accept
+#: what each finding kind means, said beside it by `run` and `explain` (the summary line says what happened
+#: to the bytes; this says what that means for the receiver)
 KIND_MEANING = {
     "stale-accept": "the receiver accepted a range before all of this epoch's bytes had landed in it",
     "overwritten-while-read": "the receiver accepted a range whose bytes had all landed, but a later epoch's "

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import re
 
+from epfuzz.continuous.seeds import SEED_661
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Overtake
 from epfuzz.protocols import get_protocol
@@ -87,3 +88,14 @@ def test_a_zero_length_write_with_imm_is_shown_with_no_data() -> None:
     assert any(p.length == 0 for p in run.packets)
     imm = [ln for ln in _timeline(run, 0) if " WRITE_WITH_IMM " in ln]
     assert imm and all(ln.split("WRITE_WITH_IMM ")[1].startswith("with no data (zero-length) arrives") for ln in imm)
+
+
+def test_an_overwritten_while_read_summary_does_not_say_not_yet_landed() -> None:
+    """Its bytes had all landed; a later epoch overwrote them while they were read. The summary said "with N
+    bytes not yet landed" as a stale accept's does (fixers' leftover); a stale accept's still does."""
+    scn = _overwritten()
+    v = simulate(scn, get_protocol(scn.protocol)).violation
+    text = v.summary()
+    assert "not yet landed" not in text and f"then {v.bad_bytes} bytes of it overwritten by a later epoch" in text
+    stale = simulate(codec.load_dict(SEED_661), get_protocol("deepep_v2_dispatch")).violation
+    assert stale.kind == "stale-accept" and "bytes not yet landed" in stale.summary()
