@@ -210,7 +210,7 @@ class _Campaign:
 
 def _names(harness: str | None, protocol: str | None, preset: str) -> tuple[str, str]:
     if protocol:
-        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded, run or complete
         return plugin_name(protocol), protocol
     name = harness_name(harness or "")
     return name, name.removesuffix("_fuzzer")
