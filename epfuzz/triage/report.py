@@ -9,7 +9,7 @@ from pathlib import Path
 
 from epfuzz.cases.corpus import load_case, write_atomic
 from epfuzz.infra.errors import InputError
-from epfuzz.triage.findings import case_protocol
+from epfuzz.triage.findings import case_protocol, triage_command
 
 COLUMNS = ("seconds", "execs", "exec_per_s", "cov", "corpus", "findings", "rss_mb")
 
@@ -94,16 +94,14 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
         # a bugs.csv of no rows beside raw findings that ungrouped.txt does not account for (an older triage
         # emptied it when a plug-in did not load)
         if raw and not (run_dir / "ungrouped.txt").exists():
-            spec = case_protocol(raw[0])
-            named = f" --protocol {spec}" if ":" in spec else ""
             md += ["", f"but {len(raw)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none "
-                       f"of them: `epfuzz triage {run_dir}{named}` groups them"]
+                       f"of them: `{triage_command(run_dir, case_protocol(raw[0]))}` groups them"]
     left = run_dir / "ungrouped.txt"
     if left.exists():  # what the summary's grouping left: `epfuzz triage RUN` groups it
         why, *names = left.read_text().splitlines()
         spec = case_protocol(run_dir / names[0]) if names else ""  # a plug-in's run needs it named to group
-        named = f" --protocol {spec}" if ":" in spec else ""
-        md += ["", f"{len(names)} raw finding(s) not grouped yet ({why}): `epfuzz triage {run_dir}{named}` groups them"]
+        md += ["", f"{len(names)} raw finding(s) not grouped yet ({why}): `{triage_command(run_dir, spec)}` "
+                   "groups them"]
     text = "\n".join(md) + "\n"
     write_atomic(run_dir / "report.md", text.encode())
     out_png = None

@@ -107,3 +107,54 @@ def test_report_of_a_run_whose_bugs_csv_groups_none_of_its_findings_says_so(tmp_
     text = (run / "report.md").read_text()
     assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none" in text
     assert f"--protocol {spec}` groups them" in text
+
+
+def _pasted(line: str, spec: str) -> list[str]:
+    """The arguments a shell gives `epfuzz triage` for the command at the end of `line` (`... : CMD groups
+    them`, in backticks in report.md)."""
+    import shlex
+
+    cmd = line.rsplit(": ", 1)[1].removesuffix(" groups them").strip("`")
+    args = shlex.split(cmd)
+    return args[args.index("triage") + 1:]
+
+
+def test_every_printed_triage_command_pastes_for_a_run_folder_with_a_space(tmp_path, monkeypatch):
+    """The summary's, report.md's "not grouped yet" and report.md's "bugs.csv groups none" lines each
+    built their own `epfuzz triage RUN`; report.md's left the run folder unquoted, so a folder with a space
+    pasted as two arguments. One helper (findings.triage_command) builds all three, quoted."""
+    import os
+    import subprocess
+
+    from epfuzz.triage.findings import bug_table, group_findings, write_bug_index
+    from tests.hardening.util import ROOT
+
+    monkeypatch.chdir(tmp_path)
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "my runs" / "run 1"
+    paths = raw_findings(run, spec, 6, seed=3)
+    cut = group_findings(paths, run / "bugs", "sim", max_steps=20, cache=False)
+    assert cut.left
+    want = ["my runs/run 1", "--protocol", spec]
+    summary = bug_table(cut, run_dir=run)[-1]
+    assert _pasted(summary, spec) == want
+    write_bug_index(cut, run / "bugs.csv")
+    (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,6,50\n")
+    assert cli(["report", "my runs/run 1", "--no-png"]) == 0
+    (left,) = [x for x in (run / "report.md").read_text().splitlines() if "not grouped yet" in x]
+    assert _pasted(left, spec) == want
+    (run / "ungrouped.txt").unlink()
+    (run / "bugs.csv").write_text("root_cause,count,case,minimized,raw,repeats,rate\n")
+    assert cli(["report", "my runs/run 1", "--no-png"]) == 0
+    (none,) = [x for x in (run / "report.md").read_text().splitlines() if "bugs.csv groups none" in x]
+    assert _pasted(none, spec) == want
+    from epfuzz.triage.findings import triage_command
+
+    assert triage_command(run, spec) in summary
+    # and the summary's line, pasted into a shell as printed, groups them all (the plug-in found where its
+    # author's project would have it)
+    cmd = summary.rsplit(": ", 1)[1].removesuffix(" groups them")
+    p = subprocess.run(cmd, shell=True, cwd=tmp_path, capture_output=True, text=True, timeout=300,
+                       env={**os.environ, "PYTHONPATH": str(ROOT)})
+    assert p.returncode == 1, p.stdout + p.stderr
+    assert sum(int(r["count"]) for r in csv.DictReader((run / "bugs.csv").open())) == len(paths)
