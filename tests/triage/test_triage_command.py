@@ -4,6 +4,8 @@ bug's case and replay line, and says "nothing new" when it wrote nothing."""
 from __future__ import annotations
 
 import csv
+import hashlib
+from pathlib import Path
 
 from epfuzz.cli.commands import main as cli
 from tests.triage.findings import raw_findings
@@ -67,6 +69,40 @@ def test_triage_of_a_plugin_run_without_its_protocol_refuses_and_keeps_bugs_csv(
     p = epfuzz(ROOT, "triage", str(run), "--protocol", spec)
     assert p.returncode == 1, p.stdout + p.stderr
     assert sum(int(r["count"]) for r in csv.DictReader((run / "bugs.csv").open())) == len(paths)
+
+
+def _crashes(folder: Path, protocol: str, count: int) -> None:
+    """`count` raw libFuzzer artifacts (crash-*) that are findings of `protocol`, as a run leaves them."""
+    import random
+
+    from epfuzz.backends import get_backend
+    from epfuzz.encoding import codec
+    from epfuzz.protocols import get_protocol
+
+    rng, made = random.Random(1), 0
+    while made < count:
+        data = rng.randbytes(96)
+        if get_backend("sim").run(codec.decode(data, protocol, "spec"), get_protocol(protocol)).violation:
+            (folder / f"crash-{hashlib.sha1(data).hexdigest()}").write_bytes(data)
+            made += 1
+
+
+def test_triage_refuses_before_it_wraps_any_crash_artifact(tmp_path):
+    """Triage wrapped the folder's crash-* artifacts (the protocol named by --protocol) as finding cases in
+    the run folder, and only then refused the run's findings whose plug-in it may not load: the refusal
+    (one line, exit 2) left new finding-*.json files behind. It refuses before writing anything now."""
+    from tests.hardening.util import ROOT, epfuzz, one_line_error
+
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    raw_findings(run, spec, 3, seed=3)
+    _crashes(run, "flag_write_signal", 3)
+    before = {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()}
+    for named in ([], ["--protocol", "flag_write_signal"]):
+        p = epfuzz(ROOT, "triage", str(run), *named)
+        assert p.returncode == 2 and one_line_error(p) and len(p.stderr.splitlines()) == 1, p.stderr
+        assert f"--protocol {spec}" in p.stderr, p.stderr
+        assert {p.name: p.read_bytes() for p in run.rglob("*") if p.is_file()} == before, named
 
 
 def test_triage_help_says_a_plugin_run_needs_protocol():
