@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import csv
 import hashlib
+import json
 from pathlib import Path
 
 from epfuzz.cli.commands import main as cli
@@ -194,3 +195,43 @@ def test_every_printed_triage_command_pastes_for_a_run_folder_with_a_space(tmp_p
                        env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert p.returncode == 1, p.stdout + p.stderr
     assert sum(int(r["count"]) for r in csv.DictReader((run / "bugs.csv").open())) == len(paths)
+
+
+def _report(run: Path) -> str:
+    (run / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,3,50\n")
+    assert cli(["report", str(run), "--no-png"]) == 0
+    return (run / "report.md").read_text()
+
+
+def test_report_counts_the_findings_an_empty_bugs_csv_leaves_whatever_ungrouped_txt_is_there(tmp_path):
+    """The "bugs.csv groups none" line was keyed on whether ungrouped.txt exists: a stale one (naming
+    findings no longer there) hid every raw finding. It counts the findings ungrouped.txt does not list."""
+    spec = "examples.seqflag:SeqFlag"
+    run = tmp_path / "run"
+    paths = raw_findings(run, spec, 3, seed=3)
+    (run / "bugs.csv").write_text("root_cause,count,case,minimized,raw,repeats,rate\n")
+    (run / "ungrouped.txt").write_text("stopped by a signal\nfinding-gone-000000000000.json\n")
+    text = _report(run)
+    assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none" in text
+    assert f"--protocol {spec}` groups them" in text
+    (run / "ungrouped.txt").write_text("stopped by a signal\n" + "".join(f"{p.name}\n" for p in paths[1:]))
+    text = _report(run)  # ungrouped.txt lists two of the three: the third is the one said
+    assert "but 1 raw finding(s) (finding-*.json) are in the folder and bugs.csv groups none" in text, text
+    assert "2 raw finding(s) not grouped yet (stopped by a signal)" in text
+    (run / "ungrouped.txt").write_text("stopped by a signal\n" + "".join(f"{p.name}\n" for p in paths))
+    assert "bugs.csv groups none" not in _report(run)  # all listed: the ungrouped line says them
+
+
+def test_report_of_raw_findings_and_no_bugs_csv_does_not_blame_a_bugs_csv(tmp_path):
+    """A run folder with no bugs.csv (from before it, or never grouped) whose findings do not load here
+    (a plug-in not named) was said to have a "bugs.csv [that] groups none of them"."""
+    run = tmp_path / "run"
+    paths = raw_findings(run, "flag_write_signal", 2, seed=3)
+    for p in paths:  # as a plug-in's findings, whose module is not here
+        doc = json.loads(p.read_text())
+        doc["scenario"]["protocol"] = "absent_module:Flag"
+        p.write_text(json.dumps(doc))
+    text = _report(run)
+    assert "bugs.csv groups none" not in text, text
+    assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and there is no bugs.csv" in text
+    assert "--protocol absent_module:Flag` groups them" in text
