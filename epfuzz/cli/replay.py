@@ -37,11 +37,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
-    #: cases whose backend (their own, or --backend) cannot run here, per backend: (count, why); skipped, not
-    #: unreadable (cf trial 5)
+    #: cases whose backend (own or --backend) cannot run here: (count, why) per backend, skipped (cf trial 5)
     no_backend: dict[str, tuple[int, str]] = {}
-    #: why each backend asked for cannot run here ("" where it can): asked once, not once a case
-    why_not: dict[str, str] = {}
+    why_not: dict[str, str] = {}  # each backend's answer, asked once (_cannot_run)
     for path in paths:
         expect = None
         backend = ""
@@ -50,11 +48,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
             scn = case.scenario
             expect = expected(case, path, a.preset, raw)
             backend = case.backend if case.backend != "sim" else a.backend
-            if backend not in why_not:
-                why_not[backend] = _why_not(backend)
-            if why_not[backend]:
-                n, _ = no_backend.get(backend, (0, ""))
-                no_backend[backend] = (n + 1, why_not[backend])
+            if _cannot_run(backend, why_not, no_backend):
                 continue
             out = get_backend(backend).run(scn, get_protocol(scn.protocol))
         except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
@@ -68,13 +62,11 @@ def cmd_replay(a: argparse.Namespace) -> int:
                   f"got oom (MemoryError{REGISTRY.where(e)})")
             continue
         except BackendUnavailable as e:  # available when asked, not when run: its later cases are skipped too
-            if not backend:  # not from a backend's run: said like any other unreadable input
+            if backend:
+                _cannot_run(backend, why_not, no_backend, str(e).removeprefix(f"backend {backend} cannot run here: "))
+            else:  # not from a backend's run: said like any other unreadable input
                 print(f"epfuzz: {e}", file=sys.stderr)
                 errors += 1
-                continue
-            why_not[backend] = str(e).removeprefix(f"backend {backend} cannot run here: ")
-            n, _ = no_backend.get(backend, (0, ""))
-            no_backend[backend] = (n + 1, why_not[backend])
             continue
         except EpfuzzError as e:
             if isinstance(e, ProtocolError):
@@ -117,13 +109,22 @@ def cmd_replay(a: argparse.Namespace) -> int:
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
 
 
-def _why_not(backend: str) -> str:
-    """Why `backend` cannot run here, or "" if it can."""
-    try:
-        get_backend(backend)
-    except BackendUnavailable as e:
-        return str(e).removeprefix(f"backend {backend} cannot run here: ")
-    return ""
+def _cannot_run(backend: str, why_not: dict[str, str], no_backend: dict[str, tuple[int, str]], why: str = "") -> bool:
+    """Whether `backend` cannot run here, its case then counted in `no_backend`. Each backend is asked once
+    (`why_not` keeps the answers, "" where it can run); `why`: it said so only when a case ran on it."""
+    if why:
+        why_not[backend] = why
+    elif backend not in why_not:
+        try:
+            get_backend(backend)
+            why_not[backend] = ""
+        except BackendUnavailable as e:
+            why_not[backend] = str(e).removeprefix(f"backend {backend} cannot run here: ")
+    if not why_not[backend]:
+        return False
+    n, _ = no_backend.get(backend, (0, ""))
+    no_backend[backend] = (n + 1, why_not[backend])
+    return True
 
 
 def _nothing_found(skipped: list[Path]) -> int:
