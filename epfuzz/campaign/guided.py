@@ -34,10 +34,10 @@ from epfuzz.campaign.common import (
     log_end,
     log_start,
     plugin_name,
-    preflight,
     resource_findings,
     until_grace,
 )
+from epfuzz.campaign.preflight import preflight
 from epfuzz.cases.corpus import case_paths, sha1, write_atomic
 from epfuzz.continuous.targets import harness_name, seed_folder
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty

@@ -26,13 +26,13 @@ from epfuzz.campaign.common import (
     log_end,
     log_start,
     plugin_name,
-    preflight,
     read_findings,
     resource_findings,
     until_grace,
 )
 from epfuzz.campaign.guest import fuzz_in_guest
 from epfuzz.campaign.jobs import _Jobs, _no_room
+from epfuzz.campaign.preflight import preflight
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
 from epfuzz.infra.diskspace import remove_empty

@@ -1,7 +1,7 @@
 """The plug-in pre-flight is one check, run once, whoever starts the campaign.
 
 It was two: the CLI ran a hang check (epfuzz.cli.preflight) and then the campaign ran its own load-and-run
-(epfuzz.campaign.common.preflight), so `epfuzz fuzz --protocol` ran the plug-in twice on the simplest
+(then epfuzz.campaign.common.preflight), so `epfuzz fuzz --protocol` ran the plug-in twice on the simplest
 scenario, and a campaign started from Python (`fuzz_guided`, `fuzz`) never got the hang check: a receiver
 that never completes, with nothing reordered, made every input a hang finding and a false alarm."""
 

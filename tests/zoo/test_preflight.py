@@ -1,4 +1,4 @@
-"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.campaign.common.preflight) refuse
+"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.campaign.preflight) refuse
 nothing epfuzz ships: every built-in protocol and the examples complete the simplest scenario on every
 preset, and their pins and signature knobs are scenario fields.
 A check that tripped one of them would stop `epfuzz fuzz --protocol NAME`."""
@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import pytest
 
-from epfuzz.campaign.common import preflight
+from epfuzz.campaign.preflight import preflight
 from epfuzz.infra.errors import InputError, ProtocolError
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
