@@ -17,7 +17,7 @@ from pathlib import Path
 
 from epfuzz.cases.corpus import load_case
 from epfuzz.infra.diskspace import NoSpace, is_no_room
-from epfuzz.infra.errors import EpfuzzError, InputError, ProtocolError
+from epfuzz.infra.errors import EpfuzzError, InputError
 from epfuzz.triage.findings import Bug, Grouping, bug_table, group_findings, replay_command, write_bug_index
 
 #: where runs go unless --run-dir says otherwise: beside the user (the current directory), not in
@@ -50,11 +50,17 @@ def log_start(log: object, backend: str, **fields: object) -> None:
 RUN_DIR_TRIES = 1000
 
 
+#: what claims a --run-dir the user names: every engine's run folder has it, and creating it is atomic
+CLAIM = "corpus"
+
+
 def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
     """The run folder, which must be new or empty: a reused folder's old findings and corpus would
     be read back as this run's (a fixed protocol reported its buggy twin's bugs). The `default` name (one per
     second) is claimed by creating it, with `-2`, `-3`, ... after a name taken: two runs started in the same
-    second collided, the second refused with "name a new --run-dir" though the user had named none."""
+    second collided, the second refused with "name a new --run-dir" though the user had named none. A named
+    one, which may exist already (empty), is claimed by creating its `corpus/` in it: checked, then created
+    later, two runs started at once both passed the check and shared the folder."""
     if run_dir is None:
         for n in range(1, RUN_DIR_TRIES + 1):
             path = default if n == 1 else default.with_name(f"{default.name}-{n}")
@@ -65,41 +71,18 @@ def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
                 continue
         raise InputError(f"run folders {default} to -{RUN_DIR_TRIES} all exist; name a new --run-dir")
     path = run_dir
-    if path.exists() and not path.is_dir():
-        raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir")
-    if path.exists() and any(path.iterdir()):
-        raise InputError(f"run folder {path} already exists and is not empty; name a new --run-dir")
+    taken = InputError(f"run folder {path} already exists and is not empty; name a new --run-dir")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir") from None
+    if any(path.iterdir()):
+        raise taken
+    try:
+        (path / CLAIM).mkdir()
+    except FileExistsError:  # another run claimed it since the look above
+        raise taken from None
     return path
-
-
-def preflight(protocol: str, preset: str) -> None:
-    """Load a plug-in and run it once on the simplest scenario before fuzzing it: a protocol that
-    breaks the API (an abstract receiver, an exception in its sender, a pin out of range or of no
-    field) fails here in one line, instead of every input of the campaign failing without a word."""
-    import json
-
-    from epfuzz.backends import get_backend
-    from epfuzz.encoding import codec
-    from epfuzz.protocols import REGISTRY, get_protocol
-
-    proto = REGISTRY.load_plugin(protocol) if ":" in protocol else get_protocol(protocol)  # named by the caller
-    scn = codec.decode(b"", protocol, preset)
-    for key in proto.fixed:
-        try:
-            scn.get_path(key)
-        except AttributeError:
-            raise InputError(f"protocol {protocol!r} pins {key!r}, which is no scenario field") from None
-    try:
-        codec.load_dict(json.loads(scn.to_json()))  # a pinned value out of range is named here
-    except InputError as e:
-        raise InputError(f"protocol {protocol!r}: its pins make an invalid scenario: {e}") from None
-    try:
-        get_backend("sim").run(scn, proto)
-    except EpfuzzError:
-        raise
-    except Exception as e:  # noqa: BLE001 - the user's code: one line that says where
-        raise ProtocolError(f"protocol {protocol!r} fails on the simplest scenario: {type(e).__name__}: {e}"
-                            f"{REGISTRY.where(e)}") from None
 
 
 @dataclass

@@ -34,10 +34,10 @@ from epfuzz.campaign.common import (
     log_end,
     log_start,
     plugin_name,
-    preflight,
     resource_findings,
     until_grace,
 )
+from epfuzz.campaign.preflight import preflight
 from epfuzz.cases.corpus import case_paths, sha1, write_atomic
 from epfuzz.continuous.targets import harness_name, seed_folder
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty
@@ -210,7 +210,7 @@ class _Campaign:
 
 def _names(harness: str | None, protocol: str | None, preset: str) -> tuple[str, str]:
     if protocol:
-        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
+        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded, run or complete
         return plugin_name(protocol), protocol
     name = harness_name(harness or "")
     return name, name.removesuffix("_fuzzer")

@@ -26,13 +26,13 @@ from epfuzz.campaign.common import (
     log_end,
     log_start,
     plugin_name,
-    preflight,
     read_findings,
     resource_findings,
     until_grace,
 )
 from epfuzz.campaign.guest import fuzz_in_guest
 from epfuzz.campaign.jobs import _Jobs, _no_room
+from epfuzz.campaign.preflight import preflight
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
 from epfuzz.infra.diskspace import remove_empty
@@ -124,10 +124,11 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     With the verbs backend on a host without RDMA, the whole campaign runs in the
     soft-RoCE guest, writing into the same run folder (shared read-write).
     """
+    if protocol:  # loads it: fails now, with the reason, if it cannot be loaded, run or complete in order
+        preflight(protocol, preset)
     if get_backend(backend, require=False).where() is Where.GUEST:
         return fuzz_in_guest(harness, protocol, seconds, backend, preset, extra, run_dir, seed)
     if protocol:
-        preflight(protocol, preset)  # loads it: fails now, with the reason, if it cannot be loaded or run
         name = plugin_name(protocol)
         argv = entry_command(protocol)
     elif harness:

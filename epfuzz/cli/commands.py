@@ -121,10 +121,6 @@ def cmd_fuzz(a: argparse.Namespace) -> int:
         raise InputError(f"unknown preset {a.preset!r}; known: {', '.join(PRESETS)}")
     if a.harness and a.protocol:
         raise InputError(f"name a harness ({a.harness}) or give --protocol ({a.protocol}), not both")
-    if a.protocol:  # a receiver that hangs with nothing reordered would make every input a false alarm
-        from epfuzz.cli.preflight import completes
-
-        completes(get_protocol(a.protocol), a.protocol, a.preset)
     engine = a.engine or ("guided" if a.backend == "sim" and not a.libfuzzer else "libfuzzer")
     if engine == "guided":
         s = _fuzz_guided(a)

@@ -37,16 +37,20 @@ def cmd_replay(a: argparse.Namespace) -> int:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
-    #: cases whose own backend cannot run here, per backend: (count, why); skipped, not unreadable (cf trial 5)
+    #: cases whose backend (own or --backend) cannot run here: (count, why) per backend, skipped (cf trial 5)
     no_backend: dict[str, tuple[int, str]] = {}
+    why_not: dict[str, str] = {}  # each backend's answer, asked once (_cannot_run)
     for path in paths:
         expect = None
-        case = None
+        backend = ""
         try:
             case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
             expect = expected(case, path, a.preset, raw)
-            out = get_backend(case.backend if case.backend != "sim" else a.backend).run(scn, get_protocol(scn.protocol))
+            backend = case.backend if case.backend != "sim" else a.backend
+            if _cannot_run(backend, why_not, no_backend):
+                continue
+            out = get_backend(backend).run(scn, get_protocol(scn.protocol))
         except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
             changed += 1
             print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
@@ -57,11 +61,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
             print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
                   f"got oom (MemoryError{REGISTRY.where(e)})")
             continue
-        except BackendUnavailable as e:
-            if case is not None and case.backend != "sim":  # the case's own backend (cuda, verbs): not this host's
-                n, _ = no_backend.get(case.backend, (0, ""))
-                no_backend[case.backend] = (n + 1, str(e).removeprefix(f"backend {case.backend} cannot run here: "))
-            else:  # the --backend asked for: every case would say the same
+        except BackendUnavailable as e:  # available when asked, not when run: its later cases are skipped too
+            if backend:
+                _cannot_run(backend, why_not, no_backend, str(e).removeprefix(f"backend {backend} cannot run here: "))
+            else:  # not from a backend's run: said like any other unreadable input
                 print(f"epfuzz: {e}", file=sys.stderr)
                 errors += 1
             continue
@@ -104,6 +107,24 @@ def cmd_replay(a: argparse.Namespace) -> int:
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _cannot_run(backend: str, why_not: dict[str, str], no_backend: dict[str, tuple[int, str]], why: str = "") -> bool:
+    """Whether `backend` cannot run here, its case then counted in `no_backend`. Each backend is asked once
+    (`why_not` keeps the answers, "" where it can run); `why`: it said so only when a case ran on it."""
+    if why:
+        why_not[backend] = why
+    elif backend not in why_not:
+        try:
+            get_backend(backend)
+            why_not[backend] = ""
+        except BackendUnavailable as e:
+            why_not[backend] = str(e).removeprefix(f"backend {backend} cannot run here: ")
+    if not why_not[backend]:
+        return False
+    n, _ = no_backend.get(backend, (0, ""))
+    no_backend[backend] = (n + 1, why_not[backend])
+    return True
 
 
 def _nothing_found(skipped: list[Path]) -> int:

@@ -5,8 +5,8 @@ names no scenario field. A misspelt signature knob (`payload.num_epochs`) passed
 and crashed at the first finding as "unexpected error (a bug in epfuzz): AttributeError" (an author's
 trial); it is plain data, so it is read without running any of the plug-in's code.
 
-The run of the plug-in on the simplest scenario before a campaign is `epfuzz.cli.preflight` (it needs the
-sim, a layer above this one).
+The run of the plug-in on the simplest scenario before a campaign is `epfuzz.campaign.preflight`
+(it needs the sim, a layer above this one).
 """
 
 from __future__ import annotations

@@ -27,7 +27,7 @@ from epfuzz.triage.cause import knob_line
 from epfuzz.triage.group import MAX_STEPS, Bug, Grouping, Progress, group
 
 __all__ = ["KIND_MEANING", "Bug", "Grouping", "bug_table", "case_protocol", "file_stem", "group_findings",
-           "replay_command", "root_cause", "signature", "write_bug_index", "write_finding"]
+           "replay_command", "root_cause", "signature", "triage_command", "write_bug_index", "write_finding"]
 
 
 #: what each finding kind means, said beside it by `run` and `explain` (the summary line says what happened
@@ -80,6 +80,15 @@ def replay_command(path: Path, backend: str = "sim", repeats: int = 1) -> str:
     if ":" in spec:
         extra += f" --protocol {shlex.quote(spec)}"
     return f"{epfuzz_command()} run {shlex.quote(_from_here(path))}{extra}"
+
+
+def triage_command(run_dir: Path | None, protocol: str = "") -> str:
+    """The `epfuzz triage RUN` that groups a run's findings, as the summary and report.md print it: the
+    folder quoted (a run folder with a space pasted as two arguments), and `--protocol` when the findings
+    are a plug-in's (`protocol`, the one a case names), which triage needs to import it (issue 29.1)."""
+    where = shlex.quote(_from_here(run_dir)) if run_dir is not None else "RUN_FOLDER"
+    named = f" --protocol {shlex.quote(protocol)}" if ":" in protocol else ""
+    return f"{epfuzz_command()} triage {where}{named}"
 
 
 def case_protocol(path: Path) -> str:
@@ -173,9 +182,6 @@ def bug_table(grouping: Grouping, backend: str = "sim", run_dir: Path | None = N
     if any("[preset]" in b.cause or "[protocol]" in b.cause for b in bugs):
         out.append("  knob[preset], knob[protocol]: the finding needs it, and the preset or protocol pins it there")
     if grouping.left:
-        where = shlex.quote(_from_here(run_dir)) if run_dir is not None else "RUN_FOLDER"
-        spec = case_protocol(grouping.left[0])  # a plug-in's run is grouped only with it named (issue 29.1)
-        named = f" --protocol {shlex.quote(spec)}" if ":" in spec else ""
         out.append(f"{len(grouping.left)} raw finding(s) not grouped yet ({grouping.why}): "
-                   f"{epfuzz_command()} triage {where}{named} groups them")
+                   f"{triage_command(run_dir, case_protocol(grouping.left[0]))} groups them")
     return out

@@ -75,14 +75,11 @@ def _not_a_case(path: Path) -> str:
     return "not a case"
 
 
-def _findings(run_dir: Path, protocol: str | None, preset: str,
-              backend: str) -> tuple[list[Path], list[tuple[Path, str]]]:
-    """(the run's finding cases, the JSON files skipped as no case, with why); raw `crash-*` artifacts
-    (with `protocol`) wrapped as finding cases in the run folder first, so `bugs.csv` can name them
-    like the others."""
-    from epfuzz.backends import get_backend
-
+def _findings(run_dir: Path) -> tuple[list[Path], list[Path], list[tuple[Path, str]]]:
+    """(the run's finding cases, its raw `crash-*` artifacts, the JSON files skipped as no case, with why).
+    Nothing is written here: the artifacts are wrapped (`_wrap`) only once triage knows it will group."""
     cases: list[Path] = []
+    crashes: list[Path] = []
     skipped: list[tuple[Path, str]] = []
     for path in case_paths([run_dir]):
         if path.suffix == ".json" and path.parent.name != "bugs":
@@ -90,17 +87,29 @@ def _findings(run_dir: Path, protocol: str | None, preset: str,
                 cases.append(path)   # findings in the grouping's "N of M" while the table said M - 1 (D12)
             elif not is_run_record(path, run_dir):   # a corrupt finding-*.json: skipped, but said (user trial)
                 skipped.append((path, _not_a_case(path)))
-        elif path.name.startswith("crash-") and protocol:
-            try:
-                scn = codec.decode(read_input(path), protocol, preset)
-            except InputError as e:
-                print(f"epfuzz: {e}", file=sys.stderr)
-                continue
-            proto = get_protocol(scn.protocol)
-            out = get_backend(backend).run(scn, proto)
-            if out.violation is not None:
-                cases.append(write_finding(run_dir, scn, codec.encode(scn), out, proto))
-    return sorted(set(cases)), skipped
+        elif path.name.startswith("crash-"):
+            crashes.append(path)
+    return sorted(set(cases)), crashes, skipped
+
+
+def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str, backend: str) -> list[Path]:
+    """Raw `crash-*` artifacts of `protocol` as finding cases in the run folder, so `bugs.csv` can name
+    them like the others. All are run before any is written: a plug-in that raises on the third leaves
+    no wrapped first two behind (nor does a refusal before this: `triage` refuses first)."""
+    from epfuzz.backends import get_backend
+
+    found = []
+    for path in crashes:
+        try:
+            scn = codec.decode(read_input(path), protocol, preset)
+        except InputError as e:
+            print(f"epfuzz: {e}", file=sys.stderr)
+            continue
+        proto = get_protocol(scn.protocol)
+        out = get_backend(backend).run(scn, proto)
+        if out.violation is not None:
+            found.append((scn, out, proto))
+    return [write_finding(run_dir, scn, codec.encode(scn), out, proto) for scn, out, proto in found]
 
 
 def _refuse_unloadable(run_dir: Path, cases: list[Path]) -> None:
@@ -127,8 +136,10 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
     minimized case of a root cause the keep folder does not have yet there."""
     bugs_dir = run_dir / "bugs"
     before = {p.name for p in bugs_dir.glob("*.json")} if bugs_dir.is_dir() else set()
-    cases, unreadable = _findings(run_dir, protocol, preset, backend)
-    _refuse_unloadable(run_dir, cases)
+    cases, crashes, unreadable = _findings(run_dir)
+    _refuse_unloadable(run_dir, cases)  # before anything is written, the wrapped artifacts too
+    if protocol and crashes:
+        cases = sorted(set(cases) | set(_wrap(run_dir, crashes, protocol, preset, backend)))
     grouping = group_findings(cases, bugs_dir, backend,
                               max_steps=max_steps, stop=stop, progress=progress)
     changed = write_bug_index(grouping, run_dir / "bugs.csv")

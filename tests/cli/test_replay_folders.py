@@ -112,6 +112,34 @@ def test_cases_of_a_backend_this_host_lacks_are_skipped_in_one_line_not_unreadab
     assert "(--strict: a case not replayed fails)" in out and out.rstrip().endswith("; FAIL (exit 1)")
 
 
+def test_a_backend_asked_for_that_cannot_run_here_is_checked_once_and_skipped_in_one_line(tmp_path, capsys,
+                                                                                          monkeypatch):
+    """`epfuzz replay --backend cuda CASES` on a host without it printed the CuPy line once per case, counted
+    each as unreadable and exited 2. The backend is asked once; its cases are skipped in one line, as those
+    of a case's own backend are (exit 0, 1 under --strict)."""
+    _no_cuda(monkeypatch)
+    import epfuzz.cli.replay as replay
+
+    asked: list[str] = []
+    lacking = replay.get_backend
+
+    def counted(name: str):
+        asked.append(name)
+        return lacking(name)
+
+    monkeypatch.setattr(replay, "get_backend", counted)
+    for name in ("deepep661-c2b.json", "deepep674-fixed.json", "cross-qp-spec.json"):
+        shutil.copy(ROOT / "corpus" / "regressions" / name, tmp_path / name)
+    assert main(["replay", "--backend", "cuda", str(tmp_path)]) == 0
+    got = capsys.readouterr()
+    assert got.err == "" and asked.count("cuda") == 1, (got.err, asked)
+    lines = got.out.splitlines()
+    assert lines[0] == "skipped 3 case(s): backend cuda not available here: CuPy is not installed"
+    assert "3 skipped (backend not available here)" in lines[1] and lines[1].endswith("; PASS") and len(lines) == 2
+    assert main(["replay", "--strict", "--backend", "cuda", str(tmp_path)]) == 1
+    assert capsys.readouterr().out.rstrip().endswith("; FAIL (exit 1)")
+
+
 def test_the_summary_says_pass_or_fail(tmp_path, capsys):
     case = ROOT / "corpus" / "regressions" / "deepep661-c2b.json"
     assert main(["replay", str(case)]) == 0

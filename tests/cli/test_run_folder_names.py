@@ -40,3 +40,35 @@ def test_a_run_dir_the_user_names_must_still_be_new_or_empty(tmp_path):
     (named / "old-finding.json").write_text("{}")
     with pytest.raises(InputError, match="already exists and is not empty; name a new --run-dir"):
         fresh_run_dir(named, tmp_path / "default")
+
+
+def test_a_run_dir_the_user_names_is_claimed_by_one_run_only(tmp_path):
+    """--run-dir was checked (new or empty) and created later: two runs started at once both passed the
+    check and wrote into one folder, each reading the other's findings back as its own. It is claimed as
+    it is checked: one run gets it, the others are refused as for a folder in use."""
+    named = tmp_path / "runs" / "mine"
+    got: list[Path] = []
+    refused: list[str] = []
+    start = threading.Barrier(4)
+
+    def claim() -> None:
+        start.wait()
+        try:
+            got.append(fresh_run_dir(named, tmp_path / "default"))
+        except InputError as e:
+            refused.append(str(e))
+
+    threads = [threading.Thread(target=claim) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert got == [named] and len(refused) == 3, (got, refused)
+    assert all(r == f"run folder {named} already exists and is not empty; name a new --run-dir" for r in refused)
+    with pytest.raises(InputError, match="already exists and is not empty; name a new --run-dir"):
+        fresh_run_dir(named, tmp_path / "default")  # and once claimed, it stays claimed
+    empty = tmp_path / "empty"
+    empty.mkdir()  # an empty folder the user made is claimed the same way
+    assert fresh_run_dir(empty, tmp_path / "default") == empty
+    with pytest.raises(InputError, match="already exists and is not empty; name a new --run-dir"):
+        fresh_run_dir(empty, tmp_path / "default")

@@ -1,13 +1,13 @@
-"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.cli.preflight) refuse nothing epfuzz
-ships: every built-in protocol and the examples complete the simplest scenario on every preset, and their
-pins and signature knobs are scenario fields.
+"""The plug-in pre-flight checks (epfuzz.protocols.preflight, epfuzz.campaign.preflight) refuse
+nothing epfuzz ships: every built-in protocol and the examples complete the simplest scenario on every
+preset, and their pins and signature knobs are scenario fields.
 A check that tripped one of them would stop `epfuzz fuzz --protocol NAME`."""
 
 from __future__ import annotations
 
 import pytest
 
-from epfuzz.cli.preflight import completes
+from epfuzz.campaign.preflight import preflight
 from epfuzz.infra.errors import InputError, ProtocolError
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
@@ -22,7 +22,7 @@ def test_no_shipped_protocol_trips_the_preflight_checks(name):
     proto = get_protocol(name)
     fields(proto, name)
     for preset in PRESETS:
-        completes(proto, name, preset)
+        preflight(name, preset)
 
 
 class _NeverDone(Protocol):
@@ -41,14 +41,14 @@ class _NeverDone(Protocol):
         return rx
 
 
-def test_a_receiver_that_never_completes_in_order_is_refused_by_completes():
+def test_a_receiver_that_never_completes_in_order_is_refused_by_the_preflight():
     from epfuzz.protocols import REGISTRY
 
     proto = _NeverDone()
     REGISTRY.loaded["tests.zoo.test_preflight:NeverDone"] = proto
     try:
         with pytest.raises(ProtocolError, match="hangs on the simplest scenario, where nothing is reordered"):
-            completes(proto, "tests.zoo.test_preflight:NeverDone", "spec")
+            preflight("tests.zoo.test_preflight:NeverDone", "spec")
     finally:
         del REGISTRY.loaded["tests.zoo.test_preflight:NeverDone"]
 
