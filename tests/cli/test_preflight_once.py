@@ -14,27 +14,11 @@ import pytest
 from epfuzz.backends import get_backend
 from epfuzz.cli.commands import main as cli
 from epfuzz.infra.errors import ProtocolError
-from epfuzz.protocols import REGISTRY, get_protocol
-from epfuzz.protocols.base import Protocol
+from epfuzz.protocols import REGISTRY
+from tests.zoo.never_done import NeverDone
 
 SPEC = "tests.cli.test_preflight_once:NeverDone"
 HANGS = "hangs on the simplest scenario, where nothing is reordered"
-
-
-class NeverDone(Protocol):
-    """The seqflag example with a receiver whose done() never returns True."""
-
-    def __init__(self) -> None:
-        self.base = get_protocol("examples.seqflag:SeqFlag")
-        self.fixed = {"knobs.mr_relaxed": False}
-
-    def sender(self, scn, layout, epoch):
-        return self.base.sender(scn, layout, epoch)
-
-    def receiver(self, scn, layout):
-        rx = self.base.receiver(scn, layout)
-        rx.done = lambda: False
-        return rx
 
 
 @pytest.fixture

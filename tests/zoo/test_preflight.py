@@ -11,8 +11,8 @@ from epfuzz.campaign.preflight import preflight
 from epfuzz.infra.errors import InputError, ProtocolError
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
-from epfuzz.protocols.base import Protocol
 from epfuzz.protocols.preflight import fields
+from tests.zoo.never_done import NeverDone
 
 EXAMPLES = ("examples.seqflag:SeqFlag", "examples.seqflag:SeqFlagAtomic")
 
@@ -25,26 +25,10 @@ def test_no_shipped_protocol_trips_the_preflight_checks(name):
         preflight(name, preset)
 
 
-class _NeverDone(Protocol):
-    """The seqflag example with a receiver whose done() never returns True."""
-
-    def __init__(self) -> None:
-        self.base = get_protocol("examples.seqflag:SeqFlag")
-        self.fixed = {"knobs.mr_relaxed": False}
-
-    def sender(self, scn, layout, epoch):
-        return self.base.sender(scn, layout, epoch)
-
-    def receiver(self, scn, layout):
-        rx = self.base.receiver(scn, layout)
-        rx.done = lambda: False
-        return rx
-
-
 def test_a_receiver_that_never_completes_in_order_is_refused_by_the_preflight():
     from epfuzz.protocols import REGISTRY
 
-    proto = _NeverDone()
+    proto = NeverDone()
     REGISTRY.loaded["tests.zoo.test_preflight:NeverDone"] = proto
     try:
         with pytest.raises(ProtocolError, match="hangs on the simplest scenario, where nothing is reordered"):
@@ -61,7 +45,7 @@ def test_a_receiver_that_never_completes_in_order_is_refused_by_the_preflight():
                                          "knobs.mr_relaxed?"),
 ])
 def test_fields_names_a_misspelt_pin_or_signature_knob(attr, value, says):
-    proto = _NeverDone()
+    proto = NeverDone()
     setattr(proto, attr, value)
     with pytest.raises(InputError, match=says.replace("?", r"\?").replace("(", r"\(")):
         fields(proto, "mine:P")
