@@ -18,27 +18,12 @@ from epfuzz.infra.errors import EpfuzzError
 from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
 from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
+from epfuzz.triage.remap import doc_get as _get
+from epfuzz.triage.remap import doc_set as _set
+from epfuzz.triage.remap import remapped
 
 #: (field position within its pass, candidate): a pass resumes at the position it last shrank
 Step = tuple[int, Scenario]
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    head, _, rest = path.partition(".")
-    out = dict(doc)
-    if rest:
-        out[head] = dict(doc.get(head, {}))
-        out[head][rest] = value
-    else:
-        out[head] = value
-    return out
-
-
-def _get(doc: dict[str, Any], path: str) -> Any:
-    obj: Any = doc
-    for p in path.split("."):
-        obj = obj[p]
-    return obj
 
 
 def _smaller_ints(v: int, lo: int) -> list[int]:
@@ -115,6 +100,20 @@ class Ctx:
                 continue
         return None
 
+    def changed(self, path: str, value: Any) -> list[Scenario]:
+        """The valid forms of the current scenario with one field set to `value`: the units it counts
+        renumbered (`remapped`: a count lowered), then cut to fit; one form where those agree."""
+        doc = self.doc
+        out: list[Scenario] = []
+        moved = remapped(doc, path, value) if isinstance(value, int) and not isinstance(value, bool) else None
+        if moved is not None and any(_get(moved, p) != _get(doc, p) for p in self.fixed):
+            moved = None  # it would move a field the preset or the protocol pins
+        for d in (moved, _set(doc, path, value)):
+            c = self.valid(d) if d is not None else None
+            if c is not None and c not in out:
+                out.append(c)
+        return out
+
     def run(self) -> Any:
         """The current scenario built on the sim (None where it cannot be): what overtakes index."""
         if self._run is None and self.proto is not None:
@@ -131,9 +130,7 @@ def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
     doc = ctx.doc
     if isinstance(spec, (IntField, BoolField, ChoiceField)):
         for nv in simpler_values(spec, _get(doc, path)):
-            c = ctx.valid(_set(doc, path, nv))
-            if c is not None:
-                yield c
+            yield from ctx.changed(path, nv)
     elif isinstance(spec, IntsField):
         lst = list(_get(doc, path))
         for i, x in enumerate(lst):
