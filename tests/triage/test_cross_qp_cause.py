@@ -11,6 +11,8 @@ though one QP makes the finding unreachable. The plug-in here has the trial's sh
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from epfuzz.backends import get_backend
@@ -20,7 +22,8 @@ from epfuzz.protocols import REGISTRY
 from epfuzz.protocols.base import Protocol
 from epfuzz.triage.cause import needs
 from epfuzz.triage.explain import explain
-from epfuzz.triage.findings import root_cause
+from epfuzz.triage.findings import root_cause, write_finding
+from epfuzz.triage.group import group
 from epfuzz.triage.minimize import minimize, reduce_knobs
 from epfuzz.triage.remap import remapped
 from tests.receivers import OneChannelReceiver
@@ -97,6 +100,21 @@ def test_the_knob_analysis_and_explain_say_the_qp_count_matters():
     exp = explain(scn, proto)
     assert any("topology.num_qps=7" in k for k in exp.knobs_needed)
     assert not any("num_qps" in k for k in exp.knobs_irrelevant)
+
+
+def test_one_race_across_qps_is_one_bug_whichever_way_it_was_found(tmp_path: Path):
+    proto = REGISTRY.get(NAME)
+    raw = tmp_path / "raw"
+    raw.mkdir()
+    paths = []
+    for doc in [*WAYS, SEVEN]:
+        scn, out = _finding(doc)
+        paths.append(write_finding(raw, scn, codec.encode(scn), out, proto))
+    assert len({p.name for p in paths}) == 4
+    got = group(sorted(paths), tmp_path / "bugs", cache=False)
+    assert [b.cause for b in got.bugs] == [f"{NAME}|spec|stale-accept|in-order|num_qps=2"], \
+        [b.cause for b in got.bugs]
+    assert got.bugs[0].count == 4 and not got.left
 
 
 def test_fewer_units_renumber_what_refers_to_them():
