@@ -20,7 +20,7 @@ from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
 from epfuzz.triage.remap import doc_get as _get
 from epfuzz.triage.remap import doc_set as _set
-from epfuzz.triage.remap import remapped
+from epfuzz.triage.remap import relabelled, remapped
 
 #: (field position within its pass, candidate): a pass resumes at the position it last shrank
 Step = tuple[int, Scenario]
@@ -138,6 +138,12 @@ def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
                 c = ctx.valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
                 if c is not None:
                     yield c
+                # a unit's index lower with what it carries: only towards a smaller list, so no cycle
+                swapped = relabelled(doc, spec.hi_from, x, nv) if spec.hi_from else None
+                if swapped is not None and list(_get(swapped, path)) < lst:
+                    c = ctx.valid(swapped)
+                    if c is not None:
+                        yield c
     elif isinstance(spec, ItemsField):
         items = list(_get(doc, path))
         for i, item in enumerate(items):

@@ -89,3 +89,28 @@ def remapped(doc: dict[str, Any], count: str, new: int) -> dict[str, Any] | None
             v = doc_get(out, path)
             out = doc_set(out, path, [where.get(x, x) for x in v] if isinstance(v, list | tuple) else where.get(v, v))
     return out
+
+
+def relabelled(doc: dict[str, Any], count: str, a: int, b: int) -> dict[str, Any]:
+    """`doc` with units `a` and `b` of count field `count` swapped in every field that names them
+    or holds one entry per unit. A channel's data on QP 1 with the delay on QP 1 is the case with
+    both on QP 0: lowering `channel_qp` alone moved the data off its delay and lost the finding,
+    so a 1-minimal case kept QP 1 or QP 0 depending on how it was found."""
+    swap = {a: b, b: a}
+    out = doc
+    for path, spec, how in _holders(count):
+        if how == "item":
+            head, _, sub = path.rpartition(".")
+            out = doc_set(out, head, [{**it, sub: swap.get(it[sub], it[sub])} for it in doc_get(out, head)])
+        elif how == "per":
+            v = list(doc_get(out, path))
+            if v:
+                v += [spec.lo] * (max(a, b) + 1 - len(v))  # type: ignore[attr-defined]
+                v[a], v[b] = v[b], v[a]
+                while v and v[-1] == spec.lo:  # type: ignore[attr-defined]
+                    v.pop()
+            out = doc_set(out, path, v)
+        else:
+            v = doc_get(out, path)
+            out = doc_set(out, path, [swap.get(x, x) for x in v] if isinstance(v, list | tuple) else swap.get(v, v))
+    return out

@@ -25,7 +25,7 @@ from epfuzz.triage.explain import explain
 from epfuzz.triage.findings import root_cause, write_finding
 from epfuzz.triage.group import group
 from epfuzz.triage.minimize import minimize, reduce_knobs
-from epfuzz.triage.remap import remapped
+from epfuzz.triage.remap import relabelled, remapped
 from tests.receivers import OneChannelReceiver
 
 NAME = "test_tail_on_next_qp"
@@ -86,6 +86,7 @@ def test_the_minimizer_takes_the_qps_down_and_the_delay_follows_its_qp():
     assert mz.complete and mz.result.topology.num_qps == 2, mz.result.to_json()
     data_qp = mz.result.qp_of_channel(0)
     assert mz.result.faults.qp_delay_ns[data_qp] > 0, mz.result.to_json()   # the data QP is the slow one
+    assert data_qp == 0, mz.result.to_json()   # relabelled to the lowest QP, its delay with it
     cause = root_cause(mz.result, mz.outcome, proto)
     assert cause.endswith("|in-order|num_qps=2"), cause
 
@@ -138,3 +139,11 @@ def test_a_hardware_cause_takes_the_qps_down_too():
     scn, _ = _finding(SEVEN)
     got = reduce_knobs(scn, REGISTRY.get(NAME), get_backend("sim"), ("topology.num_qps",))
     assert got is not None and got[0].topology.num_qps == 2, got and got[0].to_json()
+
+
+def test_two_units_swap_with_what_they_carry():
+    doc = codec.load_dict({**SEVEN, "topology": {"num_channels": 1, "num_qps": 2, "channel_qp": [1]},
+                           "faults": {"qp_delay_ns": [0, 21], "qp_rate_div": [3]}}).to_dict()
+    got = relabelled(doc, "topology.num_qps", 1, 0)
+    assert (got["topology"]["channel_qp"], got["faults"]["qp_delay_ns"], got["faults"]["qp_rate_div"]) == \
+        ([0], [21], [1, 3])
