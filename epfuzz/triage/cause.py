@@ -17,7 +17,7 @@ scenario: `MAX_STATES` states each, at most `SHAPE_VALUES` values a field.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from epfuzz.backends.base import Outcome
@@ -58,6 +58,8 @@ class Needs:
     shape: list[Need]
     method: str                # "exhaustive", "same schedule", or both where explore could not always decide
     steps: int = 0             # explorations made
+    #: knob paths no other value of which makes a scenario this protocol runs: neither needed nor not
+    untried: list[str] = field(default_factory=list)
 
 
 def survives(scn: Scenario, proto: Protocol, kind: str | None, max_states: int = MAX_STATES) -> tuple[bool, str]:
@@ -100,25 +102,43 @@ class _Asker:
     """Asks `survives` of one-field changes of one scenario, counting the explorations."""
 
     def __init__(self, scn: Scenario, proto: Protocol, kind: str | None) -> None:
+        from epfuzz.triage.passes import Ctx
+
         self.scn, self.proto, self.kind = scn, proto, kind
+        self.ctx = Ctx(scn, proto, fixed_fields(scn.protocol, scn.preset))
         self.steps = 0
         self.methods: set[str] = set()
 
-    def killed_by(self, path: str, values: list[Any]) -> list[Any]:
-        """The values of `values` with which the finding is gone; empty as soon as one keeps it."""
+    def killed_by(self, path: str, values: list[Any], every: bool = True) -> list[Any] | None:
+        """The values of `values` with which the finding is gone: with `every`, empty as soon as one
+        keeps it (else: every value tried, a count's fewer units killing a race that more keep);
+        None where no value could be tried at all.
+
+        A value is tried in every valid form the minimizer tries it in (`Ctx.changed`: fewer QPs
+        with a channel's QP and the per-QP delays renumbered, then cut to fit) and is gone only if
+        it is gone in each: `with_path` alone left `channel_qp` [6] with 1-6 QPs, no scenario, and
+        num_qps=7 "did not matter" (pip trial, item 1). A value the protocol or the preset pins is
+        still asked as it is: the finding needs the pinned value then."""
         gone = []
+        tried_any = False
         for v in values:
-            try:
-                cand = self.scn.with_path(path, v)
-                self.steps += 1
-                alive, method = survives(cand, self.proto, self.kind)
-            except EpfuzzError:  # not a scenario this protocol can run: says nothing either way
-                continue
-            self.methods.add(method)
-            if alive:
+            verdicts = []
+            for cand in self.ctx.changed(path, v) or [self.scn.with_path(path, v)]:
+                try:
+                    self.steps += 1
+                    alive, method = survives(cand, self.proto, self.kind)
+                except EpfuzzError:  # not a scenario this protocol can run: says nothing either way
+                    continue
+                self.methods.add(method)
+                verdicts.append(alive)
+                if alive:
+                    break
+            tried_any |= bool(verdicts)
+            if verdicts and not any(verdicts):
+                gone.append(v)
+            elif any(verdicts) and every:
                 return []
-            gone.append(v)
-        return gone
+        return gone if tried_any or not values else None
 
 
 def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[str, ...],
@@ -139,9 +159,12 @@ def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[s
             if not others:
                 out.unfollowed.append(path)
                 continue
-        gone = ask.killed_by(path, others)
+        # a count knob (a plug-in's topology.num_qps) is needed where fewer units kill the finding
+        gone = ask.killed_by(path, others, every=not isinstance(specs[path], IntField))
         if gone:
             out.knobs.append(Need(path, value, tuple(gone), _pinned(scn, path)))
+        elif gone is None:
+            out.untried.append(path)
         else:
             out.irrelevant.append(path)
     if shape:

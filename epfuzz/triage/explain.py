@@ -12,8 +12,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from epfuzz.infra.errors import InputError
+from epfuzz.ir.fields import IntField
 from epfuzz.ir.presets import model_of
-from epfuzz.ir.scenario import Scenario
+from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.model.device import DEVICE_CLAUSES, RO_ONLY_MODEL, mr_relaxed
 from epfuzz.model.ordering import TlpType
 from epfuzz.model.rxcache import LINE, RX_CLAUSES
@@ -299,7 +300,10 @@ def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
     # which explain names as such (the root cause, from the signature alone, agrees on the rest)
     fields = tuple(dict.fromkeys(SIGNATURE_FIELDS + get_backend("sim").signature_fields(proto)))
     got = needs(scn, proto, kind, fields)
-    needed = [_label(n.path, n.value) + (f", pinned by the {n.pinned}" if n.pinned else "") for n in got.knobs]
+    specs = dict(iter_leaf_fields())
+    needed = [_label(n.path, n.value) + (f", pinned by the {n.pinned}" if n.pinned else "")
+              + (f": not with {', '.join(map(_value, n.without))}" if isinstance(specs[n.path], IntField) else "")
+              for n in got.knobs]  # a count: which fewer kill it (some more may keep it)
     irrelevant = [_label(p, scn.get_path(p)) for p in got.irrelevant]
     unused = [f"{p}={scn.get_path(p)}: the same ops either way"
               + (" (it posts fenced WRs itself)" if p == "signal.fence" and _fence_posted(run) else "")
@@ -314,6 +318,9 @@ def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
     if irrelevant:
         L.append("knobs that do not matter here:")
         L += [f"  {k}" for k in irrelevant]
+    if got.untried:
+        L.append("knobs no other value of which makes a scenario this protocol runs (neither needed nor not):")
+        L += [f"  {_label(p, scn.get_path(p))}" for p in got.untried]
     if unused:
         L.append("scenario fields this protocol's ops do not follow:")
         L += [f"  {k}" for k in unused]

@@ -168,17 +168,30 @@ def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple
         return None
     kind = first.violation.kind
     current, out = scn, first
+    fixed = fixed_fields(scn.protocol, scn.preset)
     for path in fields:
         for value in simpler_values(specs[path], current.get_path(path)):
-            try:
-                cand = codec.load_dict(current.with_path(path, value).to_dict())
-                got = backend.run(cand, proto, repeats=repeats)
-            except EpfuzzError:
-                continue
-            if _holds(got, threshold, kind):
-                current, out = cand, got
+            got = _first_holding(Ctx(current, proto, fixed).changed(path, value),
+                                 lambda c: backend.run(c, proto, repeats=repeats), threshold, kind)
+            if got is not None:
+                current, out = got
                 break
     return current, out
+
+
+def _first_holding(forms: list[Scenario], run: Callable[[Scenario], Outcome], threshold: float,
+                   kind: str) -> tuple[Scenario, Outcome] | None:
+    """The first of `forms` (one value set as the minimizer sets it: dependent fields renumbered,
+    then cut to fit) that shows the finding, with its outcome. `with_path` alone left a channel's
+    QP 6 with fewer QPs, no scenario, so a hardware cause kept the QP count it was found with."""
+    for cand in forms:
+        try:
+            got = run(cand)
+        except EpfuzzError:
+            continue
+        if _holds(got, threshold, kind):
+            return cand, got
+    return None
 
 
 def is_one_minimal(scn: Scenario, predicate: Predicate, proto: Protocol | None = None) -> bool:

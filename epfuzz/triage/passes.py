@@ -18,27 +18,12 @@ from epfuzz.infra.errors import EpfuzzError
 from epfuzz.ir.fields import BoolField, ChoiceField, FieldSpec, IntField, IntsField, ItemsField
 from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
+from epfuzz.triage.remap import doc_get as _get
+from epfuzz.triage.remap import doc_set as _set
+from epfuzz.triage.remap import relabelled, remapped
 
 #: (field position within its pass, candidate): a pass resumes at the position it last shrank
 Step = tuple[int, Scenario]
-
-
-def _set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
-    head, _, rest = path.partition(".")
-    out = dict(doc)
-    if rest:
-        out[head] = dict(doc.get(head, {}))
-        out[head][rest] = value
-    else:
-        out[head] = value
-    return out
-
-
-def _get(doc: dict[str, Any], path: str) -> Any:
-    obj: Any = doc
-    for p in path.split("."):
-        obj = obj[p]
-    return obj
 
 
 def _smaller_ints(v: int, lo: int) -> list[int]:
@@ -115,6 +100,20 @@ class Ctx:
                 continue
         return None
 
+    def changed(self, path: str, value: Any) -> list[Scenario]:
+        """The valid forms of the current scenario with one field set to `value`: the units it counts
+        renumbered (`remapped`: a count lowered), then cut to fit; one form where those agree."""
+        doc = self.doc
+        out: list[Scenario] = []
+        moved = remapped(doc, path, value) if isinstance(value, int) and not isinstance(value, bool) else None
+        if moved is not None and any(_get(moved, p) != _get(doc, p) for p in self.fixed):
+            moved = None  # it would move a field the preset or the protocol pins
+        for d in (moved, _set(doc, path, value)):
+            c = self.valid(d) if d is not None else None
+            if c is not None and c not in out:
+                out.append(c)
+        return out
+
     def run(self) -> Any:
         """The current scenario built on the sim (None where it cannot be): what overtakes index."""
         if self._run is None and self.proto is not None:
@@ -131,9 +130,7 @@ def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
     doc = ctx.doc
     if isinstance(spec, (IntField, BoolField, ChoiceField)):
         for nv in simpler_values(spec, _get(doc, path)):
-            c = ctx.valid(_set(doc, path, nv))
-            if c is not None:
-                yield c
+            yield from ctx.changed(path, nv)
     elif isinstance(spec, IntsField):
         lst = list(_get(doc, path))
         for i, x in enumerate(lst):
@@ -141,6 +138,12 @@ def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
                 c = ctx.valid(_set(doc, path, lst[:i] + [nv] + lst[i + 1:]))
                 if c is not None:
                     yield c
+                # a unit's index lower with what it carries: only towards a smaller list, so no cycle
+                swapped = relabelled(doc, spec.hi_from, x, nv) if spec.hi_from else None
+                if swapped is not None and list(_get(swapped, path)) < lst:
+                    c = ctx.valid(swapped)
+                    if c is not None:
+                        yield c
     elif isinstance(spec, ItemsField):
         items = list(_get(doc, path))
         for i, item in enumerate(items):
@@ -160,6 +163,14 @@ def _leaves(paths: tuple[str, ...] | None, exclude: frozenset[str] = frozenset()
 
 
 def remove_entries(ctx: Ctx) -> Iterator[Step]:
+    """Each entry of each list dropped; and the whole schedule traded for one QP at its slowest
+    (`_slower`), where timing across QPs shows the finding without any overtake.
+
+    Why the trade: one race across QPs (a signal on another QP than its data) is reached by the
+    fuzzer as an overtake at the responder (`xQP`), one on the wire (`cross-QP`) or timing alone
+    (`in-order`), and each 1-minimal case kept the way it was found: one mistake was 3 bugs (pip
+    trial, item 1). A case that needs no reordering is the simplest claim (the table's rule cells
+    are then none), so every case that timing alone can show ends there, and the ways agree."""
     for pos, (path, f) in enumerate(iter_leaf_fields()):
         if not isinstance(f, (IntsField, ItemsField)) or path in ctx.fixed:
             continue
@@ -168,6 +179,10 @@ def remove_entries(ctx: Ctx) -> Iterator[Step]:
             c = ctx.valid(_set(ctx.doc, path, seq[:i] + seq[i + 1:]))
             if c is not None:
                 yield pos, c
+        if path == "schedule" and seq:
+            bare = ctx.valid(_set(ctx.doc, path, []))
+            for v in _slower(ctx, bare) if bare is not None else ():
+                yield pos, v
 
 
 #: the shape, biggest savings first: what makes a case big to read and slow to explore
@@ -209,8 +224,8 @@ SLOWEST = 65535
 
 def _slower(ctx: Ctx, c: Scenario) -> Iterator[Scenario]:
     """`c` with one QP's added latency at its most, for each QP, where `ctx`'s finding is timing
-    across QPs (several QPs, no overtakes); the latency is then lowered again like any value."""
-    if ctx.scn.schedule or c.topology.num_qps < 2 or "faults.qp_delay_ns" in ctx.fixed:
+    across QPs (several QPs, no overtakes in `c`); the latency is then lowered again like any value."""
+    if c.schedule or c.topology.num_qps < 2 or "faults.qp_delay_ns" in ctx.fixed:
         return
     for q in range(c.topology.num_qps):
         d = list(c.faults.qp_delay_ns) + [0] * (q + 1 - len(c.faults.qp_delay_ns))
