@@ -86,7 +86,25 @@ class Backend(abc.ABC):
         keep = followed(proto, spec)
         return tuple(f for f in SIGNATURE_FIELDS if not f.startswith("signal.") or f in keep)
 
+    def cannot_show(self) -> dict[str, str]:
+        """The rule cells (named as the sim's `rules_fired` names them) this backend's platform never
+        exhibits, each with why: a finding that needs one is clean here whatever the protocol does, so a
+        clean run of it proves no fix (a pip user read soft-RoCE's clean run of a C2b case as one)."""
+        return {}
+
     @abc.abstractmethod
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         """Run the scenario of the (already resolved) protocol; never raise for a protocol
         violation, report it."""
+
+
+def blind_spot(backend: Backend, needs: frozenset[str]) -> str:
+    """The line saying that `backend` cannot show a finding needing the rule cells `needs` (the sim's
+    culprit rules of it), or "" when it can show every one of them."""
+    blind = backend.cannot_show()
+    hit = sorted(r for r in needs if r in blind)
+    if not hit:
+        return ""
+    why = "; ".join(dict.fromkeys(blind[r] for r in hit))
+    return (f"backend {backend.name} cannot show {', '.join(hit)}, which this finding needs on the sim ({why}): "
+            "clean here does not mean fixed")
