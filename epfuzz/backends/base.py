@@ -98,11 +98,18 @@ class Backend(abc.ABC):
         violation, report it."""
 
 
-def blind_spot(backend: Backend, needs: frozenset[str]) -> str:
-    """The line saying that `backend` cannot show a finding needing the rule cells `needs` (the sim's
-    culprit rules of it), or "" when it can show every one of them."""
+def blind_spot(backend: Backend, scn: Scenario) -> str:
+    """The line saying that `backend` cannot show the finding `scn` is on the sim (a rule cell the sim's
+    finding needs is one the backend declares it never exhibits), or "": a backend that declares nothing
+    costs no sim run."""
     blind = backend.cannot_show()
-    hit = sorted(r for r in needs if r in blind)
+    if not blind:
+        return ""
+    from epfuzz.backends.sim import SimBackend
+    from epfuzz.protocols import get_protocol
+
+    ref = SimBackend().run(scn, get_protocol(scn.protocol))
+    hit = sorted(r for r in ref.rules_fired if r in blind) if ref.violation is not None else []
     if not hit:
         return ""
     why = "; ".join(dict.fromkeys(blind[r] for r in hit))

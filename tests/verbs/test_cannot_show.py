@@ -16,7 +16,9 @@ import pytest
 
 from epfuzz.backends import Outcome, get_backend
 from epfuzz.backends.base import blind_spot
+from epfuzz.backends.sim import SimBackend
 from epfuzz.backends.verbs import VerbsBackend
+from epfuzz.cases.corpus import load_case
 from epfuzz.cli.commands import main
 from epfuzz.model.ordering import NVLINK_CLAUSES, RULES
 
@@ -35,12 +37,19 @@ def test_soft_roce_declares_every_pcie_cell_and_ptx_clause_unshowable_and_cross_
     assert get_backend("sim", require=False).cannot_show() == {}
 
 
-def test_blind_spot_names_the_rules_and_why_once():
+def test_blind_spot_names_the_rules_the_sim_finding_needs_and_why(monkeypatch: pytest.MonkeyPatch):
     verbs = VerbsBackend()
-    line = blind_spot(verbs, frozenset({"C2b", "A2b", "xQP"}))
-    assert line.startswith("backend verbs cannot show A2b, C2b, which this finding needs on the sim (")
-    assert line.count("soft-RoCE has no PCIe") == 1 and line.endswith("clean here does not mean fixed")
-    assert blind_spot(verbs, frozenset({"xQP"})) == ""
+    c2b, cross_qp = load_case(C2B).scenario, load_case(CROSS_QP).scenario
+    line = blind_spot(verbs, c2b)
+    assert line.startswith("backend verbs cannot show C2b, which this finding needs on the sim (soft-RoCE has no PCIe")
+    assert line.endswith("clean here does not mean fixed")
+    assert blind_spot(verbs, cross_qp) == ""     # arrival order across QPs: rxe shows that
+    # a rule it cannot show, each reason said once
+    monkeypatch.setattr(SimBackend, "run", lambda self, scn, proto, repeats=1: Outcome(
+        "sim", object(), rules_fired=frozenset({"A2b", "C2b", "xQP"})))  # type: ignore[arg-type]
+    line = blind_spot(verbs, c2b)
+    assert line.startswith("backend verbs cannot show A2b, C2b, which") and line.count("soft-RoCE has no PCIe") == 1
+    assert blind_spot(get_backend("sim", require=False), c2b) == ""
 
 
 @pytest.fixture
