@@ -28,6 +28,7 @@ from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.infra.extras import require
 from epfuzz.infra.proc import Stopped
+from epfuzz.infra.shipped import carried, docs_page
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
@@ -107,6 +108,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     for b in BACKENDS:
         ok, why = get_backend(b, require=False).availability()
         print(f"  {b}: {'available' if ok else 'unavailable'}: {why}")
+    print("files this install carries:", *carried(), sep="\n  ")  # a pip user has no checkout to look in
     return EXIT_CLEAN
 
 
@@ -307,7 +309,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as e:  # SIGTERM/SIGHUP during a command that cleans up after itself
         return 128 + e.signum
     except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited: a finding of that kind
-        print(f"epfuzz: {e} (a finding of kind {e.kind}; docs/hardening.md)", file=sys.stderr)
+        print(f"epfuzz: {e} (a finding of kind {e.kind}; {docs_page('hardening.md')})", file=sys.stderr)
         return EXIT_FINDING
     except SystemExit as e:
         if not REGISTRY.where(e):

@@ -10,6 +10,7 @@ commands a new user types first.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,40 @@ def test_the_wheel_carries_the_license_and_the_kernels_and_no_build_outputs(whee
     assert f"{SEEDS}.verdicts" in corpus and "regressions/deepep661-c2b.json" in corpus
     assert sorted(n.removeprefix("epfuzz/_corpus/") for n in names if n.startswith("epfuzz/_corpus/")) == corpus
     assert not [n for n in names if n.endswith((".so", "_core_manifest.json", ".pyc"))]
+
+
+def test_the_wheel_carries_the_docs_and_examples_and_its_description_has_no_dead_links(wheel: Path):
+    """A pip-only trial: README.md as the wheel's description linked docs/*.md and LICENSE, which a pip user
+    does not have, and nothing pointed at any documentation (setup.py)."""
+    z = zipfile.ZipFile(wheel)
+    names = z.namelist()
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(n.removeprefix("epfuzz/_docs/") for n in names if n.startswith("epfuzz/_docs/")) == pages
+    assert {"epfuzz/_examples/__init__.py", "epfuzz/_examples/seqflag.py"} <= set(names)
+    meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Description-Content-Type: text/markdown" in meta
+    body = meta.split("\n\n", 1)[1]
+    assert body.startswith("# epfuzz") and "DeepEP #661" in body
+    assert not re.findall(r"\]\((?!https?:)[^)]*\)", body), "a link to a file of the repository"
+    assert "Using epfuzz (`usage.md`)" in body and "`epfuzz list` prints their folder" in " ".join(body.split())
+
+
+def _carried(bin_dir: Path, cwd: Path) -> dict[str, Path]:
+    p = _epfuzz(bin_dir, cwd, "list")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split("files this install carries:\n")[1].splitlines()
+    return {line.split(":")[0].split(" (")[0].strip(): Path(line.rsplit(": ", 1)[1]) for line in lines}
+
+
+def test_list_and_help_texts_name_the_installed_docs(installed: Path, tmp_path: Path):
+    where = _carried(installed, tmp_path)
+    site = installed.parent / "lib"
+    assert where["documentation"].name == "_docs" and site in where["documentation"].parents
+    assert (where["documentation"] / "index.md").is_file() and (where["examples"] / "seqflag.py").is_file()
+    assert (where["cases and seed corpora"] / "regressions" / CASE.name).is_file()
+    help_text = " ".join(_epfuzz(installed, tmp_path, "fuzz", "--help").stdout.split())
+    assert "(search.md of the documentation, which epfuzz list locates)" in help_text
+    assert (where["documentation"] / "search.md").is_file() and "docs/" not in help_text
 
 
 def test_list_says_which_emulator_runs_and_how_to_get_the_compiled_one(installed: Path, tmp_path: Path):

@@ -1,0 +1,63 @@
+"""Where this install keeps what it carries beside the code: the documentation pages, the tutorial's
+example plug-ins, the seed corpora and pinned cases.
+
+From a checkout they are its own `docs/`, `examples/` and `corpus/`; a wheel carries copies inside the
+package (`epfuzz/_docs/`, `_examples/`, `_corpus/`: setup.py puts them there), since a pip user has no
+checkout and epfuzz is not on PyPI to point at. Messages and help texts name a page by the path this
+returns, so what they cite exists in the user's install (a trial was sent to "docs/search.md" from an
+empty folder); `epfuzz list` prints the folders.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from epfuzz.guest.vm_tree import source_root
+
+#: the epfuzz package folder
+PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def _folder(checkout_name: str, shipped_name: str) -> Path | None:
+    root = source_root(PACKAGE)
+    if root is not None and (root / checkout_name).is_dir():
+        return root / checkout_name
+    shipped = PACKAGE / shipped_name
+    return shipped if shipped.is_dir() else None
+
+
+def docs_folder() -> Path | None:
+    """The documentation pages (markdown, the docs site's sources), or None when this install has none."""
+    return _folder("docs", "_docs")
+
+
+def examples_folder() -> Path | None:
+    """The example plug-in package the tutorial fuzzes (`examples.seqflag:...`), or None."""
+    return _folder("examples", "_examples")
+
+
+def shown(path: Path) -> str:
+    """A path as typed from the working directory: relative below it, absolute elsewhere."""
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
+def docs_page(name: str) -> str:
+    """Where page `name` (e.g. "search.md") of this install's documentation is, for a message to cite;
+    when the install carries no documentation, the page's name in the repository's docs/."""
+    folder = docs_folder()
+    if folder is not None and (folder / name).is_file():
+        return shown(folder / name)
+    return f"docs/{name} of epfuzz's sources"
+
+
+def carried() -> list[str]:
+    """`epfuzz list`'s lines: where this install's documentation, examples and cases are."""
+    from epfuzz.continuous.targets import corpus_root
+
+    folders = (("documentation", docs_folder()), ("examples (the tutorial's plug-ins)", examples_folder()),
+               ("cases and seed corpora (regressions/: the pinned cases)", corpus_root()))
+    return [f"{what}: {shown(f) if f is not None else 'not in this install'}" for what, f in folders]
+

@@ -1,0 +1,43 @@
+"""What epfuzz cites (a documentation page, a folder of cases) exists in the user's install.
+
+A pip-only trial was sent to "docs/search.md" by `epfuzz fuzz --help` and to "docs/hardening.md" by a
+campaign's summary from an empty folder, where no docs/ exists, and nothing said where the installed
+package keeps its pages and cases. Run here from an empty folder, with the checkout's copies standing
+in for the wheel's (tests/packaging/test_wheel.py checks the wheel's own).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from epfuzz.campaign.common import resource_table
+from epfuzz.cli.commands import main
+from epfuzz.infra.shipped import docs_page
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _cited_pages(text: str) -> list[str]:
+    """Paths of markdown files (`report.md`, a file a command writes, is no path)."""
+    return re.findall(r"[^\s(]*/[^\s(]*\.md\b", text)
+
+
+def test_a_summary_cites_the_hardening_page_of_this_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    monkeypatch.chdir(tmp_path)
+    (line,) = [x for x in resource_table([("hang", Path("in"), "replay")]) if ".md" in x]
+    (page,) = _cited_pages(line)
+    assert Path(page) == ROOT / "docs" / "hardening.md"
+    assert docs_page("no-such-page.md") == "docs/no-such-page.md of epfuzz's sources"
+
+
+def test_list_says_where_the_docs_the_examples_and_the_cases_are(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                                 capsys: pytest.CaptureFixture[str]):
+    monkeypatch.chdir(tmp_path)
+    assert main(["list"]) == 0
+    tail = capsys.readouterr().out.split("files this install carries:\n")[1].splitlines()
+    assert tail == [f"  documentation: {ROOT / 'docs'}",
+                    f"  examples (the tutorial's plug-ins): {ROOT / 'examples'}",
+                    f"  cases and seed corpora (regressions/: the pinned cases): {ROOT / 'corpus'}"]
