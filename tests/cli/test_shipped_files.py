@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from epfuzz.campaign.common import resource_table
+from epfuzz.cli.args import build_parser
 from epfuzz.cli.commands import main
 from epfuzz.infra.shipped import docs_page
 
@@ -23,6 +24,26 @@ ROOT = Path(__file__).resolve().parents[2]
 def _cited_pages(text: str) -> list[str]:
     """Paths of markdown files (`report.md`, a file a command writes, is no path)."""
     return re.findall(r"[^\s(]*/[^\s(]*\.md\b", text)
+
+
+def _help_texts(parser) -> list[str]:  # type: ignore[no-untyped-def]
+    out = [parser.description or ""]
+    for action in parser._actions:
+        out.append(action.help or "")
+        if isinstance(action.choices, dict):   # a subcommand's own parser
+            for sub in action.choices.values():
+                out += _help_texts(sub)
+    return out
+
+
+def test_every_page_a_help_text_cites_is_one_this_install_carries_and_list_locates():
+    """By name, not path: argparse wraps a long path at its hyphens (site-, newline, packages), and `epfuzz list`
+    prints the folder."""
+    texts = " ".join(" ".join(_help_texts(build_parser())).split())
+    cited = re.findall(r"\(([\w-]+\.md) of the documentation, which epfuzz list locates\)", texts)
+    assert sorted(set(cited)) == ["hardening.md", "search.md"], cited   # --allow-plugins (each), fuzz --engine
+    assert not re.findall(r"docs/[\w-]+\.md", texts)
+    assert all((ROOT / "docs" / page).is_file() for page in cited)
 
 
 def test_a_summary_cites_the_hardening_page_of_this_install(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
