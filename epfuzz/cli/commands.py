@@ -28,7 +28,7 @@ from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.infra.extras import require
 from epfuzz.infra.proc import Stopped
-from epfuzz.infra.shipped import carried, docs_page
+from epfuzz.infra.shipped import carried, docs_page, where_to_keep
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
@@ -212,7 +212,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
     if not m.complete:
         print("  stopped by --max-seconds: the best case so far, not checked to be 1-minimal")
-    print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
+    print(f"  wrote {path} (scenario JSON + input bytes; {where_to_keep()})")
     print(f"  replay: {replay_command(path, a.backend)}")
     if a.verbose:
         print(res.to_json())

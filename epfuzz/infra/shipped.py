@@ -61,3 +61,23 @@ def carried() -> list[str]:
                ("cases and seed corpora (regressions/: the pinned cases)", corpus_root()))
     return [f"{what}: {shown(f) if f is not None else 'not in this install'}" for what, f in folders]
 
+def installed_copy(path: Path) -> Path | None:
+    """This install's file (or folder) that a missing `corpus/...`, `docs/...` or `examples/...` path names:
+    the README's commands name checkout paths, which a pip user lacks. Only ever cited in an error, never
+    read in the path's place: a case another folder holds may not be the one meant."""
+    from epfuzz.continuous.targets import corpus_root
+
+    if path.is_absolute() or len(path.parts) < 2 or path.exists():
+        return None
+    top = {"corpus": corpus_root, "docs": docs_folder, "examples": examples_folder}.get(path.parts[0])
+    folder = top() if top is not None else None
+    copy = folder.joinpath(*path.parts[1:]) if folder is not None else None
+    return copy if copy is not None and copy.exists() else None
+
+
+def where_to_keep() -> str:
+    """What `minimize` says about keeping its case: the checkout's corpus/regressions/ is what `make replay`
+    checks; elsewhere (a pip install) there is no such folder to copy into."""
+    if Path("corpus", "regressions").is_dir():
+        return "copy into corpus/regressions/ to keep it: make replay checks it"
+    return "keep it with your cases: epfuzz replay FOLDER checks each against its expected verdict"

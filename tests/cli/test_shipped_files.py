@@ -62,3 +62,33 @@ def test_list_says_where_the_docs_the_examples_and_the_cases_are(tmp_path: Path,
     assert tail == [f"  documentation: {ROOT / 'docs'}",
                     f"  examples (the tutorial's plug-ins): {ROOT / 'examples'}",
                     f"  cases and seed corpora (regressions/: the pinned cases): {ROOT / 'corpus'}"]
+
+
+CASE = "corpus/regressions/deepep661-c2b.json"
+
+
+def test_a_missing_checkout_path_names_this_installs_copy_and_runs_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]):
+    """The README's `epfuzz run corpus/regressions/...` from a folder without corpus/: one line saying where
+    the installed copy is, not a run of that other file."""
+    monkeypatch.chdir(tmp_path)
+    assert main(["run", CASE]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err == (f"epfuzz: {CASE}: cannot read: No such file or directory; this install carries it "
+                                 f"as {ROOT / CASE}\n")
+    assert main(["run", "corpus/regressions/no-such-case.json"]) == 2
+    assert "carries" not in capsys.readouterr().err
+    assert main(["replay", "corpus/regressions"]) == 2
+    assert f"this install carries it as {ROOT / 'corpus/regressions'}" in capsys.readouterr().err
+
+
+def test_minimize_says_how_to_keep_its_case_where_it_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                           capsys: pytest.CaptureFixture[str]):
+    monkeypatch.chdir(tmp_path)
+    assert main(["minimize", str(ROOT / CASE), "-o", "m.json"]) == 1
+    wrote = next(x for x in capsys.readouterr().out.splitlines() if x.startswith("  wrote "))
+    assert wrote == ("  wrote m.json (scenario JSON + input bytes; keep it with your cases: epfuzz replay FOLDER "
+                     "checks each against its expected verdict)")
+    (tmp_path / "corpus" / "regressions").mkdir(parents=True)   # a checkout's root
+    assert main(["minimize", str(ROOT / CASE), "-o", "m2.json"]) == 1
+    assert "; copy into corpus/regressions/ to keep it: make replay checks it)" in capsys.readouterr().out

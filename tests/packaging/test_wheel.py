@@ -120,6 +120,20 @@ def test_list_and_help_texts_name_the_installed_docs(installed: Path, tmp_path: 
     assert (where["documentation"] / "search.md").is_file() and "docs/" not in help_text
 
 
+def test_the_readmes_case_path_and_the_tutorials_examples_from_a_pip_install(installed: Path, tmp_path: Path):
+    """The README's `corpus/regressions/...` is refused in one line naming the installed copy (not read in its
+    place); the tutorial's `examples.seqflag:SeqFlagAtomic` runs once the shipped examples are copied in."""
+    where = _carried(installed, tmp_path)
+    p = _epfuzz(installed, tmp_path, "run", f"corpus/regressions/{CASE.name}")
+    assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
+    copy = where["cases and seed corpora"] / "regressions" / CASE.name
+    assert p.stderr.strip().endswith(f"this install carries it as {copy}") and copy.is_file(), p.stderr
+    shutil.copytree(where["examples"], tmp_path / "examples")
+    p = _epfuzz(installed, tmp_path, "fuzz", "--protocol", "examples.seqflag:SeqFlagAtomic", "--max-execs", "200",
+                "--seed", "1", "--time", "600", "--run-dir", "f")
+    assert p.returncode == 0 and "0 bug(s)" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
+
+
 def test_list_says_which_emulator_runs_and_how_to_get_the_compiled_one(installed: Path, tmp_path: Path):
     p = _epfuzz(installed, tmp_path, "list")
     assert p.returncode == 0, p.stderr
