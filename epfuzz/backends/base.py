@@ -97,21 +97,3 @@ class Backend(abc.ABC):
         """Run the scenario of the (already resolved) protocol; never raise for a protocol
         violation, report it."""
 
-
-def blind_spot(backend: Backend, scn: Scenario) -> str:
-    """The line saying that `backend` cannot show the finding `scn` is on the sim (a rule cell the sim's
-    finding needs is one the backend declares it never exhibits), or "": a backend that declares nothing
-    costs no sim run."""
-    blind = backend.cannot_show()
-    if not blind:
-        return ""
-    from epfuzz.backends.sim import SimBackend
-    from epfuzz.protocols import get_protocol
-
-    ref = SimBackend().run(scn, get_protocol(scn.protocol))
-    hit = sorted(r for r in ref.rules_fired if r in blind) if ref.violation is not None else []
-    if not hit:
-        return ""
-    why = "; ".join(dict.fromkeys(blind[r] for r in hit))
-    return (f"backend {backend.name} cannot show {', '.join(hit)}, which this finding needs on the sim ({why}): "
-            "clean here does not mean fixed")

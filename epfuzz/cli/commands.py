@@ -15,8 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from epfuzz.backends import NAMES as BACKENDS
-from epfuzz.backends import Outcome, get_backend
-from epfuzz.backends.base import blind_spot
+from epfuzz.backends import Outcome, blind_spot, get_backend
 from epfuzz.cases.corpus import Case
 from epfuzz.cases.replay import load_any
 from epfuzz.cli.args import parse

@@ -12,10 +12,18 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from epfuzz.guest.vm_tree import source_root
-
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent.parent
+
+
+def source_root(package: Path) -> Path | None:
+    """The checkout the epfuzz package at `package` sits in (a pyproject.toml of the epfuzz project
+    beside it), or None for an installed package."""
+    try:
+        text = (package.parent / "pyproject.toml").read_text()
+    except OSError:
+        return None
+    return package.parent if 'name = "epfuzz"' in text else None
 
 
 def _folder(checkout_name: str, shipped_name: str) -> Path | None:
@@ -34,6 +42,12 @@ def docs_folder() -> Path | None:
 def examples_folder() -> Path | None:
     """The example plug-in package the tutorial fuzzes (`examples.seqflag:...`), or None."""
     return _folder("examples", "_examples")
+
+
+def corpus_folder() -> Path | None:
+    """The seed corpora and pinned cases (`epfuzz.continuous.targets.corpus_root` finds the same folder
+    for the harnesses, from a layer this one may not import)."""
+    return _folder("corpus", "_corpus")
 
 
 def shown(path: Path) -> str:
@@ -55,21 +69,17 @@ def docs_page(name: str) -> str:
 
 def carried() -> list[str]:
     """`epfuzz list`'s lines: where this install's documentation, examples and cases are."""
-    from epfuzz.continuous.targets import corpus_root
-
     folders = (("documentation", docs_folder()), ("examples (the tutorial's plug-ins)", examples_folder()),
-               ("cases and seed corpora (regressions/: the pinned cases)", corpus_root()))
+               ("cases and seed corpora (regressions/: the pinned cases)", corpus_folder()))
     return [f"{what}: {shown(f) if f is not None else 'not in this install'}" for what, f in folders]
 
 def installed_copy(path: Path) -> Path | None:
     """This install's file (or folder) that a missing `corpus/...`, `docs/...` or `examples/...` path names:
     the README's commands name checkout paths, which a pip user lacks. Only ever cited in an error, never
     read in the path's place: a case another folder holds may not be the one meant."""
-    from epfuzz.continuous.targets import corpus_root
-
     if path.is_absolute() or len(path.parts) < 2 or path.exists():
         return None
-    top = {"corpus": corpus_root, "docs": docs_folder, "examples": examples_folder}.get(path.parts[0])
+    top = {"corpus": corpus_folder, "docs": docs_folder, "examples": examples_folder}.get(path.parts[0])
     folder = top() if top is not None else None
     copy = folder.joinpath(*path.parts[1:]) if folder is not None else None
     return copy if copy is not None and copy.exists() else None

@@ -14,8 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.backends import Outcome, get_backend
-from epfuzz.backends.base import blind_spot
+from epfuzz.backends import Outcome, blind_spot, get_backend
 from epfuzz.backends.sim import SimBackend
 from epfuzz.backends.verbs import VerbsBackend
 from epfuzz.cases.corpus import load_case
