@@ -1,9 +1,14 @@
-"""The wheel carries the seed corpora and pinned cases (issue 28): `corpus/` is copied into the built
-package as `epfuzz/_corpus/`, so a pip-installed `epfuzz fuzz NAME` starts from the same seeds as the
-checkout. Everything else is configured in pyproject.toml; `epfuzz.continuous.targets` finds the copy."""
+"""The wheel carries what a pip user has no checkout for (issue 28, and a pip-only trial): `corpus/` (the
+seed corpora and pinned cases) as `epfuzz/_corpus/`, so a pip-installed `epfuzz fuzz NAME` starts from the
+same seeds as the checkout; `docs/` (the documentation pages) as `epfuzz/_docs/` and `examples/` (the
+tutorial's plug-ins) as `epfuzz/_examples/`, which `epfuzz list` and the messages that cite a page point at.
+The long description is README.md with its links to files of the repository reworded: on a pip user's
+machine they lead nowhere. Everything else is configured in pyproject.toml; `epfuzz.continuous.targets` and
+`epfuzz.infra.shipped` find the copies."""
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -11,23 +16,41 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
+#: checkout folder -> its copy in the package
+SHIPPED = {"corpus": "_corpus", "docs": "_docs", "examples": "_examples"}
 
 
 class BuildPyWithCorpus(build_py):
-    """build_py, then corpus/ (seed folders, their .verdicts, regressions/, cuda/) into the package."""
+    """build_py, then corpus/ (seed folders, their .verdicts, regressions/, cuda/), docs/ and examples/ into
+    the package."""
 
     def run(self) -> None:
         super().run()
-        src = HERE / "corpus"
-        if self.editable_mode or not src.is_dir():  # an editable install reads corpus/ in place
+        if self.editable_mode:  # an editable install reads them in place
             return
-        dest = Path(self.build_lib) / "epfuzz" / "_corpus"
+        for name, copy in SHIPPED.items():
+            src = HERE / name
+            if src.is_dir():
+                self._copy(src, Path(self.build_lib) / "epfuzz" / copy)
+
+    @staticmethod
+    def _copy(src: Path, dest: Path) -> None:
         shutil.rmtree(dest, ignore_errors=True)
         for path in sorted(src.rglob("*")):
             rel = path.relative_to(src)
-            if path.is_file() and not any(part.startswith(".") for part in rel.parts):
+            if path.is_file() and not any(part.startswith(".") or part == "__pycache__" for part in rel.parts):
                 (dest / rel).parent.mkdir(parents=True, exist_ok=True)
                 shutil.copyfile(path, dest / rel)
 
 
-setup(cmdclass={"build_py": BuildPyWithCorpus})
+def long_description() -> str:
+    """README.md for the package index and `pip show`: a link to a page of docs/ names the page, which the
+    package carries (`epfuzz list` prints the folder); a link to another file of the repository is its name."""
+    text = (HERE / "README.md").read_text()
+    text = re.sub(r"\[([^\]]+)\]\(docs/([\w-]+\.md)(#[\w-]+)?\)", r"\1 (`\2`)", text)
+    text = re.sub(r"\[([^\]]+)\]\((?!https?:)[^)#]+\)", r"\1", text)
+    return text
+
+
+setup(cmdclass={"build_py": BuildPyWithCorpus}, long_description=long_description(),
+      long_description_content_type="text/markdown")

@@ -86,7 +86,14 @@ class Backend(abc.ABC):
         keep = followed(proto, spec)
         return tuple(f for f in SIGNATURE_FIELDS if not f.startswith("signal.") or f in keep)
 
+    def cannot_show(self) -> dict[str, str]:
+        """The rule cells (named as the sim's `rules_fired` names them) this backend's platform never
+        exhibits, each with why: a finding that needs one is clean here whatever the protocol does, so a
+        clean run of it proves no fix (a pip user read soft-RoCE's clean run of a C2b case as one)."""
+        return {}
+
     @abc.abstractmethod
     def run(self, scn: Scenario, proto: Protocol, repeats: int = 1) -> Outcome:
         """Run the scenario of the (already resolved) protocol; never raise for a protocol
         violation, report it."""
+

@@ -61,7 +61,8 @@ def cupy_available() -> tuple[bool, str]:
     try:
         import cupy
     except ImportError:
-        return False, "CuPy is not installed (the op interpreter compiles its kernels with CuPy's NVRTC)"
+        return False, ("CuPy is not installed (the op interpreter compiles its kernels with CuPy's NVRTC): "
+                       "pip install 'epfuzz[cuda]'")
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # noqa: BLE001 - no driver, no device: say so

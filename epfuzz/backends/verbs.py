@@ -118,6 +118,27 @@ def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
     return res
 
 
+def _rxe_cannot_show() -> dict[str, str]:
+    """What soft-RoCE never exhibits, by rule cell, from the rule tables themselves: rxe places packets
+    in memory with the CPU (no PCIe: no table cell of Table 2-40 can fire, nor a second completer's
+    path), its Ethernet wire keeps a QP's packets in order (no adaptive routing), there is no GPU (the
+    PTX clauses) and no copy engine, the runner's receiver stores come before an epoch's posts, and rxe
+    places a QP's requests in order. Cross-QP timing (xQP, cross-QP) it shows: netem delays each QP."""
+    from epfuzz.model.cebatch import CE_BATCH
+    from epfuzz.model.ordering import MIX_CLAUSES, NVLINK_CLAUSES, RULES
+    from epfuzz.model.rdma_read import UNFENCED
+
+    pcie = "soft-RoCE has no PCIe: rxe places packets in memory with the CPU, so no PCIe ordering rule applies"
+    out = {clause: pcie for cell in RULES.values() for clause in cell.rule.split("/")}
+    out["path"] = pcie
+    out.update(dict.fromkeys((*NVLINK_CLAUSES, *MIX_CLAUSES), "soft-RoCE runs no GPU stores"))
+    out["AR"] = "soft-RoCE's wire delivers a QP's packets in order: no adaptive routing"
+    out[UNFENCED] = "rxe places a QP's requests in order"
+    out["no-barrier"] = "the verbs runner makes the receiver's stores before the epoch's posts"
+    out[CE_BATCH] = "soft-RoCE has no copy engine"
+    return out
+
+
 class VerbsBackend(Backend):
     name = "verbs"
     deterministic = False
@@ -137,6 +158,9 @@ class VerbsBackend(Backend):
 
     def where(self) -> Where:
         return Where.HERE if self.runs_locally() else Where.GUEST
+
+    def cannot_show(self) -> dict[str, str]:
+        return _rxe_cannot_show()
 
     def availability(self) -> tuple[bool, str]:
         if self.runs_locally():

@@ -18,6 +18,7 @@ from pathlib import Path
 from epfuzz.cases.corpus import load_case
 from epfuzz.infra.diskspace import NoSpace, is_no_room
 from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.infra.shipped import docs_page
 from epfuzz.triage.findings import Bug, Grouping, bug_table, group_findings, replay_command, write_bug_index
 
 #: where runs go unless --run-dir says otherwise: beside the user (the current directory), not in
@@ -162,7 +163,7 @@ def resource_table(resource: list[tuple[str, Path, str]]) -> list[str]:
     if not resource:
         return []
     out = [f"{len(resource)} input(s) ran past a per-input limit (hang: time, oom: memory), each a finding "
-           "about the protocol's code (docs/hardening.md):"]
+           f"about the protocol's code ({docs_page('hardening.md')}):"]
     for kind, path, replay in resource:
         out += [f"  {kind:4s}  {path}", f"        replay: {replay}"]
     return out

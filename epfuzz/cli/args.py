@@ -69,7 +69,8 @@ def _allow(sp: argparse.ArgumentParser) -> None:
     sp.add_argument("--allow-plugins", action="append", default=[], metavar="PATH",
                     help="let cases name plug-in protocols (module:Attr) whose module is in this folder (or is "
                          "this .py file); repeatable. Without it a case runs only built-in protocols and the "
-                         "one --protocol names: a case file never imports code (docs/hardening.md)")
+                         "one --protocol names: a case file never imports code (hardening.md of the documentation, "
+                         "which epfuzz list locates)")
 
 
 def _add_run_commands(sub: argparse._SubParsersAction) -> None:
@@ -104,7 +105,8 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
     fz.add_argument("--engine", choices=("guided", "libfuzzer"),
                     help="guided (the default on the sim backend): the in-process search with semantic feedback "
                          "and the schedule sampler; libfuzzer (the default elsewhere, and with libFuzzer flags "
-                         "after --): the atheris harness, one process per job (docs/search.md)")
+                         "after --): the atheris harness, one process per job (search.md of the documentation, which "
+                         "epfuzz list locates)")
     fz.add_argument("--feedback", action="append", default=[], metavar="MODULE:ATTR",
                     help="guided: add a feedback (a epfuzz.search.feedbacks.Feedback, or a list), or `lines` "
                          "(line coverage); imported because named; repeatable")

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from epfuzz.backends import NAMES as BACKENDS
-from epfuzz.backends import Outcome, get_backend
+from epfuzz.backends import Outcome, blind_spot, get_backend
 from epfuzz.cases.corpus import Case
 from epfuzz.cases.replay import load_any
 from epfuzz.cli.args import parse
@@ -27,6 +27,7 @@ from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.infra.extras import require
 from epfuzz.infra.proc import Stopped
+from epfuzz.infra.shipped import carried, docs_page, where_to_keep
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
@@ -82,6 +83,8 @@ def cmd_run(a: argparse.Namespace) -> int:
               f"backend {backend.name}, scenario {scn.digest()})\n  {what}")
         return EXIT_FINDING
     _print_outcome(case, out, a.verbose)
+    if out.violation is None and (note := blind_spot(backend, case.scenario)):  # a fix, or what it never shows?
+        print(f"  {note}")
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
     return EXIT_FINDING if out.violation else EXIT_CLEAN
@@ -104,6 +107,7 @@ def cmd_list(a: argparse.Namespace) -> int:
     for b in BACKENDS:
         ok, why = get_backend(b, require=False).availability()
         print(f"  {b}: {'available' if ok else 'unavailable'}: {why}")
+    print("files this install carries:", *carried(), sep="\n  ")  # a pip user has no checkout to look in
     return EXIT_CLEAN
 
 
@@ -207,7 +211,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
     if not m.complete:
         print("  stopped by --max-seconds: the best case so far, not checked to be 1-minimal")
-    print(f"  wrote {path} (scenario JSON + input bytes; copy into corpus/regressions/ to keep it)")
+    print(f"  wrote {path} (scenario JSON + input bytes; {where_to_keep()})")
     print(f"  replay: {replay_command(path, a.backend)}")
     if a.verbose:
         print(res.to_json())
@@ -304,7 +308,7 @@ def main(argv: list[str] | None = None) -> int:
     except Stopped as e:  # SIGTERM/SIGHUP during a command that cleans up after itself
         return 128 + e.signum
     except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited: a finding of that kind
-        print(f"epfuzz: {e} (a finding of kind {e.kind}; docs/hardening.md)", file=sys.stderr)
+        print(f"epfuzz: {e} (a finding of kind {e.kind}; {docs_page('hardening.md')})", file=sys.stderr)
         return EXIT_FINDING
     except SystemExit as e:
         if not REGISTRY.where(e):

@@ -18,6 +18,8 @@ import shutil
 import tarfile
 from pathlib import Path
 
+from epfuzz.infra.shipped import source_root
+
 #: where the guest unpacks the project and runs the command
 GUEST_ROOT = "/tmp/epfuzz"
 #: top-level entries a guest command never needs (run outputs, environments, caches, VCS)
@@ -39,16 +41,6 @@ def _wanted(info: tarfile.TarInfo) -> tarfile.TarInfo | None:
     info.uid = info.gid = 0
     info.uname = info.gname = "root"
     return info
-
-
-def source_root(package: Path) -> Path | None:
-    """The checkout the epfuzz package at `package` sits in (a pyproject.toml of the epfuzz project
-    beside it), or None for an installed package."""
-    try:
-        text = (package.parent / "pyproject.toml").read_text()
-    except OSError:
-        return None
-    return package.parent if 'name = "epfuzz"' in text else None
 
 
 def stage(package: Path, scratch: Path) -> Path:

@@ -12,7 +12,7 @@ import importlib.util
 from epfuzz.infra.errors import InputError
 
 #: importable module -> the `pip install 'epfuzz[EXTRA]'` name that installs it
-EXTRAS = {"matplotlib": "plot", "torch": "cuda", "mypyc": "core"}
+EXTRAS = {"matplotlib": "plot", "torch": "cuda", "cupy": "cuda", "mypyc": "core"}
 
 
 class MissingExtra(InputError):

@@ -59,7 +59,7 @@ def epfuzz_command() -> str:
     """`epfuzz` where that name on PATH is this install, else this install's script (`.venv/bin/epfuzz`
     after `make install`), else this interpreter with `-m epfuzz`: a printed command must paste. In a PyInstaller
     bundle (an OSS-Fuzz fuzzer) sys.executable is the bundle, which is libFuzzer and takes no `-m`: the
-    command is an installed epfuzz's (`pip install epfuzz`)."""
+    command is an installed epfuzz's (from a clone or its wheel: epfuzz is not on PyPI)."""
     if getattr(sys, "frozen", False):
         return "epfuzz"
     script = Path(sys.executable).parent / "epfuzz"

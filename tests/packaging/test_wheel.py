@@ -10,6 +10,7 @@ commands a new user types first.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -83,6 +84,54 @@ def test_the_wheel_carries_the_license_and_the_kernels_and_no_build_outputs(whee
     assert f"{SEEDS}.verdicts" in corpus and "regressions/deepep661-c2b.json" in corpus
     assert sorted(n.removeprefix("epfuzz/_corpus/") for n in names if n.startswith("epfuzz/_corpus/")) == corpus
     assert not [n for n in names if n.endswith((".so", "_core_manifest.json", ".pyc"))]
+
+
+def test_the_wheel_carries_the_docs_and_examples_and_its_description_has_no_dead_links(wheel: Path):
+    """A pip-only trial: README.md as the wheel's description linked docs/*.md and LICENSE, which a pip user
+    does not have, and nothing pointed at any documentation (setup.py)."""
+    z = zipfile.ZipFile(wheel)
+    names = z.namelist()
+    pages = sorted(p.name for p in (ROOT / "docs").glob("*.md"))
+    assert sorted(n.removeprefix("epfuzz/_docs/") for n in names if n.startswith("epfuzz/_docs/")) == pages
+    assert {"epfuzz/_examples/__init__.py", "epfuzz/_examples/seqflag.py"} <= set(names)
+    meta = z.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode()
+    assert "Description-Content-Type: text/markdown" in meta
+    body = meta.split("\n\n", 1)[1]
+    assert body.startswith("# epfuzz") and "DeepEP #661" in body
+    assert not re.findall(r"\]\((?!https?:)[^)]*\)", body), "a link to a file of the repository"
+    assert "Using epfuzz (`usage.md`)" in body and "`epfuzz list` prints their folder" in " ".join(body.split())
+
+
+def _carried(bin_dir: Path, cwd: Path) -> dict[str, Path]:
+    p = _epfuzz(bin_dir, cwd, "list")
+    assert p.returncode == 0, p.stderr
+    lines = p.stdout.split("files this install carries:\n")[1].splitlines()
+    return {line.split(":")[0].split(" (")[0].strip(): Path(line.rsplit(": ", 1)[1]) for line in lines}
+
+
+def test_list_and_help_texts_name_the_installed_docs(installed: Path, tmp_path: Path):
+    where = _carried(installed, tmp_path)
+    site = installed.parent / "lib"
+    assert where["documentation"].name == "_docs" and site in where["documentation"].parents
+    assert (where["documentation"] / "index.md").is_file() and (where["examples"] / "seqflag.py").is_file()
+    assert (where["cases and seed corpora"] / "regressions" / CASE.name).is_file()
+    help_text = " ".join(_epfuzz(installed, tmp_path, "fuzz", "--help").stdout.split())
+    assert "(search.md of the documentation, which epfuzz list locates)" in help_text
+    assert (where["documentation"] / "search.md").is_file() and "docs/" not in help_text
+
+
+def test_the_readmes_case_path_and_the_tutorials_examples_from_a_pip_install(installed: Path, tmp_path: Path):
+    """The README's `corpus/regressions/...` is refused in one line naming the installed copy (not read in its
+    place); the tutorial's `examples.seqflag:SeqFlagAtomic` runs once the shipped examples are copied in."""
+    where = _carried(installed, tmp_path)
+    p = _epfuzz(installed, tmp_path, "run", f"corpus/regressions/{CASE.name}")
+    assert p.returncode == 2 and p.stdout == "", p.stdout + p.stderr
+    copy = where["cases and seed corpora"] / "regressions" / CASE.name
+    assert p.stderr.strip().endswith(f"this install carries it as {copy}") and copy.is_file(), p.stderr
+    shutil.copytree(where["examples"], tmp_path / "examples")
+    p = _epfuzz(installed, tmp_path, "fuzz", "--protocol", "examples.seqflag:SeqFlagAtomic", "--max-execs", "200",
+                "--seed", "1", "--time", "600", "--run-dir", "f")
+    assert p.returncode == 0 and "0 bug(s)" in p.stdout, p.stdout[-2000:] + p.stderr[-2000:]
 
 
 def test_list_says_which_emulator_runs_and_how_to_get_the_compiled_one(installed: Path, tmp_path: Path):
