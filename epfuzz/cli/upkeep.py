@@ -33,12 +33,16 @@ def known_harness(name: str) -> None:
 def cmd_corpus(a: argparse.Namespace) -> int:
     from epfuzz.continuous import maintain
 
-    known_harness(a.harness)
+    if a.protocol and ":" not in a.protocol:  # a built-in protocol's harness
+        a.harness, a.protocol = a.protocol, None
+    if a.harness:
+        known_harness(a.harness)
+    target = a.protocol or a.harness
     if a.action == "merge":
-        n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
+        n = maintain.merge(target, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
     else:
-        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
+        before, after, other = maintain.prune_noting(target, Path(a.dest))
         print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
         if other:
             print(maintain.untouched_note(other))
