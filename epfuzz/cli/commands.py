@@ -107,9 +107,18 @@ def cmd_list(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+#: --jobs above this many times the machine's cores is refused: each job is a process of its own, and 1000 of them
+#: on 2 cores (a pip trial) only thrashed, and took minutes to stop
+JOBS_PER_CORE = 4
+
+
 def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
+    cores = os.cpu_count() or 1
+    if a.jobs > JOBS_PER_CORE * cores:
+        raise InputError(f"--jobs {a.jobs} is more than {JOBS_PER_CORE} x this machine's {cores} core(s), "
+                         f"{JOBS_PER_CORE * cores}: each job is a process; give --jobs {cores} (one per core)")
     if a.harness:
         known_harness(a.harness)
     get_backend(a.backend)  # fail at once if it cannot run here

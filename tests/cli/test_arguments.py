@@ -49,6 +49,28 @@ def test_bad_arguments_are_one_line_and_exit_2(capsys, args, says):
     assert says in err and len(err.strip().splitlines()) == 1, err
 
 
+def test_jobs_far_above_the_cores_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """Pip trial item 3: --jobs 1000 on 2 cores started 1000 workers. Above 4 x the cores: one line, exit 2, no run
+    folder; the bound itself is allowed (a few jobs per core is how libFuzzer's -jobs is used)."""
+    from epfuzz.cli import commands
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch", "--jobs", "9", "--time", "1", "--max-execs", "1",
+                      "--run-dir", str(tmp_path / "r"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--jobs 9" in err and "2 core(s)" in err and ", 8:" in err
+    assert not (tmp_path / "r").exists()
+    called = []
+
+    def guided(a):  # past the check: the campaign would start here
+        called.append(a.jobs)
+        raise commands.InputError("stop here")
+
+    monkeypatch.setattr(commands, "_fuzz_guided", guided)
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch", "--jobs", "8", "--run-dir", str(tmp_path / "r"))
+    assert rc == 2 and called == [8] and "stop here" in err, err
+
+
 def test_verbose_adds_the_debug_events_for_people(tmp_path):
     """User audit D4: there was -q but no -v; -v shows the debug events (here each bug's own log line, which
     for people is the table's row only)."""
