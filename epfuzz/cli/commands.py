@@ -195,6 +195,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     taken = f"-o {a.output}: the file exists; --force overwrites it"
     if a.output and not a.force and os.path.lexists(a.output):  # refused before the work, not after it
         raise InputError(taken)
+    if a.output:
+        in_folder("-o", Path(a.output))
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
@@ -241,11 +243,21 @@ def cmd_explain(a: argparse.Namespace) -> int:
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
+def in_folder(option: str, path: Path) -> None:
+    """Refuse an output file whose folder is not there, before the work: a typo (`typo/dir/m.json`,
+    `/nonexistent/dir/x.png`) made those folders (pip trial item 4); only the default runs/ is made."""
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise InputError(f"{option} {path}: its folder {parent} {what} (nothing is created for you)")
+
+
 def _plot_path(path: Path, name: str) -> Path:
     """The file `--plot` names: a folder gets `<case>-timeline.png` in it, a name without a suffix
     `.png` (what matplotlib would write, now also what is printed); another suffix is refused (29)."""
     if path.is_dir():
         return path / f"{name}-timeline.png"
+    in_folder("--plot", path)
     if not path.suffix:
         return path.with_suffix(".png")
     if path.suffix.lower() not in PLOT_SUFFIXES:

@@ -100,8 +100,22 @@ def test_an_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "file").write_text("keep")
     rc, _, err = run(capsys, "minimize", str(C2B), "-o", str(tmp_path / "file" / "out.json"))
     assert rc == 2
-    assert err.startswith(f"epfuzz: cannot write or read {tmp_path / 'file'}") and "bug in epfuzz" not in err
+    assert err.startswith(f"epfuzz: -o {tmp_path / 'file' / 'out.json'}: its folder {tmp_path / 'file'} is not a "
+                          "folder") and "bug in epfuzz" not in err
     assert (tmp_path / "file").read_text() == "keep"
+
+
+@pytest.mark.parametrize("command", [("minimize", str(C2B), "-o"), ("explain", str(C2B), "--plot")])
+def test_an_output_file_in_a_missing_folder_is_refused_and_no_folder_made(tmp_path, capsys, command):
+    """Pip trial item 4: `minimize -o typo/dir/m.json` and `explain --plot /nonexistent/dir/x.png` made the
+    folders. One line, exit 2, nothing created."""
+    if command[0] == "explain":
+        pytest.importorskip("matplotlib")
+    target = tmp_path / "typo" / "dir" / "out.png"
+    rc, out, err = run(capsys, *command, str(target))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"its folder {target.parent} does not exist" in err and out == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_minimize_writes_under_runs_not_into_the_working_directory(tmp_path):
