@@ -343,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
-        return unexpected(e, debug)
+        return unexpected(e, debug, a.cmd)
 
 
 if __name__ == "__main__":
