@@ -5,6 +5,7 @@ in for by the PermissionError it raises."""
 from __future__ import annotations
 
 import errno
+import os
 import tempfile
 from pathlib import Path
 
@@ -44,3 +45,22 @@ def test_an_atomic_write_refused_names_the_file_asked_for_not_its_temporary(monk
         corpus.write_atomic(target, b"{}")
     assert e.value.filename == str(target) and e.value.errno == errno.EACCES
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["triage", "report"])
+@pytest.mark.parametrize(("denied", "says"), [(0, "cannot read {}: permission denied"),
+                                              (1, "cannot write into {} (")])
+def test_triage_and_report_name_the_run_folder_they_may_not_use(monkeypatch, capsys, tmp_path, command, denied,
+                                                                 says):
+    """They named noperm/bugs or noperm/progress.csv, a path inside the folder given."""
+    from epfuzz.cli import upkeep
+
+    run = tmp_path / "noperm"
+    run.mkdir()
+    real = os.access
+    monkeypatch.setattr(upkeep.os, "access", lambda p, mode: False if Path(p) == run and (
+        mode & (os.R_OK if denied == 0 else os.W_OK)) else real(p, mode))
+    rc = cli([command, str(run), *(["--no-png"] if command == "report" else [])])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"epfuzz: {says.format(run)}") and err.count("\n") == 1, err
+    assert list(run.iterdir()) == []
