@@ -245,7 +245,10 @@ def parse(argv: list[str]) -> argparse.Namespace:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
     plugin_corpus = cmd == "corpus" and any(t == "--protocol" or t.startswith("--protocol=") for t in argv)
-    a = build_parser(plugin_corpus).parse_args(argv)
+    a, rest = build_parser(plugin_corpus).parse_known_args(argv)
+    if rest:  # the top parser's error said `see epfuzz --help`: point at the help of the command that was given
+        prog = " ".join(["epfuzz", a.cmd, *([a.action] if getattr(a, "action", None) else [])])
+        _Parser(prog=prog).error(f"unrecognized arguments: {' '.join(rest)}")
     if extra:
         a.libfuzzer = [*a.libfuzzer, *extra]
     return a

@@ -42,6 +42,10 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     (["-q", "-v", "list"], "argument -v/--verbose: not allowed with argument -q/--quiet"),
     # a command's own slip points to the command's help (user audit D14: it said 'see epfuzz --help')
     (["fuzz", "deepep_v2_dispatch", "--time", "x"], "(see epfuzz fuzz --help)"),
+    # an option the command does not have, too (pip trial item 11: `corpus prune --protocol` said epfuzz --help)
+    (["corpus", "prune", "deepep_v2_dispatch", "DIR", "--bogus"],
+     "unrecognized arguments: --bogus (see epfuzz corpus prune --help)"),
+    (["run", str(C2B), "--bogus"], "unrecognized arguments: --bogus (see epfuzz run --help)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, args, says):
     rc, _, err = run(capsys, *args)
