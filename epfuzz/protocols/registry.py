@@ -66,6 +66,28 @@ def _not_a_protocol(spec: str, obj: object) -> str:
     return f"{spec!r} is {what}, not an epfuzz Protocol (a Protocol subclass or instance){hint}"
 
 
+def _checked_receiver(proto: Protocol, spec: str) -> None:
+    """Make the plug-in's receiver() refuse to return anything but a Receiver, naming where it is defined: a
+    receiver() that returned None (a missing `return`) failed deep in the emulator as AttributeError 'NoneType'
+    object has no attribute 'watch', said as a bug in epfuzz (pip trial item 11). On the instance, so built-ins and
+    the class are untouched; an instance that takes no attributes is left as it is."""
+    from epfuzz.protocols.base import Receiver
+
+    made = proto.receiver
+    code = getattr(getattr(made, "__func__", made), "__code__", None)
+    at = f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+
+    def receiver(scn: Any, layout: Any) -> Receiver:
+        rx = made(scn, layout)
+        if not isinstance(rx, Receiver):
+            got = "None" if rx is None else type(rx).__name__
+            raise ProtocolError(f"protocol {spec!r}: receiver() returned {got}, not an epfuzz Receiver{at}")
+        return rx
+
+    with contextlib.suppress(AttributeError, TypeError):
+        proto.receiver = receiver  # type: ignore[method-assign]
+
+
 @dataclass
 class Registry:
     #: the protocols imported so far, by name (`items` imports the rest first)
@@ -182,6 +204,7 @@ class Registry:
         from epfuzz.protocols.preflight import fields
 
         fields(proto, spec)  # a misspelt pin or signature knob, named now rather than at the first finding
+        _checked_receiver(proto, spec)
         self.loaded[spec] = proto
         return proto
 
