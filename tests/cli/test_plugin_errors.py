@@ -128,6 +128,23 @@ def test_a_receiver_method_that_returns_none_is_a_protocol_error_naming_it(tmp_p
     assert not (tmp_path / "r").exists()
 
 
+def test_a_plugin_named_from_another_folder_says_where_it_was_looked_for(tmp_path):
+    """Pip trial item 11: `--protocol wts:X` from another folder said only "No module named 'wts'"."""
+    proj, other = tmp_path / "proj", tmp_path / "other"
+    proj.mkdir()
+    other.mkdir()
+    plugin(proj, "mine")
+    (other / "input").write_bytes(bytes(64))
+    p = epfuzz(other, "run", "--protocol", "mine:Flag", "input")
+    assert p.returncode == 2
+    line = one_line(p)
+    assert "No module named 'mine'" in line and f"looked for in the current folder, {other}" in line, line
+    assert "--allow-plugins FOLDER" in line
+    # and the way out it names works: the allowed folder holds the module --protocol names
+    p = epfuzz(other, "run", "--protocol", "mine:Flag", "--allow-plugins", str(proj), "input")
+    assert p.returncode in (0, 1) and "protocol 'mine:Flag'" not in p.stderr, p.stderr
+
+
 @pytest.mark.parametrize(("fixed", "says"), [
     ('{"knobs.no_such_knob": True}', "pins 'knobs.no_such_knob', which is no scenario field"),
     ('{"topology.num_qps": 99}', "out of range"),
