@@ -173,6 +173,9 @@ def test_max_execs_bounds_a_campaign_by_executions_whatever_the_time(tmp_path, c
                        "--max-execs", "120", "--seed", "3", "--run-dir", str(tmp_path / "r"))
     assert rc == 0, out + err
     assert ": " in out and " 120 execs " in out.splitlines()[0], out
+    # the start line says which engine runs, under either (pip trial item 11: libfuzzer's had no engine=)
+    start = next(line for line in err.splitlines() if "fuzz.start" in line)
+    assert f"engine={engine}" in start, start
 
 
 def test_quiet_after_the_command_means_what_it_means_before_it() -> None:
