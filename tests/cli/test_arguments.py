@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -176,6 +177,8 @@ def test_max_execs_bounds_a_campaign_by_executions_whatever_the_time(tmp_path, c
     # the start line says which engine runs, under either (pip trial item 11: libfuzzer's had no engine=)
     start = next(line for line in err.splitlines() if "fuzz.start" in line)
     assert f"engine={engine}" in start, start
+    # one number, one name: the summary's is the progress line's `features` (it said "coverage")
+    assert re.search(r", features \d+, corpus ", out.splitlines()[0]) and "coverage" not in out.splitlines()[0], out
 
 
 def test_quiet_after_the_command_means_what_it_means_before_it() -> None:
