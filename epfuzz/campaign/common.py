@@ -114,7 +114,7 @@ class Summary:
 
     def render(self) -> str:
         out = [f"epfuzz fuzz {self.harness}: {self.elapsed:.0f} s, {self.execs} execs "
-               f"({self.exec_per_s:.0f} exec/s), coverage {self.cov}, corpus {self.corpus}, "
+               f"({self.exec_per_s:.0f} exec/s), features {self.cov}, corpus {self.corpus}, "
                f"{len(self.bugs)} bug(s) in {len(self.findings)} raw finding(s), "
                f"{self.harness_errors} harness error(s)"
                + (f", stopped early by signal {self.interrupted}" if self.interrupted else "")

@@ -136,7 +136,7 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
         argv = harness_command(name)
     else:
         raise InputError("name a harness or give --protocol module:Attr")
-    log = get_logger(harness=name, backend=backend, preset=preset)
+    log = get_logger(harness=name, backend=backend, preset=preset, engine="libfuzzer")  # as the guided one says
     run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
     work = run_dir / "corpus"
     art = run_dir / "artifacts"

@@ -56,6 +56,8 @@ def write_atomic(path: Path, data: bytes, replace: bool = True) -> None:
     except OSError as e:
         if e.errno in NO_ROOM:
             raise NoSpace(path, e) from None
+        if e.filename not in (None, str(path.parent)):  # mkstemp's own name (`.m.json.tv9itn_d`), which the
+            raise type(e)(e.errno, e.strerror, str(path)) from None  # user never gave: say the file asked for
         raise
     try:
         os.fchmod(fd, 0o666 & ~_UMASK)

@@ -153,15 +153,21 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
                                         "are unsafe under each preset (exhaustive, small litmus scenarios)")
 
 
-def _add_upkeep_commands(sub: argparse._SubParsersAction) -> None:
+def _add_upkeep_commands(sub: argparse._SubParsersAction, plugin: bool = False) -> None:
+    """`plugin`: the corpus command line gives --protocol, which stands for the harness: no HARNESS word."""
     co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1); "
                                        "inputs that trigger a finding are always kept")
     cos = co.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
     cm = cos.add_parser("merge", help="add the inputs of SOURCE... that add coverage (or a finding) to DEST")
     cp = cos.add_parser("prune", help="keep DEST's coverage-adding and finding inputs only")
     for sp in (cm, cp):
-        sp.add_argument("harness", help="the harness whose coverage counts (epfuzz list)")
+        if plugin:
+            sp.set_defaults(harness=None)
+        else:
+            sp.add_argument("harness", help="the harness whose coverage counts (epfuzz list), or omit with --protocol")
         sp.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
+        sp.add_argument("--protocol", metavar="MODULE:ATTR",
+                        help="your own protocol's corpus (a plug-in, as fuzz --protocol): in place of HARNESS")
     cm.add_argument("sources", nargs="+", help="folders whose coverage-adding inputs are added")
 
     tr = sub.add_parser("triage", help="group a run's findings by root cause and update its bugs/ and bugs.csv; "
@@ -197,7 +203,7 @@ def _version() -> str:
         return "(not installed)"
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(plugin_corpus: bool = False) -> argparse.ArgumentParser:
     p = _Parser(prog="epfuzz", description=DESCRIPTION, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--log-format", choices=("human", "json"), default="human",
                    help="log lines for people (default, on any stream) or JSON lines for programs")
@@ -213,7 +219,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = p.add_subparsers(dest="cmd", required=True, parser_class=_Parser, metavar="COMMAND")
     _add_run_commands(sub)
     _add_analysis_commands(sub)
-    _add_upkeep_commands(sub)
+    _add_upkeep_commands(sub, plugin_corpus)
     return p
 
 
@@ -240,7 +246,11 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if cmd == "fuzz" and "--" in argv:
         i = argv.index("--")
         argv, extra = argv[:i], argv[i + 1:]
-    a = build_parser().parse_args(argv)
+    plugin_corpus = cmd == "corpus" and any(t == "--protocol" or t.startswith("--protocol=") for t in argv)
+    a, rest = build_parser(plugin_corpus).parse_known_args(argv)
+    if rest:  # the top parser's error said `see epfuzz --help`: point at the help of the command that was given
+        prog = " ".join(["epfuzz", a.cmd, *([a.action] if getattr(a, "action", None) else [])])
+        _Parser(prog=prog).error(f"unrecognized arguments: {' '.join(rest)}")
     if extra:
         a.libfuzzer = [*a.libfuzzer, *extra]
     return a

@@ -111,9 +111,18 @@ def cmd_list(a: argparse.Namespace) -> int:
     return EXIT_CLEAN
 
 
+#: --jobs above this many times the machine's cores is refused: each job is a process of its own, and 1000 of them
+#: on 2 cores (a pip trial) only thrashed, and took minutes to stop
+JOBS_PER_CORE = 4
+
+
 def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
+    cores = os.cpu_count() or 1
+    if a.jobs > JOBS_PER_CORE * cores:
+        raise InputError(f"--jobs {a.jobs} is more than {JOBS_PER_CORE} x this machine's {cores} core(s), "
+                         f"{JOBS_PER_CORE * cores}: each job is a process; give --jobs {cores} (one per core)")
     if a.harness:
         known_harness(a.harness)
     get_backend(a.backend)  # fail at once if it cannot run here
@@ -190,6 +199,8 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     taken = f"-o {a.output}: the file exists; --force overwrites it"
     if a.output and not a.force and os.path.lexists(a.output):  # refused before the work, not after it
         raise InputError(taken)
+    if a.output:
+        in_folder("-o", Path(a.output))
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
     proto = get_protocol(case.scenario.protocol)
     m = minimize(case.scenario, proto, backend=a.backend, repeats=a.repeats, threshold=a.threshold,
@@ -236,11 +247,21 @@ def cmd_explain(a: argparse.Namespace) -> int:
 PLOT_SUFFIXES = (".png", ".svg", ".pdf")
 
 
+def in_folder(option: str, path: Path) -> None:
+    """Refuse an output file whose folder is not there, before the work: a typo (`typo/dir/m.json`,
+    `/nonexistent/dir/x.png`) made those folders (pip trial item 4); only the default runs/ is made."""
+    parent = path.parent
+    if not parent.is_dir():
+        what = "is not a folder" if parent.exists() else "does not exist"
+        raise InputError(f"{option} {path}: its folder {parent} {what} (nothing is created for you)")
+
+
 def _plot_path(path: Path, name: str) -> Path:
     """The file `--plot` names: a folder gets `<case>-timeline.png` in it, a name without a suffix
     `.png` (what matplotlib would write, now also what is printed); another suffix is refused (29)."""
     if path.is_dir():
         return path / f"{name}-timeline.png"
+    in_folder("--plot", path)
     if not path.suffix:
         return path.with_suffix(".png")
     if path.suffix.lower() not in PLOT_SUFFIXES:
@@ -326,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"epfuzz: {e}", file=sys.stderr)
         return EXIT_INPUT
     except Exception as e:
-        return unexpected(e, debug)
+        return unexpected(e, debug, a.cmd)
 
 
 if __name__ == "__main__":

@@ -16,6 +16,8 @@ from epfuzz.infra.diskspace import NoSpace, is_no_room
 from epfuzz.protocols import REGISTRY
 
 EXIT_CLEAN, EXIT_FINDING, EXIT_INPUT, EXIT_HARNESS = 0, 1, 2, 3
+#: the commands that never write a file: a path the system refused them was one they could not read
+READ_ONLY = frozenset({"run", "replay", "explore", "list", "safety-table"})
 
 
 def trust(a: argparse.Namespace) -> None:
@@ -31,7 +33,7 @@ def trust(a: argparse.Namespace) -> None:
         REGISTRY.policy.allow_path(Path(path))
 
 
-def unexpected(e: Exception, debug: bool) -> int:
+def unexpected(e: Exception, debug: bool, command: str = "") -> int:
     """An exception nobody raised on purpose: the user's plug-in code (exit 3, its line named),
     a file the system refused (exit 2: not a bug anywhere), or a bug in epfuzz (exit 3)."""
     if debug:
@@ -52,7 +54,8 @@ def unexpected(e: Exception, debug: bool) -> int:
         print(f"epfuzz: {NoSpace(e.filename or '?', e) if isinstance(e, OSError) else e}", file=sys.stderr)
         return EXIT_INPUT
     if isinstance(e, OSError) and e.filename:
-        print(f"epfuzz: cannot write or read {e.filename}: {e.strerror or line}", file=sys.stderr)
+        how = "read" if command in READ_ONLY else "write or read"  # replay was said to write (pip trial item 11)
+        print(f"epfuzz: cannot {how} {e.filename}: {e.strerror or line}", file=sys.stderr)
         return EXIT_INPUT
     print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
           + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)

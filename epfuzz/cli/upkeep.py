@@ -7,6 +7,7 @@ a mistyped harness with the close names, a missing folder as missing (user trial
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 
@@ -30,15 +31,28 @@ def known_harness(name: str) -> None:
     raise InputError(unknown_name("harness", name, known))
 
 
+def usable_run_dir(run_dir: Path, writes: str) -> None:
+    """Refuse a run folder this process may not read or write into, naming the folder: the system's refusal named
+    noperm/bugs or noperm/progress.csv, a path inside what the user gave (pip trial item 11)."""
+    if not os.access(run_dir, os.R_OK | os.X_OK):
+        raise InputError(f"cannot read {run_dir}: permission denied")
+    if not os.access(run_dir, os.W_OK):
+        raise InputError(f"cannot write into {run_dir} ({writes} go there): permission denied")
+
+
 def cmd_corpus(a: argparse.Namespace) -> int:
     from epfuzz.continuous import maintain
 
-    known_harness(a.harness)
+    if a.protocol and ":" not in a.protocol:  # a built-in protocol's harness
+        a.harness, a.protocol = a.protocol, None
+    if a.harness:
+        known_harness(a.harness)
+    target = a.protocol or a.harness
     if a.action == "merge":
-        n = maintain.merge(a.harness, Path(a.dest), [Path(p) for p in a.sources])
+        n = maintain.merge(target, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
     else:
-        before, after, other = maintain.prune_noting(a.harness, Path(a.dest))
+        before, after, other = maintain.prune_noting(target, Path(a.dest))
         print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
         if other:
             print(maintain.untouched_note(other))
@@ -52,6 +66,7 @@ def cmd_triage(a: argparse.Namespace) -> int:
 
     if not Path(a.run_dir).is_dir():
         raise InputError(f"cannot read {a.run_dir}: not a folder")
+    usable_run_dir(Path(a.run_dir), "bugs/ and bugs.csv")
     got = triage(Path(a.run_dir), a.protocol, Path(a.keep) if a.keep else None, a.preset, max_steps=a.max_steps,
                  progress=GroupingProgress(get_logger(command="triage")))
     warning = got.warning()
@@ -69,6 +84,7 @@ def cmd_report(a: argparse.Namespace) -> int:
         raise InputError(f"no such folder: {a.run_dir}")
     if not run_dir.is_dir():
         raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)")
+    usable_run_dir(run_dir, "report.md and report.png")
     if not a.no_png:
         require("matplotlib", "report's plot", "or --no-png for report.md alone")
     text, png = report(run_dir, png=not a.no_png)

@@ -6,6 +6,10 @@ EPFUZZ_KEEP_GOING, EPFUZZ_FINDINGS_DIR). By default a finding is a crash, so
 libFuzzer saves the input under -artifact_prefix like any OSS-Fuzz target; with
 --keep-going (what `epfuzz fuzz` uses) each new bug signature is written as a
 case file and fuzzing continues, so one run can report several bugs.
+
+`main("module:Attr", sys.argv)` in a harness file of one's own fuzzes a plug-in protocol: the file names it
+in code, so it is imported (from the current folder or the harness file's, then sys.path) as `--protocol`
+imports it; the inputs libFuzzer feeds are bytes and never name code.
 """
 
 from __future__ import annotations
@@ -25,7 +29,7 @@ from epfuzz.encoding import codec
 from epfuzz.infra.diskspace import NoSpace
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, Finding, ProtocolError, Unsupported
 from epfuzz.ir.scenario import Scenario
-from epfuzz.protocols import get_protocol
+from epfuzz.protocols import get_protocol, load_plugin
 from epfuzz.search.sink import FindingSink
 from epfuzz.triage.findings import signature
 
@@ -163,6 +167,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     if minimized is not None:  # the children that run each step read it from here
         os.environ[MINIMIZED_CASE_ENV] = str(minimized)
     try:
+        if ":" in protocol:  # a harness file names its plug-in in code: its author named it, as --protocol does
+            load_plugin(protocol)
         harness = Harness(
             protocol,
             preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET") or home_preset(protocol),

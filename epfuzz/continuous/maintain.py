@@ -5,6 +5,10 @@ dropped, after the kept set is final: an interruption leaves every kept input. B
 manage only files named by the SHA-1 of their content (libFuzzer's corpus names) and
 leave anything else in the folder alone; both lock the folder (epfuzz.infra.folder_lock) and
 end their libFuzzer child on a signal or when they die (epfuzz.infra.proc).
+
+`harness` is a harness name, or a plug-in protocol's `module:Attr` (`epfuzz corpus ... --protocol`): named by
+the caller, so it is imported (as `--protocol` imports it), and libFuzzer runs it through the package's entry
+script (`epfuzz.continuous.targets.entry_command`).
 """
 
 from __future__ import annotations
@@ -19,13 +23,36 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
-from epfuzz.continuous.targets import harness_command, harness_name
+from epfuzz.continuous.targets import entry_command, harness_command, harness_name
 from epfuzz.encoding import codec
 from epfuzz.infra import proc
 from epfuzz.infra.errors import HarnessError, InputError
 from epfuzz.infra.folder_lock import locked
-from epfuzz.protocols import REGISTRY, get_protocol
+from epfuzz.protocols import REGISTRY, get_protocol, load_plugin
 from epfuzz.triage.findings import signature
+
+
+def _check(harness: str) -> None:
+    """Refuse an unknown harness, or load the plug-in `harness` names, before anything is written."""
+    if ":" in harness:
+        load_plugin(harness)
+    else:
+        harness_name(harness)
+
+
+def _plugin_path(harness: str) -> dict[str, str]:
+    """PYTHONPATH for the libFuzzer child of plug-in `harness`: it runs in a scratch folder, where the
+    plug-in's module (found here in the current folder) is not, so it gets the folder this process
+    imported the module from; {} for a harness name or a module with no file."""
+    if ":" not in harness:
+        return {}
+    top = harness.partition(":")[0].split(".")[0]
+    file = getattr(sys.modules.get(top), "__file__", None)
+    if not file:
+        return {}
+    path = Path(file).resolve()
+    entry = path.parent.parent if path.name == "__init__.py" else path.parent
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(entry), os.environ.get("PYTHONPATH", "")) if p)}
 
 
 def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None:
@@ -34,9 +61,10 @@ def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None
     Every path absolute (the child's working directory is `scratch`: a relative DEST failed, 29.3);
     the child dies with this process and is ended when a signal stops it."""
     scratch = scratch.resolve()
-    env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1"}
-    cmd = [*harness_command(harness), "-merge=1", f"-artifact_prefix={scratch}/", "--keep-going",
-           f"--findings-dir={scratch}", str(dest.resolve()), *(str(s.resolve()) for s in sources)]
+    env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1", **_plugin_path(harness)}
+    cmd = [*(entry_command(harness) if ":" in harness else harness_command(harness)), "-merge=1",
+           f"-artifact_prefix={scratch}/", "--keep-going", f"--findings-dir={scratch}", str(dest.resolve()),
+           *(str(s.resolve()) for s in sources)]
     log = scratch / "merge.log"
     with log.open("w") as out:
         p = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, cwd=scratch, env=env,
@@ -86,7 +114,7 @@ def finding_inputs(harness: str, files: list[Path], preset: str = "spec") -> dic
     would drop them (they add no edge the clean inputs lack), yet they are a corpus's best part."""
     from epfuzz.backends import get_backend
 
-    protocol = harness.removesuffix(".py").removesuffix("_fuzzer")
+    protocol = harness if ":" in harness else harness.removesuffix(".py").removesuffix("_fuzzer")
     if not REGISTRY.known(protocol):
         return {}
     sim = get_backend("sim")
@@ -110,7 +138,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     for s in sources:
         if not s.is_dir():
             raise InputError(f"{s}: not a folder")
-    harness_name(harness)  # an unknown harness fails before anything is written
+    _check(harness)  # an unknown harness fails before anything is written
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
     with proc.stop_on_signals(), _says_untouched("merge", dest, "nothing added"), locked(dest) as tmp:
@@ -160,7 +188,7 @@ def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
     """`prune`, and the names of the files it left alone."""
     if not corpus.is_dir():
         raise InputError(f"{corpus}: not a folder")
-    harness_name(harness)
+    _check(harness)
     corpus = corpus.resolve()
     with proc.stop_on_signals(), _says_untouched("prune", corpus, "nothing removed"), locked(corpus) as tmp:
         inputs, other = managed(corpus)

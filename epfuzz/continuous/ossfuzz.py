@@ -273,5 +273,21 @@ def _run(argv: list[str]) -> int:
     return 2
 
 
+def entry(argv: list[str]) -> int:
+    """`main`, quiet when the reader of its output went away (`targets | head`), as `epfuzz list | head` is:
+    exit 141 (128 + SIGPIPE) and no BrokenPipeError traceback (pip trial item 10)."""
+    import signal
+
+    try:
+        rc = main(argv)
+        sys.stdout.flush()  # a closed pipe shows here, not at the interpreter's exit
+        return rc
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)  # what is left of the output goes nowhere
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 128 + signal.SIGPIPE
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(sys.argv[1:]))
+    raise SystemExit(entry(sys.argv[1:]))

@@ -38,8 +38,5 @@ if __name__ == "__main__":
             import epfuzz.model.epoch  # noqa: F401
             import epfuzz.protocols.opcheck  # noqa: F401
     from epfuzz.continuous.harness import main
-    from epfuzz.protocols import load_plugin
 
-    if ":" in spec:
-        load_plugin(spec)  # the user's module, imported because it was named on the command line
     main(spec, [a for a in sys.argv if not a.startswith("--protocol=")])

@@ -55,7 +55,10 @@ def _compile(tmp: str) -> None:
     copy = Path(tmp) / "src" / native.PACKAGE_DIR.name
     shutil.copytree(native.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__", "_corpus"))
     files = [str(copy.parent.joinpath(*n.split(".")).with_suffix(".py")) for n in native.COMPILED]
-    exts = mypycify(files + ["--follow-imports=silent", "--ignore-missing-imports"], opt_level="3",
+    # mypy's cache in `tmp` too: its default, .mypy_cache/ of the working directory, left 13 MB in the folder a
+    # pip user ran the build from (pip trial item 7)
+    cache = f"--cache-dir={os.path.join(tmp, 'mypy-cache')}"
+    exts = mypycify(files + ["--follow-imports=silent", "--ignore-missing-imports", cache], opt_level="3",
                     target_dir=os.path.join(tmp, "c"), group_name="epfuzz._core")
     lib = os.path.join(tmp, "lib")
     jobs = str(max(1, min(4, os.cpu_count() or 1)))

@@ -66,6 +66,40 @@ def _not_a_protocol(spec: str, obj: object) -> str:
     return f"{spec!r} is {what}, not an epfuzz Protocol (a Protocol subclass or instance){hint}"
 
 
+def _where_looked(e: BaseException, mod_name: str, folder: Path, only_there: bool, what: str) -> str:
+    """Where a plug-in module that is not found was looked for, and how to point there: "No module named 'wts'"
+    alone, run from another folder, did not say that the current folder is where it is looked for (pip trial
+    item 11). '' when the module was found (a missing import inside it is the module's own)."""
+    top = mod_name.split(".")[0]
+    if not isinstance(e, ModuleNotFoundError) or e.name not in (top, mod_name) or only_there:
+        return ""
+    allow = ", or add --allow-plugins FOLDER for the folder it is in" if what.startswith("protocol") else ""
+    return (f" (a plug-in is looked for in the current folder, {folder}, then the installed packages: run epfuzz in "
+            f"the folder that holds {top}{allow})")
+
+
+def _checked_receiver(proto: Protocol, spec: str) -> None:
+    """Make the plug-in's receiver() refuse to return anything but a Receiver, naming where it is defined: a
+    receiver() that returned None (a missing `return`) failed deep in the emulator as AttributeError 'NoneType'
+    object has no attribute 'watch', said as a bug in epfuzz (pip trial item 11). On the instance, so built-ins and
+    the class are untouched; an instance that takes no attributes is left as it is."""
+    from epfuzz.protocols.base import Receiver
+
+    made = proto.receiver
+    code = getattr(getattr(made, "__func__", made), "__code__", None)
+    at = f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+
+    def receiver(scn: Any, layout: Any) -> Receiver:
+        rx = made(scn, layout)
+        if not isinstance(rx, Receiver):
+            got = "None" if rx is None else type(rx).__name__
+            raise ProtocolError(f"protocol {spec!r}: receiver() returned {got}, not an epfuzz Receiver{at}")
+        return rx
+
+    with contextlib.suppress(AttributeError, TypeError):
+        proto.receiver = receiver  # type: ignore[method-assign]
+
+
 @dataclass
 class Registry:
     #: the protocols imported so far, by name (`items` imports the rest first)
@@ -133,7 +167,8 @@ class Registry:
         if spec in self.loaded:
             return self.loaded[spec]
         self.policy.named.add(spec)
-        return self._import(spec, Path.cwd(), only_there=False)
+        # an --allow-plugins folder holding it counts as well as the current one (found by path: nothing runs)
+        return self._import(spec, self.policy.folder_for(spec) or Path.cwd(), only_there=False)
 
     def import_named(self, spec: str, folder: Path, only_there: bool = False, what: str = "") -> Any:
         """`module:attr`'s object, its module imported with `folder` first on sys.path for the import
@@ -157,7 +192,7 @@ class Registry:
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr)
         except (ImportError, AttributeError) as e:
-            raise InputError(f"cannot load {what}: {e}") from None
+            raise InputError(f"cannot load {what}: {e}{_where_looked(e, mod_name, folder, only_there, what)}") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
             raise ProtocolError(f"cannot import {what}: {describe(e)}{self.where(e)}") from None
         finally:
@@ -182,6 +217,7 @@ class Registry:
         from epfuzz.protocols.preflight import fields
 
         fields(proto, spec)  # a misspelt pin or signature knob, named now rather than at the first finding
+        _checked_receiver(proto, spec)
         self.loaded[spec] = proto
         return proto
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -42,11 +43,37 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     (["-q", "-v", "list"], "argument -v/--verbose: not allowed with argument -q/--quiet"),
     # a command's own slip points to the command's help (user audit D14: it said 'see epfuzz --help')
     (["fuzz", "deepep_v2_dispatch", "--time", "x"], "(see epfuzz fuzz --help)"),
+    # an option the command does not have, too (pip trial item 11: `corpus prune --protocol` said epfuzz --help)
+    (["corpus", "prune", "deepep_v2_dispatch", "DIR", "--bogus"],
+     "unrecognized arguments: --bogus (see epfuzz corpus prune --help)"),
+    (["run", str(C2B), "--bogus"], "unrecognized arguments: --bogus (see epfuzz run --help)"),
 ])
 def test_bad_arguments_are_one_line_and_exit_2(capsys, args, says):
     rc, _, err = run(capsys, *args)
     assert rc == 2
     assert says in err and len(err.strip().splitlines()) == 1, err
+
+
+def test_jobs_far_above_the_cores_are_refused_before_anything_starts(tmp_path, capsys, monkeypatch):
+    """Pip trial item 3: --jobs 1000 on 2 cores started 1000 workers. Above 4 x the cores: one line, exit 2, no run
+    folder; the bound itself is allowed (a few jobs per core is how libFuzzer's -jobs is used)."""
+    from epfuzz.cli import commands
+
+    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch", "--jobs", "9", "--time", "1", "--max-execs", "1",
+                      "--run-dir", str(tmp_path / "r"))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert "--jobs 9" in err and "2 core(s)" in err and ", 8:" in err
+    assert not (tmp_path / "r").exists()
+    called = []
+
+    def guided(a):  # past the check: the campaign would start here
+        called.append(a.jobs)
+        raise commands.InputError("stop here")
+
+    monkeypatch.setattr(commands, "_fuzz_guided", guided)
+    rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch", "--jobs", "8", "--run-dir", str(tmp_path / "r"))
+    assert rc == 2 and called == [8] and "stop here" in err, err
 
 
 def test_verbose_adds_the_debug_events_for_people(tmp_path):
@@ -78,8 +105,22 @@ def test_an_unwritable_output_is_one_line_exit_2(tmp_path, capsys):
     (tmp_path / "file").write_text("keep")
     rc, _, err = run(capsys, "minimize", str(C2B), "-o", str(tmp_path / "file" / "out.json"))
     assert rc == 2
-    assert err.startswith(f"epfuzz: cannot write or read {tmp_path / 'file'}") and "bug in epfuzz" not in err
+    assert err.startswith(f"epfuzz: -o {tmp_path / 'file' / 'out.json'}: its folder {tmp_path / 'file'} is not a "
+                          "folder") and "bug in epfuzz" not in err
     assert (tmp_path / "file").read_text() == "keep"
+
+
+@pytest.mark.parametrize("command", [("minimize", str(C2B), "-o"), ("explain", str(C2B), "--plot")])
+def test_an_output_file_in_a_missing_folder_is_refused_and_no_folder_made(tmp_path, capsys, command):
+    """Pip trial item 4: `minimize -o typo/dir/m.json` and `explain --plot /nonexistent/dir/x.png` made the
+    folders. One line, exit 2, nothing created."""
+    if command[0] == "explain":
+        pytest.importorskip("matplotlib")
+    target = tmp_path / "typo" / "dir" / "out.png"
+    rc, out, err = run(capsys, *command, str(target))
+    assert rc == 2 and len(err.strip().splitlines()) == 1, err
+    assert f"its folder {target.parent} does not exist" in err and out == ""
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_minimize_writes_under_runs_not_into_the_working_directory(tmp_path):
@@ -133,6 +174,11 @@ def test_max_execs_bounds_a_campaign_by_executions_whatever_the_time(tmp_path, c
                        "--max-execs", "120", "--seed", "3", "--run-dir", str(tmp_path / "r"))
     assert rc == 0, out + err
     assert ": " in out and " 120 execs " in out.splitlines()[0], out
+    # the start line says which engine runs, under either (pip trial item 11: libfuzzer's had no engine=)
+    start = next(line for line in err.splitlines() if "fuzz.start" in line)
+    assert f"engine={engine}" in start, start
+    # one number, one name: the summary's is the progress line's `features` (it said "coverage")
+    assert re.search(r", features \d+, corpus ", out.splitlines()[0]) and "coverage" not in out.splitlines()[0], out
 
 
 def test_quiet_after_the_command_means_what_it_means_before_it() -> None:

@@ -4,7 +4,9 @@ half speed after a plain pip install without a word)."""
 
 from __future__ import annotations
 
+import os
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -68,3 +70,30 @@ def test_a_run_says_which_emulator_and_warns_on_the_pure_one(monkeypatch: pytest
     other = _Log()
     log_start(other, "verbs", seconds=5)  # another backend runs no emulator: no word of one
     assert other.events == [("info", "fuzz.start", {"seconds": 5})]
+
+
+def test_the_build_leaves_no_mypy_cache_in_the_working_directory(monkeypatch: pytest.MonkeyPatch,
+                                                                 tmp_path: Path) -> None:
+    """Pip trial item 7: run from a user's folder the build left a 13 MB .mypy_cache/ there. mypycify is stood in
+    for by what mypy does with its cache (the folder --cache-dir names, else .mypy_cache/ of the working
+    directory), and stops the build there: nothing of this tree's built core is touched."""
+    import mypyc.build
+
+    class Stop(Exception):
+        pass
+
+    seen: list[str] = []
+
+    def mypycify(paths: list[str], **_: Any) -> None:
+        cache = next((p.split("=", 1)[1] for p in paths if p.startswith("--cache-dir=")), ".mypy_cache")
+        os.makedirs(cache, exist_ok=True)
+        seen.append(cache)
+        raise Stop
+
+    monkeypatch.setattr(mypyc.build, "mypycify", mypycify)
+    user = tmp_path / "user"
+    user.mkdir()
+    monkeypatch.chdir(user)
+    with pytest.raises(Stop):
+        corebuild._compile(str(tmp_path / "build"))
+    assert seen and list(user.iterdir()) == []

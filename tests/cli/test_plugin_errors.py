@@ -61,6 +61,11 @@ class Flag(Protocol):
         return Rx(layout)
 
 
+class NoReceiver(Flag):
+    def receiver(self, scn, layout):
+        Rx(layout)  # the `return` forgotten
+
+
 class Abstract(Flag):
     def receiver(self, scn, layout):
         class Half(Receiver):  # the tutorial's first attempt: poll and done only
@@ -106,6 +111,38 @@ def test_fuzz_refuses_a_broken_plugin_at_once_and_writes_no_run_folder(tmp_path)
     assert "fails on the simplest scenario: TypeError: Can't instantiate abstract class Half" in line
     assert "in receiver" in line
     assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("args", [("run", "input"), ("fuzz", "--time", "30", "--run-dir", "r")])
+def test_a_receiver_method_that_returns_none_is_a_protocol_error_naming_it(tmp_path, args):
+    """Pip trial item 11: it was AttributeError 'NoneType' object has no attribute 'watch', as a bug in epfuzz (run)
+    or with no file and line (fuzz)."""
+    plugin(tmp_path, "mine")
+    (tmp_path / "input").write_bytes(bytes(64))
+    p = epfuzz(tmp_path, *args, "--protocol", "mine:NoReceiver")
+    assert p.returncode == 3
+    line = one_line(p)
+    assert "protocol error (a bug in the protocol plug-in)" in line and "'NoneType'" not in line, line
+    assert "receiver() returned None, not an epfuzz Receiver" in line
+    assert f"(at {tmp_path / 'mine.py'}:" in line and "in receiver)" in line
+    assert not (tmp_path / "r").exists()
+
+
+def test_a_plugin_named_from_another_folder_says_where_it_was_looked_for(tmp_path):
+    """Pip trial item 11: `--protocol wts:X` from another folder said only "No module named 'wts'"."""
+    proj, other = tmp_path / "proj", tmp_path / "other"
+    proj.mkdir()
+    other.mkdir()
+    plugin(proj, "mine")
+    (other / "input").write_bytes(bytes(64))
+    p = epfuzz(other, "run", "--protocol", "mine:Flag", "input")
+    assert p.returncode == 2
+    line = one_line(p)
+    assert "No module named 'mine'" in line and f"looked for in the current folder, {other}" in line, line
+    assert "--allow-plugins FOLDER" in line
+    # and the way out it names works: the allowed folder holds the module --protocol names
+    p = epfuzz(other, "run", "--protocol", "mine:Flag", "--allow-plugins", str(proj), "input")
+    assert p.returncode in (0, 1) and "protocol 'mine:Flag'" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize(("fixed", "says"), [

@@ -91,6 +91,19 @@ def test_the_targets_command_prints_the_choice_build_sh_compiles(tmp_path):
     assert len(p.stderr.splitlines()) == 1
 
 
+def test_a_reader_that_went_away_gets_no_traceback(tmp_path):
+    """Pip trial item 10: `... ossfuzz targets | head` printed a BrokenPipeError traceback. The reader here is gone
+    before the command writes (its end of the pipe closed first): exit 141 like `epfuzz list | head`, stderr empty."""
+    read, write = os.pipe()
+    os.close(read)
+    try:
+        p = subprocess.run([sys.executable, "-m", "epfuzz.continuous.ossfuzz", "targets"], stdout=write,
+                           stderr=subprocess.PIPE, text=True, cwd=tmp_path, timeout=300)
+    finally:
+        os.close(write)
+    assert p.returncode == 141 and p.stderr == "", p.stderr
+
+
 @pytest.mark.parametrize("command", ["local-build", "package", "harnesses"])
 def test_help_prints_help_and_builds_nothing(tmp_path, command):
     """`local-build --help` took --help for the output folder: it made `--help` and `.--help-work` and started
