@@ -254,3 +254,13 @@ def parse(argv: list[str]) -> argparse.Namespace:
     if extra:
         a.libfuzzer = [*a.libfuzzer, *extra]
     return a
+
+
+def asks_json(words: list[str]) -> bool:
+    """Whether the command line asks for JSON lines, read before argparse: its usage errors come before the
+    parsed options would configure logging, and were plain lines under `--log-format json` (fixer's leftover)."""
+    stop = words.index("--") if "--" in words else len(words)
+    head = words[:stop]
+    pairs = zip(head, head[1:])
+    return ("--log-json" in head or "--log-format=json" in head
+            or any(a == "--log-format" and b == "json" for a, b in pairs))

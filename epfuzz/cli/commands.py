@@ -18,7 +18,7 @@ from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, blind_spot, get_backend
 from epfuzz.cases.corpus import Case
 from epfuzz.cases.replay import load_any
-from epfuzz.cli.args import parse
+from epfuzz.cli.args import asks_json, parse
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT, trust, unexpected
 from epfuzz.cli.replay import cmd_replay
 from epfuzz.cli.upkeep import cmd_corpus, cmd_report, cmd_triage, known_harness
@@ -295,19 +295,9 @@ def _quiet_stdout() -> None:
     os.close(devnull)
 
 
-def _asks_json(words: list[str]) -> bool:
-    """Whether the command line asks for JSON lines, read before argparse: its usage errors come before the
-    parsed options would configure logging, and were plain lines under `--log-format json` (fixer's leftover)."""
-    stop = words.index("--") if "--" in words else len(words)
-    head = words[:stop]
-    pairs = zip(head, head[1:])
-    return ("--log-json" in head or "--log-format=json" in head
-            or any(a == "--log-format" and b == "json" for a, b in pairs))
-
-
 def main(argv: list[str] | None = None) -> int:
     words = sys.argv[1:] if argv is None else list(argv)
-    if _asks_json(words):
+    if asks_json(words):
         elog.configure(json_lines=True)
     a = parse(words)
     debug = a.debug or os.environ.get("EPFUZZ_DEBUG", "") not in ("", "0")
