@@ -23,7 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
-from epfuzz.continuous.targets import entry_command, harness_command, harness_name
+from epfuzz.continuous.targets import entry_command, harness_command, harness_name, home_preset
 from epfuzz.encoding import codec
 from epfuzz.infra import proc
 from epfuzz.infra.errors import HarnessError, InputError
@@ -109,14 +109,17 @@ def untouched_note(other: list[str]) -> str:
     return f"left {len(other)} file(s) alone that are not inputs named by their SHA-1: {shown}"
 
 
-def finding_inputs(harness: str, files: list[Path], preset: str = "spec") -> dict[str, list[Path]]:
+def finding_inputs(harness: str, files: list[Path], preset: str | None = None) -> dict[str, list[Path]]:
     """The inputs among `files` that trigger a finding on sim, by raw signature: coverage alone
-    would drop them (they add no edge the clean inputs lack), yet they are a corpus's best part."""
+    would drop them (they add no edge the clean inputs lack), yet they are a corpus's best part.
+    Decoded under the preset the harness runs them under (EPFUZZ_PRESET, else the protocol's home
+    preset), not `spec`: for a protocol whose bug lives elsewhere spec found none of them (pipfix)."""
     from epfuzz.backends import get_backend
 
     protocol = harness if ":" in harness else harness.removesuffix(".py").removesuffix("_fuzzer")
     if not REGISTRY.known(protocol):
         return {}
+    preset = preset or os.environ.get("EPFUZZ_PRESET") or home_preset(protocol)
     sim = get_backend("sim")
     proto = get_protocol(protocol)
     out: dict[str, list[Path]] = defaultdict(list)

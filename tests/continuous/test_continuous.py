@@ -21,6 +21,7 @@ from epfuzz.cli.commands import main as cli
 from epfuzz.continuous import maintain
 from epfuzz.continuous.ossfuzz import bundle_args, package
 from epfuzz.continuous.targets import selected_targets
+from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.triage.minimize import is_one_minimal, reproduces
 
@@ -87,7 +88,6 @@ def _bundled_replay_line_runs(fuzzer: Path, tmp: Path) -> None:
     (the bundle is no Python: `BUNDLE -m epfuzz run` went to libFuzzer, cf trial 2), replays the finding."""
     import random
 
-    from epfuzz.encoding import codec
     from epfuzz.sim.engine import simulate
 
     proto, rng = get_protocol("deepep_v2_dispatch"), random.Random(1)
@@ -167,6 +167,25 @@ def test_prune_and_merge_keep_finding_inputs_and_write_nothing_here(tmp_path, mo
 
 
 @pytest.mark.slow
+def test_finding_inputs_are_judged_under_the_preset_the_harness_runs(tmp_path, monkeypatch):
+    """prune/merge keep the inputs that find a bug; they decoded them under spec while the harness runs a
+    protocol under its home preset (ro_only_strict_mr: mlx5-ro-only), so such an input was not kept as one."""
+    import random
+
+    from epfuzz.sim.engine import simulate
+
+    monkeypatch.delenv("EPFUZZ_PRESET", raising=False)
+    name, proto, rng = "ro_only_strict_mr", get_protocol("ro_only_strict_mr"), random.Random(1)
+    data = next(d for d in (rng.randbytes(rng.randrange(8, 96)) for _ in range(5000))
+                if simulate(codec.decode(d, name, "mlx5-ro-only"), proto).violation is not None
+                and simulate(codec.decode(d, name, "spec"), proto).violation is None)
+    f = tmp_path / sha1(data)
+    f.write_bytes(data)
+    assert [f] in maintain.finding_inputs(f"{name}_fuzzer", [f]).values()
+    monkeypatch.setenv("EPFUZZ_PRESET", "spec")  # what the harness would run it under then
+    assert maintain.finding_inputs(f"{name}_fuzzer", [f]) == {}
+
+
 def test_fuzz_run_then_triage_and_report(tmp_path):
     run_dir = tmp_path / "run"
     # bounded in executions per job (--time is only a cap), so that a loaded machine runs the same work
