@@ -34,9 +34,9 @@ class Starts:
 
     __slots__ = ("sizes", "writes", "images", "_first", "_used")
 
-    def __init__(self) -> None:
-        #: `Layout.sizes`, made once (the property builds a dict per call)
-        self.sizes: dict[str, int] | None = None
+    def __init__(self, sizes: dict[str, int] | None = None) -> None:
+        #: `Layout.sizes`, made once (the property builds a dict per call), or given by the form's build
+        self.sizes = sizes
         self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
         self.images: dict[int, np.ndarray] = {}
         self._first: list[tuple[str, bytearray]] | None = None
