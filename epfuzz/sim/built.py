@@ -110,8 +110,11 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     wrs: list[Wr] = []
     pkts: list[Packet] = []
     flushes: list[FlushWait] = []
+    spins = scn.faults.spins
     for e in range(scn.payload.epochs):
-        programs = apply_spins(proto.sender(scn, lay, e), scn)
+        sent = proto.sender(scn, lay, e)
+        # `apply_spins` copies the lists where there are no spins: that much without its interpreted frames
+        programs = apply_spins(sent, scn) if spins else [list(p) for p in sent]
         check_programs(programs, lay, proto.name or type(proto).__name__, e, sizes)
         w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w
