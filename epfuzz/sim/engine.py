@@ -94,17 +94,22 @@ class FormKey:
 
     def __init__(self, pid: int, cfg: tuple[object, ...]) -> None:
         self.pid, self.cfg = pid, cfg
-        prev = _PREV
-        if len(prev) != len(cfg):
-            prev[:] = [(None, 0)] * len(cfg)
-        hs = [pid]
-        for i, x in enumerate(cfg):
-            seen = prev[i]
-            if seen[0] is x:
-                hs.append(seen[1])
+        objs, hashes = _PREV_OBJ, _PREV_HASH
+        n = len(cfg)
+        if len(objs) != n:
+            objs[:] = [None] * n
+            hashes[:] = [0] * n
+        # the hashes stay Python ints (`object`): typed `int`, each was unboxed on reading and boxed again on
+        # appending, and a pair made per section hashed (issue 31)
+        hs: list[object] = [pid]
+        for i in range(n):
+            x = cfg[i]
+            if objs[i] is x:
+                hs.append(hashes[i])
             else:
-                hx = hash(x)
-                prev[i] = (x, hx)
+                hx: object = hash(x)
+                objs[i] = x
+                hashes[i] = hx
                 hs.append(hx)
         self.h = hash(tuple(hs))
 
@@ -116,9 +121,10 @@ class FormKey:
                 and self.cfg == other.cfg)
 
 
-#: per position of the configuration, the section object last hashed there and its hash (it keeps at most
+#: per position of the configuration, the section object last hashed there and its hash (they keep at most
 #: one configuration's sections alive)
-_PREV: list[tuple[object, int]] = []
+_PREV_OBJ: Final[list[object]] = []
+_PREV_HASH: Final[list[object]] = []
 
 
 class FormCache:
