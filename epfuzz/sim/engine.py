@@ -47,12 +47,23 @@ def net_moves(scn: Scenario) -> tuple[tuple[int, int], ...]:
 def build_over(form: Built, scn: Scenario,
                arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
     """`scn`'s schedule applied to the built form of its configuration: what `build` returns."""
+    # the PCIe moves and `net_moves` in one pass: each overtake's stage read once, the knobs once (attributes
+    # of interpreted objects: a generic look-up each from here)
+    knobs = scn.knobs
+    ar = knobs.adaptive_routing
+    moves: list[tuple[int, int]] = []
+    net: list[tuple[int, int]] = []
+    for o in scn.schedule:
+        stage = o.stage
+        if stage == "pcie":
+            moves.append((o.index, o.distance))
+        elif ar and stage == "net":
+            net.append((o.index, o.distance))
     if arrival is not None:
         a = form.arrive(scn, [], arrival)
     else:
-        a = form.arrived(scn, net_moves(scn))
-    moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    window = scn.knobs.reorder_window
+        a = form.arrived(scn, tuple(net))
+    window = knobs.reorder_window
     order, tinv = apply_tlp_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
     return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
                   starts=form.starts)
