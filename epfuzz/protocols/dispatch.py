@@ -163,7 +163,7 @@ class DispatchProtocol(Protocol):
         # generic lookup from compiled code); the ops are made by `epfuzz.ir.opmake`, which spares the call into
         # their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, tests/scenario/test_opmake.py)
         sig = scn.signal
-        nq = scn.topology.num_qps
+        nq, cq = scn.topology.num_qps, scn.topology.channel_qp  # cq: `Scenario.qp_of_channel` written out below
         other_qp = sig.other_qp
         at_end_only = sig.at_end_only
         interval = sig.interval
@@ -176,7 +176,7 @@ class DispatchProtocol(Protocol):
         data = ops.DATA
         programs: list[list[ops.Op]] = []
         for c in range(lay.num_channels):
-            qp = scn.qp_of_channel(c)
+            qp = cq[c] if c < len(cq) else c % nq
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
             every = n if at_end_only else interval

@@ -94,9 +94,13 @@ def _problem(op: ops.Op, shape: Shape, channel: int, max_signals: int, num_chann
     return None
 
 
-def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int) -> None:
-    """Raise `ProtocolError` for the first op that addresses outside `layout`."""
-    sizes = layout.sizes  # a property that builds a dict: once, not per op; the layout's ints likewise
+def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int,
+                   sizes: dict[str, int] | None = None) -> None:
+    """Raise `ProtocolError` for the first op that addresses outside `layout`; `sizes` is `layout.sizes` where
+    the caller has it (`build_form` reads that interpreted property once per form, not once per epoch here and
+    once more for the form's memory images)."""
+    if sizes is None:
+        sizes = layout.sizes  # a property that builds a dict: once, not per op; the layout's ints likewise
     max_signals, num_channels = layout.max_signals, layout.num_channels
     shapes = _SHAPES
     for c, prog in enumerate(programs):

@@ -57,12 +57,14 @@ class Built:
     __slots__ = ("proto", "layout", "wrs", "packets", "flushes", "prologue", "_arrived", "starts")
 
     def __init__(self, proto: Protocol, layout: Layout, wrs: list[Wr], packets: list[Packet],
-                 flushes: list[FlushWait], prologue: dict[int, list[tuple[str, int, int, bool]]]) -> None:
+                 flushes: list[FlushWait], prologue: dict[int, list[tuple[str, int, int, bool]]],
+                 sizes: dict[str, int] | None = None) -> None:
         self.proto, self.layout, self.wrs, self.packets = proto, layout, wrs, packets
         self.flushes, self.prologue = flushes, prologue
         self._arrived: dict[tuple[tuple[int, int], ...], Arrived] = {}
-        #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run
-        self.starts = Starts()
+        #: what receiver memory is set to at each epoch's start (`Memory.start_epoch`), made by the first run;
+        #: `sizes` is the layout's region sizes where the build read them already
+        self.starts = Starts(sizes)
 
     def arrived(self, scn: Scenario, net: tuple[tuple[int, int], ...]) -> Arrived:
         """The arrival order the (effective) net overtakes `net` make, built on first use."""
@@ -78,7 +80,7 @@ class Built:
         epoch-start images: what a search keeps beside a configuration's base run (which holds those
         lists already) costs no more memory than that run, and a copy of it handed back to the cache
         (`FormCache.put`) spares the next run of that configuration its build."""
-        b = Built(self.proto, self.layout, self.wrs, self.packets, self.flushes, self.prologue)
+        b = Built(self.proto, self.layout, self.wrs, self.packets, self.flushes, self.prologue, self.starts.sizes)
         a = self._arrived.get(())
         if a is not None:
             b._arrived[()] = a
@@ -103,17 +105,21 @@ class Built:
 def build_form(scn: Scenario, proto: Protocol) -> Built:
     """The configuration's built form (no cache: `FormCache.get` keeps them)."""
     lay = proto.layout(scn)
+    sizes = lay.sizes  # an interpreted property that makes a dict: read once, for the op check and the images
     psn = [0] * scn.topology.num_qps
     wrs: list[Wr] = []
     pkts: list[Packet] = []
     flushes: list[FlushWait] = []
+    spins = scn.faults.spins
     for e in range(scn.payload.epochs):
-        programs = apply_spins(proto.sender(scn, lay, e), scn)
-        check_programs(programs, lay, proto.name or type(proto).__name__, e)
+        sent = proto.sender(scn, lay, e)
+        # `apply_spins` copies the lists where there are no spins: that much without its interpreted frames
+        programs = apply_spins(sent, scn) if spins else [list(p) for p in sent]
+        check_programs(programs, lay, proto.name or type(proto).__name__, e, sizes)
         w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w
         pkts += ps
     for i, p in enumerate(pkts):
         p.seq = i
     prologue = {e: proto.epoch_prologue(scn, lay, e) for e in range(scn.payload.epochs)}
-    return Built(proto, lay, wrs, pkts, flushes, prologue)
+    return Built(proto, lay, wrs, pkts, flushes, prologue, sizes)

@@ -47,12 +47,23 @@ def net_moves(scn: Scenario) -> tuple[tuple[int, int], ...]:
 def build_over(form: Built, scn: Scenario,
                arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
     """`scn`'s schedule applied to the built form of its configuration: what `build` returns."""
+    # the PCIe moves and `net_moves` in one pass: each overtake's stage read once, the knobs once (attributes
+    # of interpreted objects: a generic look-up each from here)
+    knobs = scn.knobs
+    ar = knobs.adaptive_routing
+    moves: list[tuple[int, int]] = []
+    net: list[tuple[int, int]] = []
+    for o in scn.schedule:
+        stage = o.stage
+        if stage == "pcie":
+            moves.append((o.index, o.distance))
+        elif ar and stage == "net":
+            net.append((o.index, o.distance))
     if arrival is not None:
         a = form.arrive(scn, [], arrival)
     else:
-        a = form.arrived(scn, net_moves(scn))
-    moves = [(o.index, o.distance) for o in scn.schedule if o.stage == "pcie"]
-    window = scn.knobs.reorder_window
+        a = form.arrived(scn, tuple(net))
+    window = knobs.reorder_window
     order, tinv = apply_tlp_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
     return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
                   starts=form.starts)
@@ -94,17 +105,22 @@ class FormKey:
 
     def __init__(self, pid: int, cfg: tuple[object, ...]) -> None:
         self.pid, self.cfg = pid, cfg
-        prev = _PREV
-        if len(prev) != len(cfg):
-            prev[:] = [(None, 0)] * len(cfg)
-        hs = [pid]
-        for i, x in enumerate(cfg):
-            seen = prev[i]
-            if seen[0] is x:
-                hs.append(seen[1])
+        objs, hashes = _PREV_OBJ, _PREV_HASH
+        n = len(cfg)
+        if len(objs) != n:
+            objs[:] = [None] * n
+            hashes[:] = [0] * n
+        # the hashes stay Python ints (`object`): typed `int`, each was unboxed on reading and boxed again on
+        # appending, and a pair made per section hashed (issue 31)
+        hs: list[object] = [pid]
+        for i in range(n):
+            x = cfg[i]
+            if objs[i] is x:
+                hs.append(hashes[i])
             else:
-                hx = hash(x)
-                prev[i] = (x, hx)
+                hx: object = hash(x)
+                objs[i] = x
+                hashes[i] = hx
                 hs.append(hx)
         self.h = hash(tuple(hs))
 
@@ -116,9 +132,10 @@ class FormKey:
                 and self.cfg == other.cfg)
 
 
-#: per position of the configuration, the section object last hashed there and its hash (it keeps at most
+#: per position of the configuration, the section object last hashed there and its hash (they keep at most
 #: one configuration's sections alive)
-_PREV: list[tuple[object, int]] = []
+_PREV_OBJ: Final[list[object]] = []
+_PREV_HASH: Final[list[object]] = []
 
 
 class FormCache:

@@ -21,6 +21,16 @@ _U64: Final = struct.Struct("<Q")
 
 __all__ = ["Memory", "Starts", "expected_data"]
 
+#: `expected_data`'s images by (id of the layout, epoch), each with its layout (kept alive, so its id is not
+#: reused while the entry stands; compared by identity): its lru_cache hashes the key's layout per look-up, an
+#: interpreted `Layout.__hash__` over its fields, ~4,000 instructions a fresh configuration's first run where
+#: the image is already made (issue 31). Fresh configurations share layouts (`Protocol.layout` keeps one per
+#: set of numbers), so these look-ups mostly find the very object; a miss asks `expected_data`, whose array this
+#: shares. As many as that cache holds (a fresh stream's few hundred layouts: with fewer, the entries a stream
+#: comes back to were gone); emptied when full.
+_IMAGES: dict[tuple[int, int], tuple[Layout, np.ndarray]] = {}
+IMAGES_MAX: Final = 256
+
 
 class Starts:
     """The images of one configuration's receiver memory: what `Memory.start_epoch` writes, by (epoch, poison,
@@ -34,9 +44,9 @@ class Starts:
 
     __slots__ = ("sizes", "writes", "images", "_first", "_used")
 
-    def __init__(self) -> None:
-        #: `Layout.sizes`, made once (the property builds a dict per call)
-        self.sizes: dict[str, int] | None = None
+    def __init__(self, sizes: dict[str, int] | None = None) -> None:
+        #: `Layout.sizes`, made once (the property builds a dict per call), or given by the form's build
+        self.sizes = sizes
         self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
         self.images: dict[int, np.ndarray] = {}
         self._first: list[tuple[str, bytearray]] | None = None
@@ -72,7 +82,17 @@ class Starts:
         """`expected_data(layout, epoch)`, the very array (its cache keeps layouts that several forms share)."""
         img = self.images.get(epoch)
         if img is None:
-            img = self.images[epoch] = expected_data(layout, epoch)
+            known = _IMAGES
+            key = (id(layout), epoch)
+            hit = known.get(key)
+            if hit is not None and hit[0] is layout:
+                img = hit[1]
+            else:
+                img = expected_data(layout, epoch)
+                if len(known) >= IMAGES_MAX:
+                    known.clear()
+                known[key] = (layout, img)
+            self.images[epoch] = img
         return img
 
 

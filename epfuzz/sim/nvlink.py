@@ -13,16 +13,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import GpuAccess, GpuOp, gpu_signal_clause, mixed_pass, nvlink_pass
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.packets import Packet, PacketKind, Tlp, Wr
 from epfuzz.sim.pass_rules import tlp_pass_rule
+from epfuzz.sim.responder import preset_model
 
 
 def is_nvlink(scn: Scenario) -> bool:
-    return model_of(scn.preset) == "nvlink"
+    return preset_model(scn.preset) == "nvlink"
 
 
 def issue_order(packets: Sequence[Packet], wrs: Sequence[Wr]) -> list[Packet]:
@@ -64,7 +64,7 @@ def pass_rule(scn: Scenario, packets: Sequence[Packet], wrs: Sequence[Wr] = ()) 
     `mixed-nvlink-rdma` the PCIe/IB rules except that an RDMA-plane TLP may pass the same sender's earlier
     NVLink store (a TMA store) unless a system-scope fence orders them (`ordering.MIX_CLAUSES`)."""
     base = tlp_pass_rule()
-    if model_of(scn.preset) == "mixed":
+    if preset_model(scn.preset) == "mixed":
         nv = {p.seq for p in packets if wrs and isinstance(op := wrs[p.wr].op, ops.Write) and op.tma}
         fence = scn.gpu.fence
 

@@ -95,7 +95,9 @@ class Receiving:
         #: polls skipped because the TLP changed nothing the receiver reads (what tests check)
         self.skipped = 0
         #: the receiver's L2 lines over the data region, under a cached receive heap (epfuzz.model.rxcache)
-        self.cache = RxCache() if check_map(getattr(proto, "rx_map", COHERENT), self.name) == CACHED else None
+        #: (the default map needs no check: a call into the interpreted `check_map` per run, issue 31)
+        rx_map = getattr(proto, "rx_map", COHERENT)
+        self.cache = None if rx_map == COHERENT or check_map(rx_map, self.name) != CACHED else RxCache()
 
     def start_epoch(self, epoch: int) -> None:
         if not self.proto.release_at_accept:

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import model_of
+from epfuzz.ir.presets import PRESETS
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
@@ -64,6 +64,14 @@ _LOCAL_ATTRS = _ATTRS[(TlpType.POSTED, False, False, 0)]
 RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
 
+def preset_model(preset: str) -> str:
+    """`epfuzz.ir.presets.model_of` in the compiled core: a fresh scenario asks it four times (the responder's
+    RO, the arrival's and the receiver's NVLink test, the pass rule), each a call into an interpreted frame
+    (issue 31). tests/sim/test_built_form.py holds it to `model_of` for every preset and an unknown name."""
+    p = PRESETS.get(preset)
+    return "pcie" if p is None else p.model
+
+
 class Responder:
     """One responder NIC for one run: turns each arriving packet into TLPs, in order.
 
@@ -79,7 +87,7 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        mr_ro = mr_relaxed(k.mr_relaxed, model_of(scn.preset) == RO_ONLY_MODEL)[0]
+        mr_ro = mr_relaxed(k.mr_relaxed, preset_model(scn.preset) == RO_ONLY_MODEL)[0]
         self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
         self.nf = k.num_functions
         self.ido = k.ido

@@ -280,3 +280,13 @@ def test_replays_agree_with_the_full_build_whatever_is_kept(keep_first: bool) ->
         cache.get(scn, get_protocol(scn.protocol))
     bad = _mismatches(cache, scns, rng)
     assert not bad, f"{len(bad)} mismatches, first: {bad[:2]}"
+
+
+def test_preset_model_is_model_of() -> None:
+    """The compiled core's preset -> ordering model look-up (`responder.preset_model`) says what
+    `presets.model_of` says, for every preset and for a name no preset has."""
+    from epfuzz.ir.presets import model_of
+    from epfuzz.sim.responder import preset_model
+    for name in [*PRESETS, "no-such-preset"]:
+        assert preset_model(name) == model_of(name), name
+    assert {preset_model(n) for n in PRESETS} >= {"pcie", "nvlink", "mixed"}
