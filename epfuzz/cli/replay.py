@@ -11,7 +11,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from epfuzz.backends import get_backend
+from epfuzz.backends import Backend, Outcome, blind_spot, get_backend
 from epfuzz.cases.replay import (
     LIBFUZZER_NAME,
     ManifestProblem,
@@ -23,6 +23,7 @@ from epfuzz.cases.replay import (
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT
 from epfuzz.infra import log as elog
 from epfuzz.infra.errors import BackendUnavailable, EpfuzzError, ProtocolError
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
 
@@ -50,7 +51,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
             backend = case.backend if case.backend != "sim" else a.backend
             if _cannot_run(backend, why_not, no_backend):
                 continue
-            out = get_backend(backend).run(scn, get_protocol(scn.protocol))
+            ran = get_backend(backend)
+            out = ran.run(scn, get_protocol(scn.protocol))
         except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
             changed += 1
             print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
@@ -95,8 +97,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
             first_unchecked, why_unchecked = first_unchecked or line, why_unchecked or expect.source
         elif out.verdict != expect.verdict:
             changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict} ({expect.source}), got {out.verdict}"
-                  + (f" ({out.violation.summary()})" if out.violation else ""))
+            print(_changed(path, expect.verdict, expect.source, out, ran, scn))
         else:
             ok += 1
             if a.verbose:
@@ -107,6 +108,16 @@ def cmd_replay(a: argparse.Namespace) -> int:
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _changed(path: Path, verdict: str, source: str, out: Outcome, ran: Backend, scn: Scenario) -> str:
+    """The CHANGED line; a finding replayed clean on a backend that cannot show the rule it needs on the sim
+    says so (`backends.blind_spot`), as `run` does: clean there does not mean fixed (pipdocs' leftover)."""
+    line = f"CHANGED {path}: expected {verdict} ({source}), got {out.verdict}"
+    if out.violation is not None:
+        return f"{line} ({out.violation.summary()})"
+    note = blind_spot(ran, scn) if verdict == "finding" else ""
+    return f"{line}\n  {note}" if note else line
 
 
 def _cannot_run(backend: str, why_not: dict[str, str], no_backend: dict[str, tuple[int, str]], why: str = "") -> bool:

@@ -73,3 +73,18 @@ def test_a_clean_verbs_run_of_a_finding_it_can_show_adds_nothing(clean_soft_roce
     assert main(["run", str(CROSS_QP), "--backend", "verbs"]) == 0
     out = capsys.readouterr().out
     assert "cannot show" not in out and "found in 0 of 1 runs on soft-RoCE" in out
+
+
+def test_replay_of_a_finding_verbs_cannot_show_says_so_under_its_changed_line(clean_soft_roce, capsys, tmp_path):
+    """`replay --backend verbs` reported the C2b case CHANGED (finding -> clean) and nothing more, where `run`
+    says the backend cannot show C2b; a finding it can show that came back clean adds nothing."""
+    import shutil
+
+    for case in (C2B, CROSS_QP):
+        shutil.copy(case, tmp_path / case.name)
+    assert main(["replay", "--backend", "verbs", str(tmp_path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    at = next(i for i, x in enumerate(out) if x.startswith(f"CHANGED {tmp_path / C2B.name}: expected finding"))
+    assert out[at + 1].startswith("  backend verbs cannot show C2b, which this finding needs on the sim")
+    other = next(i for i, x in enumerate(out) if x.startswith(f"CHANGED {tmp_path / CROSS_QP.name}"))
+    assert other + 1 == len(out) or not out[other + 1].startswith("  backend verbs cannot show")
