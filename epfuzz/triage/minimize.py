@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from epfuzz.backends import Backend, Outcome, get_backend
+from epfuzz.backends import Backend, Outcome, blind_spot, get_backend
 from epfuzz.encoding import codec
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import EpfuzzError
@@ -131,8 +131,10 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
     if b.deterministic:
         repeats = 1
     first = b.run(scn, proto, repeats=repeats)
-    if first.violation is None:
-        raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize")
+    if first.violation is None:  # where the backend cannot show the rule it needs, the line says so (run does too)
+        note = blind_spot(b, scn)
+        raise EpfuzzError(f"scenario {scn.digest()} does not reproduce a finding on {backend}; nothing to minimize"
+                          + (f" ({note})" if note else ""))
     pred = predicate or reproduces(b, proto, repeats, threshold, first.violation.kind)
     t0 = time.perf_counter()
     s = _Search(scn, proto, pred, max_runs, max_seconds, stop)

@@ -88,3 +88,9 @@ def test_replay_of_a_finding_verbs_cannot_show_says_so_under_its_changed_line(cl
     assert out[at + 1].startswith("  backend verbs cannot show C2b, which this finding needs on the sim")
     other = next(i for i, x in enumerate(out) if x.startswith(f"CHANGED {tmp_path / CROSS_QP.name}"))
     assert other + 1 == len(out) or not out[other + 1].startswith("  backend verbs cannot show")
+
+
+def test_minimize_on_verbs_of_a_finding_it_cannot_show_says_why_nothing_reproduces(clean_soft_roce, capsys):
+    assert main(["minimize", str(C2B), "--backend", "verbs"]) == 2
+    err = capsys.readouterr().err
+    assert "does not reproduce a finding on verbs; nothing to minimize (backend verbs cannot show C2b" in err, err
