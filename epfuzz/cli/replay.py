@@ -33,6 +33,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
         return _nothing_found(skipped)
+    if (refused := _named_backend_refused(a.backend)) is not None:
+        return refused
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
@@ -51,7 +53,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
             backend = case.backend if case.backend != "sim" else a.backend
             if _cannot_run(backend, why_not, no_backend):
                 continue
-            ran = get_backend(backend)
+            ran = get_backend(backend, require=False)  # _cannot_run asked it already
             out = ran.run(scn, get_protocol(scn.protocol))
         except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
             changed += 1
@@ -108,6 +110,20 @@ def cmd_replay(a: argparse.Namespace) -> int:
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _named_backend_refused(backend: str) -> int | None:
+    """A `--backend` the user named that cannot run here is refused in one line (exit 2), as `run` refuses it:
+    skipping every case ended "replayed 0 case(s) ...; PASS", exit 0, and a GPU job without its driver passed
+    (review). A case's own backend that this host lacks is still skipped, one line per backend."""
+    if backend == "sim":
+        return None
+    try:
+        get_backend(backend)
+    except BackendUnavailable as e:
+        print(f"epfuzz: {e} (the --backend asked for; replay nothing rather than pass)", file=sys.stderr)
+        return EXIT_INPUT
+    return None
 
 
 def _changed(path: Path, verdict: str, source: str, out: Outcome, ran: Backend, scn: Scenario) -> str:
