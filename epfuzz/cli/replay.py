@@ -33,15 +33,13 @@ def cmd_replay(a: argparse.Namespace) -> int:
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
         return _nothing_found(skipped)
-    if (refused := _named_backend_refused(a.backend)) is not None:
-        return refused
+    get_backend(a.backend)  # one the user names that cannot run here: refused in one line, as `run` does (review)
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
-    #: cases whose backend (own or --backend) cannot run here: (count, why) per backend, skipped (cf trial 5)
-    no_backend: dict[str, tuple[int, str]] = {}
+    no_backend: dict[str, tuple[int, str]] = {}  # cases whose own backend cannot run here: (count, why), skipped
     why_not: dict[str, str] = {}  # each backend's answer, asked once (_cannot_run)
     for path in paths:
         expect = None
@@ -110,20 +108,6 @@ def cmd_replay(a: argparse.Namespace) -> int:
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
-
-
-def _named_backend_refused(backend: str) -> int | None:
-    """A `--backend` the user named that cannot run here is refused in one line (exit 2), as `run` refuses it:
-    skipping every case ended "replayed 0 case(s) ...; PASS", exit 0, and a GPU job without its driver passed
-    (review). A case's own backend that this host lacks is still skipped, one line per backend."""
-    if backend == "sim":
-        return None
-    try:
-        get_backend(backend)
-    except BackendUnavailable as e:
-        print(f"epfuzz: {e} (the --backend asked for; replay nothing rather than pass)", file=sys.stderr)
-        return EXIT_INPUT
-    return None
 
 
 def _changed(path: Path, verdict: str, source: str, out: Outcome, ran: Backend, scn: Scenario) -> str:
