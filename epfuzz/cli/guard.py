@@ -29,6 +29,7 @@ def trust(a: argparse.Namespace) -> None:
     if spec and ":" in spec:
         check_spec(spec)
         REGISTRY.policy.named.add(spec)
+    REGISTRY.policy.offers_allow = hasattr(a, "allow_plugins")
     for path in getattr(a, "allow_plugins", None) or []:
         REGISTRY.policy.allow_path(Path(path))
 

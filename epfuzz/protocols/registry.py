@@ -66,14 +66,14 @@ def _not_a_protocol(spec: str, obj: object) -> str:
     return f"{spec!r} is {what}, not an epfuzz Protocol (a Protocol subclass or instance){hint}"
 
 
-def _where_looked(e: BaseException, mod_name: str, folder: Path, only_there: bool, what: str) -> str:
+def _where_looked(e: BaseException, mod_name: str, folder: Path, only_there: bool, offers_allow: bool) -> str:
     """Where a plug-in module that is not found was looked for, and how to point there: "No module named 'wts'"
     alone, run from another folder, did not say that the current folder is where it is looked for (pip trial
     item 11). '' when the module was found (a missing import inside it is the module's own)."""
     top = mod_name.split(".")[0]
     if not isinstance(e, ModuleNotFoundError) or e.name not in (top, mod_name) or only_there:
         return ""
-    allow = ", or add --allow-plugins FOLDER for the folder it is in" if what.startswith("protocol") else ""
+    allow = ", or add --allow-plugins FOLDER for the folder it is in" if offers_allow else ""
     return (f" (a plug-in is looked for in the current folder, {folder}, then the installed packages: run epfuzz in "
             f"the folder that holds {top}{allow})")
 
@@ -192,7 +192,8 @@ class Registry:
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr)
         except (ImportError, AttributeError) as e:
-            raise InputError(f"cannot load {what}: {e}{_where_looked(e, mod_name, folder, only_there, what)}") from None
+            looked = _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
+            raise InputError(f"cannot load {what}: {e}{looked}") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
             raise ProtocolError(f"cannot import {what}: {describe(e)}{self.where(e)}") from None
         finally:

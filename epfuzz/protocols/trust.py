@@ -43,6 +43,9 @@ class PluginPolicy:
     """The plug-ins a process was told it may import."""
 
     named: set[str] = field(default_factory=set)          # specs named explicitly
+    #: whether the running command takes --allow-plugins (run, replay, triage ...): only then does a plug-in that
+    #: is not found suggest it (fuzz and corpus pointed at an option they do not have: review B1)
+    offers_allow: bool = False
     folders: list[Path] = field(default_factory=list)     # --allow-plugins folders (resolved)
     files: list[Path] = field(default_factory=list)       # --allow-plugins FILE.py: that module alone
 

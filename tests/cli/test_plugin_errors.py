@@ -143,6 +143,12 @@ def test_a_plugin_named_from_another_folder_says_where_it_was_looked_for(tmp_pat
     # and the way out it names works: the allowed folder holds the module --protocol names
     p = epfuzz(other, "run", "--protocol", "mine:Flag", "--allow-plugins", str(proj), "input")
     assert p.returncode in (0, 1) and "protocol 'mine:Flag'" not in p.stderr, p.stderr
+    # a command without that option does not suggest it (fuzz and corpus pointed at an option they lack: review)
+    for args in (("fuzz", "--protocol", "mine:Flag", "--max-execs", "10"), ("corpus", "prune", "--protocol",
+                                                                            "mine:Flag", str(other))):
+        p = epfuzz(other, *args)
+        assert p.returncode == 2 and "No module named 'mine'" in p.stderr, p.stderr
+        assert "--allow-plugins" not in p.stderr, p.stderr
 
 
 @pytest.mark.parametrize(("fixed", "says"), [
