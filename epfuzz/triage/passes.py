@@ -179,10 +179,30 @@ def remove_entries(ctx: Ctx) -> Iterator[Step]:
             c = ctx.valid(_set(ctx.doc, path, seq[:i] + seq[i + 1:]))
             if c is not None:
                 yield pos, c
-        if path == "schedule" and seq:
+        if path == "schedule" and seq and _across_qps_only(ctx):
             bare = ctx.valid(_set(ctx.doc, path, []))
             for v in _slower(ctx, bare) if bare is not None else ():
                 yield pos, v
+
+
+#: the rule cells of a race across QPs: the overtakes the schedule-for-timing trade may replace
+ACROSS_QPS = frozenset({"xQP", "cross-QP"})
+
+
+def _across_qps_only(ctx: Ctx) -> bool:
+    """Whether the case's finding rests on reorderings across QPs alone (its sim culprits): only then is
+    timing another way to one race. A finding that needs a PCIe or NIC overtake (C2b) could otherwise
+    be traded for a different race of the same kind in a protocol that has both, and its bug would be
+    grouped as the other (review)."""
+    if ctx.proto is None:
+        return False
+    from epfuzz.sim.engine import simulate
+
+    try:
+        run = simulate(ctx.scn, ctx.proto)
+    except EpfuzzError:
+        return False
+    return run.violation is not None and run.culprit_rules() <= ACROSS_QPS
 
 
 #: the shape, biggest savings first: what makes a case big to read and slow to explore

@@ -147,3 +147,20 @@ def test_two_units_swap_with_what_they_carry():
     got = relabelled(doc, "topology.num_qps", 1, 0)
     assert (got["topology"]["channel_qp"], got["faults"]["qp_delay_ns"], got["faults"]["qp_rate_div"]) == \
         ([0], [21], [1, 3])
+
+
+def test_only_a_race_across_qps_is_traded_for_timing():
+    """The schedule-for-timing trade keeps a candidate of the same kind: a finding that needs a PCIe
+    overtake (#661's C2b) could become another race of that kind and be grouped as it (review). The trade
+    is offered only where the sim's culprits are cross-QP cells."""
+    from epfuzz.cases.corpus import load_case
+    from epfuzz.encoding.pins import fixed_fields
+    from epfuzz.protocols import get_protocol
+    from epfuzz.triage.passes import Ctx, _across_qps_only
+
+    c2b = load_case(Path(__file__).resolve().parents[2] / "corpus" / "regressions" / "deepep661-c2b.json").scenario
+    assert c2b.schedule
+    assert not _across_qps_only(Ctx(c2b, get_protocol(c2b.protocol), fixed_fields(c2b.protocol, c2b.preset)))
+    for doc in WAYS:
+        scn, _ = _finding(doc)
+        assert _across_qps_only(Ctx(scn, REGISTRY.get(NAME), fixed_fields(scn.protocol, scn.preset))), doc
