@@ -19,6 +19,7 @@ from epfuzz.backends import cuda_interp
 from epfuzz.backends.base import Backend, Outcome
 from epfuzz.backends.cuda_mp import launches, litmus_name, params, run_litmus, threads
 from epfuzz.infra.errors import BackendUnavailable
+from epfuzz.infra.extras import install_hint
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation
 from epfuzz.protocols.base import Protocol
@@ -91,7 +92,7 @@ class CudaBackend(Backend):
 
     def litmus_availability(self) -> tuple[bool, str]:
         if importlib.util.find_spec("torch") is None:
-            return False, "torch is not installed (pip install 'epfuzz[cuda]')"
+            return False, f"torch is not installed ({install_hint('cuda')})"
         import torch
 
         if not torch.cuda.is_available():

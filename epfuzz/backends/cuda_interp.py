@@ -41,6 +41,7 @@ from epfuzz.backends.cuda_prog import (
     watch_shape,
 )
 from epfuzz.infra.errors import BackendUnavailable, Unsupported
+from epfuzz.infra.extras import install_hint
 from epfuzz.infra.log import get_logger
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
@@ -62,7 +63,7 @@ def cupy_available() -> tuple[bool, str]:
         import cupy
     except ImportError:
         return False, ("CuPy is not installed (the op interpreter compiles its kernels with CuPy's NVRTC): "
-                       "pip install 'epfuzz[cuda]'")
+                       f"{install_hint('cuda')}")
     try:
         n = cupy.cuda.runtime.getDeviceCount()
     except Exception as e:  # noqa: BLE001 - no driver, no device: say so

@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 
 from epfuzz.core import native
+from epfuzz.infra.extras import install_hint
 
 ROOT = native.PACKAGE_DIR.parent
 
@@ -74,7 +75,7 @@ def _compile(tmp: str) -> None:
 def _why(e: BaseException) -> str:
     """A failed build's cause in a few words, with the remedy where it is the missing `core` extra."""
     if isinstance(e, ModuleNotFoundError) and (e.name or "").split(".")[0] in ("mypyc", "mypy", "setuptools"):
-        return f"{e.name} is not installed: pip install 'epfuzz[core]'"
+        return f"{e.name} is not installed: {install_hint('core')}"
     return f"{type(e).__name__}: {str(e)[:200]}"
 
 

@@ -129,6 +129,8 @@ def running() -> str:
 def describe() -> str:
     """Which emulator this process runs and, when it is the pure one, why and how to get the compiled
     one (`epfuzz list` prints it: a plain `pip install` builds no extension)."""
+    from epfuzz.infra.extras import install_hint  # here: this module imports nothing of epfuzz at load
+
     if running() == "compiled":
         return "runs compiled (mypyc)"
     if not any(extension(n) for n in COMPILED):
@@ -138,7 +140,7 @@ def describe() -> str:
     else:
         why = stale_reason() or "not loaded"
     return (f"runs pure Python, slower (compiled core: {why}; to build it: `make install` in a checkout, "
-            f"or pip install 'epfuzz[core]' then {sys.executable} -m epfuzz.core.corebuild)")
+            f"or {install_hint('core')} then {sys.executable} -m epfuzz.core.corebuild)")
 
 
 class PureFinder(importlib.abc.MetaPathFinder):

@@ -37,7 +37,7 @@ def test_a_build_without_the_core_extra_says_how_to_get_it(monkeypatch: pytest.M
                                                            capsys: pytest.CaptureFixture[str]) -> None:
     _failing_build(monkeypatch, ModuleNotFoundError("No module named 'mypyc'", name="mypyc"))
     assert corebuild.main([]) == 1
-    assert "mypyc is not installed: pip install 'epfuzz[core]'" in capsys.readouterr().out
+    assert f"mypyc is not installed: {sys.executable} -m pip install 'epfuzz[core]'" in capsys.readouterr().out
 
 
 def test_the_rebuild_advice_names_this_interpreter() -> None:

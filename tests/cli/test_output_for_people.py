@@ -91,9 +91,10 @@ def test_a_missing_plot_library_names_its_extra(monkeypatch, tmp_path, capsys):
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     assert main(["explain", str(C2B), "--plot", str(tmp_path / "x.png")]) == 2
-    assert capsys.readouterr().err == "epfuzz: explain --plot needs matplotlib: pip install 'epfuzz[plot]'\n"
+    assert capsys.readouterr().err == f"epfuzz: explain --plot needs matplotlib: {sys.executable} -m pip install " \
+                                      "'epfuzz[plot]'\n"
     assert main(["report", str(tmp_path)]) == 2
-    assert "pip install 'epfuzz[plot]' (or --no-png" in capsys.readouterr().err
+    assert "-m pip install 'epfuzz[plot]' (or --no-png" in capsys.readouterr().err
     assert not (tmp_path / "x.png").exists()
 
 

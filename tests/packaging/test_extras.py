@@ -44,7 +44,7 @@ def test_the_cuda_extra_brings_cupy_with_its_cuda_libraries_and_torch():
 def test_without_cupy_the_cuda_backend_names_the_extra(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setitem(sys.modules, "cupy", None)  # `import cupy` raises ImportError
     ok, why = cuda_interp.cupy_available()
-    assert not ok and why.endswith("pip install 'epfuzz[cuda]'"), why
+    assert not ok and why.endswith(f"{sys.executable} -m pip install 'epfuzz[cuda]'"), why
 
 
 def test_the_docs_say_what_the_cuda_extra_brings():

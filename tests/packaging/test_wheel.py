@@ -159,10 +159,12 @@ def test_a_missing_optional_extra_is_named_with_exit_2_not_reported_as_a_bug(ins
     shutil.copy(CASE, tmp_path / "case.json")
     p = _epfuzz(installed, tmp_path, "explain", "case.json", "--plot", "t.png")
     assert p.returncode == 2, p.stdout + p.stderr
-    assert p.stderr.strip() == "epfuzz: explain --plot needs matplotlib: pip install 'epfuzz[plot]'"
+    # this install's own pip: a bare `pip install 'epfuzz[plot]'` elsewhere could fetch anyone's "epfuzz"
+    assert re.fullmatch(r"epfuzz: explain --plot needs matplotlib: \S+/python\S* -m pip install 'epfuzz\[plot\]'",
+                        p.stderr.strip()), p.stderr
     (tmp_path / "run").mkdir()
     p = _epfuzz(installed, tmp_path, "report", "run")
-    assert p.returncode == 2 and "pip install 'epfuzz[plot]'" in p.stderr and "a bug in epfuzz" not in p.stderr
+    assert p.returncode == 2 and "-m pip install 'epfuzz[plot]'" in p.stderr and "a bug in epfuzz" not in p.stderr
 
 
 def _shipped_seeds(wheel: Path) -> set[str]:
