@@ -119,7 +119,7 @@ JOBS_PER_CORE = 4
 def cmd_fuzz(a: argparse.Namespace) -> int:
     from epfuzz.campaign.libfuzzer import fuzz
 
-    cores = os.cpu_count() or 1
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1  # usable
     if a.jobs > JOBS_PER_CORE * cores:
         raise InputError(f"--jobs {a.jobs} is more than {JOBS_PER_CORE} x this machine's {cores} core(s), "
                          f"{JOBS_PER_CORE * cores}: each job is a process; give --jobs {cores} (one per core)")

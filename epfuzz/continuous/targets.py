@@ -15,8 +15,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from epfuzz.guest.vm_tree import source_root
 from epfuzz.infra.errors import InputError
+from epfuzz.infra.shipped import source_root
 
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent.parent

@@ -1,4 +1,4 @@
-"""`epfuzz report RUN_DIR`: exec/s and coverage over time, bugs by root cause (markdown + PNG)."""
+"""`epfuzz report RUN_DIR`: exec/s and features (coverage) over time, bugs by root cause (markdown + PNG)."""
 
 from __future__ import annotations
 
@@ -89,10 +89,10 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
     last = rows[-1] if rows else {}
     md = [f"# epfuzz run {run_dir.name}", "",
           f"- duration: {last.get('seconds', 0):.0f} s, executions: {last.get('execs', 0):.0f} "
-          f"({last.get('exec_per_s', 0):.0f} exec/s), coverage: {last.get('cov', 0):.0f}, "
+          f"({last.get('exec_per_s', 0):.0f} exec/s), features: {last.get('cov', 0):.0f}, "
           f"corpus: {last.get('corpus', 0):.0f}",
           f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", "",
-          "| seconds | execs | exec/s | coverage | corpus | findings | RSS MB |",
+          "| seconds | execs | exec/s | features | corpus | findings | RSS MB |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     step = max(1, len(rows) // 12)
     for r in rows[::step] + ([rows[-1]] if rows and (len(rows) - 1) % step else []):  # always the final row
@@ -125,7 +125,7 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
         fig, axes = plt.subplots(3, 1, figsize=(8, 7), sharex=True)
         axes[0].plot(t, [r["exec_per_s"] for r in rows])
         axes[0].set_ylabel("exec/s")
-        axes[1].plot(t, [r["cov"] for r in rows], label="coverage")
+        axes[1].plot(t, [r["cov"] for r in rows], label="features")
         axes[1].plot(t, [r["corpus"] for r in rows], label="corpus")
         axes[1].legend()
         axes[2].plot(t, [r["rss_mb"] for r in rows], label="RSS MB")

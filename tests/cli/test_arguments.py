@@ -59,7 +59,8 @@ def test_jobs_far_above_the_cores_are_refused_before_anything_starts(tmp_path, c
     folder; the bound itself is allowed (a few jobs per core is how libFuzzer's -jobs is used)."""
     from epfuzz.cli import commands
 
-    monkeypatch.setattr(os, "cpu_count", lambda: 2)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)  # the host's; this process may use 2 (a container's share)
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0, 1}, raising=False)
     rc, _, err = run(capsys, "fuzz", "deepep_v2_dispatch", "--jobs", "9", "--time", "1", "--max-execs", "1",
                       "--run-dir", str(tmp_path / "r"))
     assert rc == 2 and len(err.strip().splitlines()) == 1, err
