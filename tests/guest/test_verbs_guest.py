@@ -71,11 +71,11 @@ def test_throttling_the_data_qp_and_the_port_shapes_real_traffic():
     port alone (both QPs alike) runs cleanly to completion.
 
     Each signal follows one WRITE of 8 tokens (128 KiB, 17 ms at rate / 16), so the signal lands while
-    that WRITE's own bytes are still queued, however fast the guest posts. With a WRITE and a signal
-    per token (16 KiB, 2 ms) the window depended on the data of earlier tokens still queued, and the
-    rate swung from boot to boot: 34 of 36 and 22-24 of 24 (2026-11-30), 0 of 24 in a CI run and 1-2 of
-    24 in some boots on an idle host, 18-22 of 24 in others (2026-12-04). This form in the same boots:
-    13-24 of 24 (bench/notes/verbs.md)."""
+    that WRITE's own bytes are still queued unless posting one WR takes 17 ms. With a WRITE and a signal
+    per token (16 KiB, 2.1 ms) a backlog built only while the TCG guest posted faster than that (a post
+    and a look take 1-20 ms there), and the rate swung from boot to boot: 34 of 36 and 22-24 of 24
+    (2026-11-30); 0 of 24 in a CI run, and 1-2 of 24 in some boots on an idle host, 18-22 of 24 in
+    others (2026-12-04). This form in the same boots: 13-24 of 24 (bench/notes/verbs.md)."""
     slow_data = {**CROSS, "faults": {"qp_rate_div": [16]}, "payload": {"num_tokens": 16, "hidden_bytes": 16384},
                  "chunking": {"tokens_per_wr": 8}}
     assert run(slow_data, repeats=24, name="data QP throttled to rate / 16, 8 tokens a WRITE").hits >= 1
