@@ -8,6 +8,7 @@ machine they lead nowhere. Everything else is configured in pyproject.toml; `epf
 
 from __future__ import annotations
 
+import ast
 import re
 import shutil
 from pathlib import Path
@@ -16,8 +17,27 @@ from setuptools import setup
 from setuptools.command.build_py import build_py
 
 HERE = Path(__file__).resolve().parent
-#: checkout folder -> its copy in the package
-SHIPPED = {"corpus": "_corpus", "docs": "_docs", "examples": "_examples"}
+
+
+def shipped() -> dict[str, str]:
+    """`epfuzz.infra.shipped.SHIPPED` (checkout folder -> its copy in the package), the one list of them, read
+    from that file's text: this runs in pip's isolated build environment, where epfuzz (and what it imports)
+    cannot be imported."""
+    path = HERE / "epfuzz" / "infra" / "shipped.py"
+    for node in ast.parse(path.read_text(), str(path)).body:
+        target, value = ((node.target, node.value) if isinstance(node, ast.AnnAssign)
+                         else (node.targets[0], node.value) if isinstance(node, ast.Assign) else (None, None))
+        if isinstance(target, ast.Name) and target.id == "SHIPPED" and value is not None:
+            try:
+                folders = ast.literal_eval(value)
+            except ValueError:
+                break
+            if isinstance(folders, dict):
+                return folders
+    raise SystemExit(f"setup.py: {path} has no SHIPPED = {{...}} literal to read the shipped folders from")
+
+
+SHIPPED = shipped()
 
 
 class BuildPyWithCorpus(build_py):

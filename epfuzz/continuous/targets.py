@@ -16,7 +16,7 @@ import sys
 from pathlib import Path
 
 from epfuzz.infra.errors import InputError
-from epfuzz.infra.shipped import source_root
+from epfuzz.infra.shipped import SHIPPED, source_root
 
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent.parent
@@ -24,7 +24,7 @@ PACKAGE = Path(__file__).resolve().parent.parent
 ENTRY = Path(__file__).resolve().parent / "plugin_fuzzer.py"  # its sibling in continuous/
 SUFFIX = "_fuzzer"
 #: the corpus copied into the wheel (setup.py's build_py)
-SHIPPED_CORPUS = PACKAGE / "_corpus"
+SHIPPED_CORPUS = PACKAGE / SHIPPED["corpus"]
 
 
 def harness_names() -> list[str]:

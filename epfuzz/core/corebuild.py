@@ -27,6 +27,7 @@ from pathlib import Path
 
 from epfuzz.core import native
 from epfuzz.infra.extras import install_hint
+from epfuzz.infra.shipped import SHIPPED
 
 ROOT = native.PACKAGE_DIR.parent
 
@@ -54,8 +55,8 @@ def _compile(tmp: str) -> None:
     # (a pip install), mypy takes site-packages as the package's root and its typing_extensions.py as a file
     # that shadows the standard library's stub, and the build stops (user audit D2)
     copy = Path(tmp) / "src" / native.PACKAGE_DIR.name
-    shipped = ("_corpus", "_docs", "_examples")  # the data the wheel carries (setup.py's SHIPPED): no code to compile
-    shutil.copytree(native.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__", *shipped))
+    # the data a wheel carries (infra.shipped.SHIPPED): no code to compile
+    shutil.copytree(native.PACKAGE_DIR, copy, ignore=shutil.ignore_patterns("*.so", "__pycache__", *SHIPPED.values()))
     files = [str(copy.parent.joinpath(*n.split(".")).with_suffix(".py")) for n in native.COMPILED]
     # mypy's cache in `tmp` too: its default, .mypy_cache/ of the working directory, left 13 MB in the folder a
     # pip user ran the build from (pip trial item 7)

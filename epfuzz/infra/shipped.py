@@ -14,6 +14,10 @@ from pathlib import Path
 
 #: the epfuzz package folder
 PACKAGE = Path(__file__).resolve().parent.parent
+#: checkout folder -> the copy of it a wheel carries inside the package: the one list of them. setup.py copies
+#: them at build time, reading this assignment from this file's text (pip's isolated build cannot import
+#: epfuzz), so it stays a plain dict literal; the compiled core's build leaves them out of mypy's tree
+SHIPPED: dict[str, str] = {"corpus": "_corpus", "docs": "_docs", "examples": "_examples"}
 
 
 def source_root(package: Path) -> Path | None:
@@ -26,28 +30,28 @@ def source_root(package: Path) -> Path | None:
     return package.parent if 'name = "epfuzz"' in text else None
 
 
-def _folder(checkout_name: str, shipped_name: str) -> Path | None:
+def _folder(checkout_name: str) -> Path | None:
     root = source_root(PACKAGE)
     if root is not None and (root / checkout_name).is_dir():
         return root / checkout_name
-    shipped = PACKAGE / shipped_name
+    shipped = PACKAGE / SHIPPED[checkout_name]
     return shipped if shipped.is_dir() else None
 
 
 def docs_folder() -> Path | None:
     """The documentation pages (markdown, the docs site's sources), or None when this install has none."""
-    return _folder("docs", "_docs")
+    return _folder("docs")
 
 
 def examples_folder() -> Path | None:
     """The example plug-in package the tutorial fuzzes (`examples.seqflag:...`), or None."""
-    return _folder("examples", "_examples")
+    return _folder("examples")
 
 
 def corpus_folder() -> Path | None:
     """The seed corpora and pinned cases (`epfuzz.continuous.targets.corpus_root` finds the same folder
     for the harnesses, from a layer this one may not import)."""
-    return _folder("corpus", "_corpus")
+    return _folder("corpus")
 
 
 def shown(path: Path) -> str:

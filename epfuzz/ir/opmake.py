@@ -17,9 +17,11 @@ classes are.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
-from epfuzz.ir.ops import AtomicAdd, Flush, Send, Spin, Write, WriteImm, WriteValue
+from epfuzz.ir.ops import AtomicAdd, Flush, Op, Send, Spin, Write, WriteImm, WriteValue
+from epfuzz.ir.scenario import SpinFault
 
 # Final: mypyc keeps each in a C static, where a plain module name is a dict lookup per use, and
 # `object.__new__` an attribute lookup on the builtins' `object` then a method call (about 570
@@ -104,3 +106,17 @@ def flush(qp: int, stale: bool = False) -> Flush:
     object.__setattr__(o, "qp", qp)
     object.__setattr__(o, "stale", stale)
     return o
+
+
+def insert_spins(programs: Sequence[Sequence[Op]], spins: Sequence[SpinFault]) -> list[list[Op]]:
+    """A copy of the channels' programs with the GPU spins `spins` (a scenario's `faults.spins`) inserted: what
+    `epfuzz.protocols.base.apply_spins` does for every backend, here so that the sim's compiled build calls it
+    without an interpreted frame (issue 31); most scenarios have no spins, and pay only the copies."""
+    out = [list(p) for p in programs]
+    if not spins:  # no sort, no key function made
+        return out
+    for s in sorted(spins, key=lambda s: (s.channel, -s.before_op)):
+        if s.channel < len(out) and s.ns:
+            prog = out[s.channel]
+            prog.insert(min(s.before_op, len(prog)), spin(s.ns))
+    return out

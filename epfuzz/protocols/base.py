@@ -22,6 +22,7 @@ from typing import Protocol as TypingProtocol
 
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
+from epfuzz.ir.opmake import insert_spins
 from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import Scenario
 from epfuzz.ir.slotinit import fast_init
@@ -232,13 +233,6 @@ def _layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only
 
 
 def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[list[ops.Op]]:
-    """Insert the scenario's GPU spins; shared by every backend so faults mean the same."""
-    out = [list(p) for p in programs]
-    if not scn.faults.spins:  # most scenarios: no sort, no key function made (issue 31)
-        return out
-    spins = sorted(scn.faults.spins, key=lambda s: (s.channel, -s.before_op))
-    for s in spins:
-        if s.channel < len(out) and s.ns:
-            prog = out[s.channel]
-            prog.insert(min(s.before_op, len(prog)), ops.Spin(s.ns))
-    return out
+    """Insert the scenario's GPU spins; shared by every backend so faults mean the same (the sim's build calls
+    `insert_spins` itself, with the spins it read once)."""
+    return insert_spins(programs, scn.faults.spins)

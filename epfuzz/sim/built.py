@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from epfuzz.ir.opmake import insert_spins
 from epfuzz.ir.scenario import Scenario
-from epfuzz.protocols.base import Layout, Protocol, apply_spins
+from epfuzz.protocols.base import Layout, Protocol
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes
 from epfuzz.sim.memory import Starts
@@ -112,9 +113,7 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     flushes: list[FlushWait] = []
     spins = scn.faults.spins
     for e in range(scn.payload.epochs):
-        sent = proto.sender(scn, lay, e)
-        # `apply_spins` copies the lists where there are no spins: that much without its interpreted frames
-        programs = apply_spins(sent, scn) if spins else [list(p) for p in sent]
+        programs = insert_spins(proto.sender(scn, lay, e), spins)  # `apply_spins`, compiled
         check_programs(programs, lay, proto.name or type(proto).__name__, e, sizes)
         w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w

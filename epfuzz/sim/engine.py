@@ -23,7 +23,8 @@ from epfuzz.sim.receive import Poll, Receiving
 from epfuzz.sim.run import SimRun
 
 __all__ = ["ARRIVALS_PER_FORM", "FORMS", "NET_WINDOW", "Arrived", "Built", "FormCache", "Poll", "SimRun", "build",
-           "build_form", "build_over", "FormKey", "config_key", "replay", "simulate", "simulate_over"]
+           "build_form", "build_over", "FormKey", "config_key", "replay", "schedule_moves", "simulate",
+           "simulate_over"]
 
 
 def build(scn: Scenario, proto: Protocol,
@@ -37,20 +38,14 @@ def build(scn: Scenario, proto: Protocol,
     return build_over(build_form(scn, proto), scn, arrival)
 
 
-def net_moves(scn: Scenario) -> tuple[tuple[int, int], ...]:
-    """The schedule's net overtakes that take effect: none without adaptive routing."""
-    if not scn.knobs.adaptive_routing:
-        return ()
-    return tuple((o.index, o.distance) for o in scn.schedule if o.stage == "net")
+def schedule_moves(scn: Scenario) -> tuple[list[tuple[int, int]], tuple[tuple[int, int], ...]]:
+    """The schedule's PCIe moves and its net overtakes that take effect (none without adaptive routing):
+    `build_over` applies them, and the tests that compare the adversary's copies take their arrival
+    orders from here, so that they see the net moves the product runs.
 
-
-def build_over(form: Built, scn: Scenario,
-               arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
-    """`scn`'s schedule applied to the built form of its configuration: what `build` returns."""
-    # the PCIe moves and `net_moves` in one pass: each overtake's stage read once, the knobs once (attributes
-    # of interpreted objects: a generic look-up each from here)
-    knobs = scn.knobs
-    ar = knobs.adaptive_routing
+    One pass, each overtake's stage read once (an attribute of an interpreted object: a generic look-up
+    from compiled code)."""
+    ar = scn.knobs.adaptive_routing
     moves: list[tuple[int, int]] = []
     net: list[tuple[int, int]] = []
     for o in scn.schedule:
@@ -59,11 +54,18 @@ def build_over(form: Built, scn: Scenario,
             moves.append((o.index, o.distance))
         elif ar and stage == "net":
             net.append((o.index, o.distance))
+    return moves, tuple(net)
+
+
+def build_over(form: Built, scn: Scenario,
+               arrival: Callable[[list[Packet]], list[Packet]] | None = None) -> SimRun:
+    """`scn`'s schedule applied to the built form of its configuration: what `build` returns."""
+    moves, net = schedule_moves(scn)
     if arrival is not None:
         a = form.arrive(scn, [], arrival)
     else:
-        a = form.arrived(scn, tuple(net))
-    window = knobs.reorder_window
+        a = form.arrived(scn, net)
+    window = scn.knobs.reorder_window
     order, tinv = apply_tlp_overtakes(a.tlps, moves, a.rule, window, a.streams(window) if moves else None)
     return SimRun(scn, form.layout, form.wrs, a.packets, a.tlps, order, tinv, a.pinv, flushes=form.flushes,
                   starts=form.starts)

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import Final
 
 from epfuzz.ir import ops
-from epfuzz.ir.presets import PRESETS
+from epfuzz.ir.presets import PRESETS, model_of
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.device import RO_ONLY_MODEL, mr_relaxed, tlp_ro
 from epfuzz.model.ordering import Attrs, TlpType
@@ -64,12 +64,17 @@ _LOCAL_ATTRS = _ATTRS[(TlpType.POSTED, False, False, 0)]
 RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
 
+#: every preset's ordering model, read off `epfuzz.ir.presets.model_of` (the one source) at import: a fresh
+#: scenario asks four times (the responder's RO, the arrival's and the receiver's NVLink test, the pass rule),
+#: and each call of `model_of` from compiled code is an interpreted frame (issue 31); Final: a C static
+_MODELS: Final[dict[str, str]] = {name: model_of(name) for name in PRESETS}
+
+
 def preset_model(preset: str) -> str:
-    """`epfuzz.ir.presets.model_of` in the compiled core: a fresh scenario asks it four times (the responder's
-    RO, the arrival's and the receiver's NVLink test, the pass rule), each a call into an interpreted frame
-    (issue 31). tests/sim/test_built_form.py holds it to `model_of` for every preset and an unknown name."""
-    p = PRESETS.get(preset)
-    return "pcie" if p is None else p.model
+    """`model_of(preset)`, from the table made of it; a name no preset has is asked of `model_of` itself.
+    tests/sim/test_built_form.py holds the two equal for every preset and an unknown name."""
+    m = _MODELS.get(preset)
+    return model_of(preset) if m is None else m
 
 
 class Responder:

@@ -88,6 +88,9 @@ class _Search:
         self.runs = 0
         self.accepted = [scn]
         self.complete = True
+        #: what the passes share about `current` (its build, its run), kept while it stays current: a round
+        #: that changes nothing runs every pass over the same case
+        self.ctx = Ctx(scn, proto, self.fixed)
 
     def _out_of_budget(self) -> bool:
         if (self.runs >= self.max_runs or (self.deadline is not None and time.perf_counter() > self.deadline)
@@ -99,7 +102,9 @@ class _Search:
         """Shrink with one pass until it has nothing left; True if it changed the scenario."""
         changed, resume = False, 0
         while not self._out_of_budget():
-            for pos, cand in p(Ctx(self.current, self.proto, self.fixed)):
+            if self.ctx.scn is not self.current:
+                self.ctx.scn = self.current
+            for pos, cand in p(self.ctx):
                 if pos < resume:
                     continue
                 if self._out_of_budget():

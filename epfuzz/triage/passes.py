@@ -8,7 +8,6 @@ resume a pass at the field it last shrank. See `epfuzz.triage.minimize` for the 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass, field
 from itertools import combinations
 from typing import Any
 
@@ -76,18 +75,23 @@ def fit(doc: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
-@dataclass
 class Ctx:
-    """What the passes share for one current scenario: its JSON form, its pins, its sim build."""
+    """What the passes share for one current scenario: its JSON form, its pins, its sim build and run (each made
+    on first use). Setting `scn` drops the build and the run and remakes the JSON form: no pass reads another's."""
 
-    scn: Scenario
-    proto: Protocol | None
-    fixed: dict[str, Any]
-    doc: dict[str, Any] = field(init=False)
-    _run: Any = None
+    def __init__(self, scn: Scenario, proto: Protocol | None, fixed: dict[str, Any]) -> None:
+        self.proto, self.fixed, self.scn = proto, fixed, scn
 
-    def __post_init__(self) -> None:
-        self.doc = self.scn.to_dict()
+    @property
+    def scn(self) -> Scenario:
+        return self._scn
+
+    @scn.setter
+    def scn(self, scn: Scenario) -> None:
+        self._scn = scn
+        self.doc: dict[str, Any] = scn.to_dict()
+        self._run: Any = None  # the build: a SimRun, False where it cannot be built, None not yet asked
+        self._simulated: Any = None  # the replayed run, the same way
 
     def valid(self, d: dict[str, Any]) -> Scenario | None:
         """`d` as a scenario; where one change leaves a field it bounds out of range (fewer channels
@@ -123,6 +127,16 @@ class Ctx:
             except EpfuzzError:
                 self._run = False
         return self._run or None
+
+    def simulated(self) -> Any:
+        """The current scenario simulated (None where it cannot be): where its finding's culprits are read."""
+        if self._simulated is None and self.proto is not None:
+            from epfuzz.sim.engine import simulate
+            try:
+                self._simulated = simulate(self.scn, self.proto)
+            except EpfuzzError:
+                self._simulated = False
+        return self._simulated or None
 
 
 def _leaf_steps(ctx: Ctx, path: str, spec: FieldSpec) -> Iterator[Scenario]:
@@ -194,15 +208,8 @@ def _across_qps_only(ctx: Ctx) -> bool:
     timing another way to one race. A finding that needs a PCIe or NIC overtake (C2b) could otherwise
     be traded for a different race of the same kind in a protocol that has both, and its bug would be
     grouped as the other (review)."""
-    if ctx.proto is None:
-        return False
-    from epfuzz.sim.engine import simulate
-
-    try:
-        run = simulate(ctx.scn, ctx.proto)
-    except EpfuzzError:
-        return False
-    return run.violation is not None and run.culprit_rules() <= ACROSS_QPS
+    run = ctx.simulated()
+    return run is not None and run.violation is not None and run.culprit_rules() <= ACROSS_QPS
 
 
 #: the shape, biggest savings first: what makes a case big to read and slow to explore

@@ -30,7 +30,7 @@ def test_the_typed_copy_agrees_with_the_generic_adversary() -> None:
         scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
         proto = get_protocol(scn.protocol)
         form = engine.build_form(scn, proto)
-        a = form.arrived(scn, engine.net_moves(scn))
+        a = form.arrived(scn, engine.schedule_moves(scn)[1])
         window = scn.knobs.reorder_window
         for _ in range(3):
             moves = [(rng.randrange(1024), rng.randint(1, 64)) for _ in range(rng.randint(1, 5))]
@@ -120,7 +120,7 @@ def test_surviving_walks_the_pieces_the_sorted_search_found() -> None:
     for _ in range(200):
         scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
         form = engine.build_form(scn, get_protocol(scn.protocol))
-        a = form.arrived(scn, engine.net_moves(scn))
+        a = form.arrived(scn, engine.schedule_moves(scn)[1])
         window = scn.knobs.reorder_window
         for _ in range(3):
             seen.clear()
@@ -183,7 +183,7 @@ def test_streams_made_on_first_use_are_the_eager_ones() -> None:
     for _ in range(150):
         scn = codec.decode(rng.randbytes(rng.randrange(0, 96)), rng.choice(names), rng.choice(presets))
         form = engine.build_form(scn, get_protocol(scn.protocol))
-        tlps = form.arrived(scn, engine.net_moves(scn)).tlps
+        tlps = form.arrived(scn, engine.schedule_moves(scn)[1]).tlps
         want = _streams_eagerly(tlps)
         top = max((t.seq + t.n for t in tlps), default=0)
         seqs = sorted({-1, top, *range(0, top, max(1, top // 64)), *(t.seq + t.n - 1 for t in tlps)})

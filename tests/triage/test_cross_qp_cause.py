@@ -164,3 +164,22 @@ def test_only_a_race_across_qps_is_traded_for_timing():
     for doc in WAYS:
         scn, _ = _finding(doc)
         assert _across_qps_only(Ctx(scn, REGISTRY.get(NAME), fixed_fields(scn.protocol, scn.preset))), doc
+
+
+def test_the_passes_context_keeps_one_build_and_one_run_per_case():
+    """`Ctx` builds and simulates its case once, whichever passes ask (`remove_entries` reads the run's culprits,
+    the shape and schedule passes the build), and a new current case drops both: no pass reads the last one's."""
+    from epfuzz.cases.corpus import load_case
+    from epfuzz.encoding.pins import fixed_fields
+    from epfuzz.protocols import get_protocol
+    from epfuzz.triage.passes import Ctx
+
+    c2b = load_case(Path(__file__).resolve().parents[2] / "corpus" / "regressions" / "deepep661-c2b.json").scenario
+    ctx = Ctx(c2b, get_protocol(c2b.protocol), fixed_fields(c2b.protocol, c2b.preset))
+    run, built = ctx.simulated(), ctx.run()
+    assert run is ctx.simulated() and built is ctx.run() and run is not built
+    assert run.scenario is c2b and run.violation is not None and built.scenario is c2b
+    bare = c2b.replace(schedule=())
+    ctx.scn = bare
+    assert ctx.doc == bare.to_dict() and ctx.doc != c2b.to_dict()
+    assert ctx.simulated().scenario is bare and ctx.simulated().violation is None and ctx.run().scenario is bare
