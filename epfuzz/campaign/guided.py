@@ -1,7 +1,8 @@
 """`epfuzz fuzz` on the sim backend: the guided engine (epfuzz.search) as a campaign, one job or many.
 
 Same run folder and summary as the libFuzzer campaign (epfuzz.campaign.libfuzzer): kept inputs under
-`corpus/` (named by SHA-1, seeded from corpus/<harness>/, which is never written), one case file
+`corpus/` (named by SHA-1, seeded from the harness's seeds, `seed_folder`: corpus/<harness>/ in a checkout,
+epfuzz/_corpus/<harness>/ in an install; never written), one case file
 per bug signature, `progress.csv` a row a second, bugs grouped by root cause with a minimized case
 each, `bugs.csv`, and `stats.json` (per move and per feedback: what was used). "Coverage" is the
 number of semantic features seen (epfuzz.search.feedbacks).
