@@ -31,7 +31,6 @@ from epfuzz.campaign.common import (
     GroupingProgress,
     Summary,
     false_alarms,
-    fresh_run_dir,
     log_end,
     log_start,
     plugin_name,
@@ -39,6 +38,7 @@ from epfuzz.campaign.common import (
     until_grace,
 )
 from epfuzz.campaign.preflight import preflight
+from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import case_paths, sha1, write_atomic
 from epfuzz.continuous.targets import harness_name, seed_folder
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty

@@ -22,7 +22,6 @@ from epfuzz.campaign.common import (
     RUNS,
     Summary,
     false_alarms,
-    fresh_run_dir,
     log_end,
     log_start,
     plugin_name,
@@ -33,6 +32,7 @@ from epfuzz.campaign.common import (
 from epfuzz.campaign.guest import fuzz_in_guest
 from epfuzz.campaign.jobs import _Jobs, _no_room
 from epfuzz.campaign.preflight import preflight
+from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
 from epfuzz.infra.diskspace import remove_empty

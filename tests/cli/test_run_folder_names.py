@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from epfuzz.campaign.common import fresh_run_dir
+from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.infra.errors import InputError
 
 
@@ -131,3 +131,23 @@ def test_a_named_run_dir_whose_guest_fails_to_start_can_be_named_again(tmp_path,
             err = capsys.readouterr().err
             assert "apt-cache is not installed" in err and "not empty" not in err, err
             assert named.is_dir() == premade and (not premade or not any(named.iterdir()))
+
+
+def test_a_guest_campaign_that_wrote_nothing_ends_with_the_guests_error_of_its_kind():
+    """What the host raises, read off the guest's --log-json error event: a plug-in's bug stays exit 3 (protocol
+    error), a plug-in the guest cannot import exit 2, as the same failure on the host would be."""
+    import json
+
+    from epfuzz.campaign.guest import _stopped_before_writing
+    from epfuzz.infra.errors import EpfuzzError, InputError, ProtocolError
+
+    def said(message: str) -> list[str]:
+        return ["epfuzz-guest: init", json.dumps({"event": "error", "level": "error", "message": message})]
+
+    head = "the campaign in the guest stopped before writing anything"
+    bug = _stopped_before_writing(3, said("protocol error (a bug in the protocol plug-in): boom (at p.py:3, in f)"))
+    assert type(bug) is ProtocolError and str(bug) == f"{head} (exit 3): boom (at p.py:3, in f)"
+    gone = _stopped_before_writing(2, said("cannot load protocol 'p:P': No module named 'p'"))
+    assert type(gone) is EpfuzzError and not isinstance(gone, InputError)
+    assert str(gone) == f"{head} (exit 2): cannot load protocol 'p:P': No module named 'p'"
+    assert str(_stopped_before_writing(137, ["Killed"])) == f"{head} (exit 137); the guest's lines above say why"
