@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """atheris harness for the `deep2_spin_qp` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
 
+From the root of an epfuzz checkout, whose seeds for it are corpus/deep2_spin_qp_fuzzer:
+
     mkdir -p runs/libfuzzer/corpus
     python harnesses/deep2_spin_qp_fuzzer.py runs/libfuzzer/corpus \
         corpus/deep2_spin_qp_fuzzer -max_total_time=60 -artifact_prefix=runs/libfuzzer/
 
 libFuzzer writes new inputs into its first corpus folder: a fresh one, never the checked-in seeds
 (corpus/deep2_spin_qp_fuzzer is read only; an input added there fails `make replay`).
+An installed epfuzz (`epfuzz list` says where) carries the same seeds as
+epfuzz/_corpus/deep2_spin_qp_fuzzer, and an OSS-Fuzz build zips them beside the fuzzer as
+deep2_spin_qp_fuzzer_seed_corpus.zip.
 
 Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
 (epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as

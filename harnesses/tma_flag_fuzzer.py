@@ -1,12 +1,17 @@
 #!/usr/bin/env python3
 """atheris harness for the `tma_flag` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
 
+From the root of an epfuzz checkout, whose seeds for it are corpus/tma_flag_fuzzer:
+
     mkdir -p runs/libfuzzer/corpus
     python harnesses/tma_flag_fuzzer.py runs/libfuzzer/corpus \
         corpus/tma_flag_fuzzer -max_total_time=60 -artifact_prefix=runs/libfuzzer/
 
 libFuzzer writes new inputs into its first corpus folder: a fresh one, never the checked-in seeds
 (corpus/tma_flag_fuzzer is read only; an input added there fails `make replay`).
+An installed epfuzz (`epfuzz list` says where) carries the same seeds as
+epfuzz/_corpus/tma_flag_fuzzer, and an OSS-Fuzz build zips them beside the fuzzer as
+tma_flag_fuzzer_seed_corpus.zip.
 
 Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
 (epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as

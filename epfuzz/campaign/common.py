@@ -47,45 +47,6 @@ def log_start(log: object, backend: str, **fields: object) -> None:
         log.warning("fuzz.slower_emulator", detail=native.describe())  # type: ignore[attr-defined]
 
 
-#: how many `-N` suffixes a default run folder name tries before giving up
-RUN_DIR_TRIES = 1000
-
-
-#: what claims a --run-dir the user names: every engine's run folder has it, and creating it is atomic
-CLAIM = "corpus"
-
-
-def fresh_run_dir(run_dir: Path | None, default: Path) -> Path:
-    """The run folder, which must be new or empty: a reused folder's old findings and corpus would
-    be read back as this run's (a fixed protocol reported its buggy twin's bugs). The `default` name (one per
-    second) is claimed by creating it, with `-2`, `-3`, ... after a name taken: two runs started in the same
-    second collided, the second refused with "name a new --run-dir" though the user had named none. A named
-    one, which may exist already (empty), is claimed by creating its `corpus/` in it: checked, then created
-    later, two runs started at once both passed the check and shared the folder."""
-    if run_dir is None:
-        for n in range(1, RUN_DIR_TRIES + 1):
-            path = default if n == 1 else default.with_name(f"{default.name}-{n}")
-            try:
-                path.mkdir(parents=True)
-                return path
-            except FileExistsError:
-                continue
-        raise InputError(f"run folders {default} to -{RUN_DIR_TRIES} all exist; name a new --run-dir")
-    path = run_dir
-    taken = InputError(f"run folder {path} already exists and is not empty; name a new --run-dir")
-    try:
-        path.mkdir(parents=True, exist_ok=True)
-    except FileExistsError:
-        raise InputError(f"run folder {path} is a file, not a folder; name a new --run-dir") from None
-    if any(path.iterdir()):
-        raise taken
-    try:
-        (path / CLAIM).mkdir()
-    except FileExistsError:  # another run claimed it since the look above
-        raise taken from None
-    return path
-
-
 @dataclass
 class Summary:
     harness: str

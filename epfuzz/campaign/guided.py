@@ -1,7 +1,8 @@
 """`epfuzz fuzz` on the sim backend: the guided engine (epfuzz.search) as a campaign, one job or many.
 
 Same run folder and summary as the libFuzzer campaign (epfuzz.campaign.libfuzzer): kept inputs under
-`corpus/` (named by SHA-1, seeded from corpus/<harness>/, which is never written), one case file
+`corpus/` (named by SHA-1, seeded from the harness's seeds, `seed_folder`: corpus/<harness>/ in a checkout,
+epfuzz/_corpus/<harness>/ in an install; never written), one case file
 per bug signature, `progress.csv` a row a second, bugs grouped by root cause with a minimized case
 each, `bugs.csv`, and `stats.json` (per move and per feedback: what was used). "Coverage" is the
 number of semantic features seen (epfuzz.search.feedbacks).
@@ -30,7 +31,6 @@ from epfuzz.campaign.common import (
     GroupingProgress,
     Summary,
     false_alarms,
-    fresh_run_dir,
     log_end,
     log_start,
     plugin_name,
@@ -38,6 +38,7 @@ from epfuzz.campaign.common import (
     until_grace,
 )
 from epfuzz.campaign.preflight import preflight
+from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import case_paths, sha1, write_atomic
 from epfuzz.continuous.targets import harness_name, seed_folder
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty
@@ -225,55 +226,56 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
     name, protocol = _names(harness, protocol, preset)
     feeds = [*fb.DEFAULT, *fb.load(feedback)]
     mvs = [*mv.DEFAULT, *mv.load(moves)]
-    run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
-    (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
-    if jobs > 1:
-        from epfuzz.campaign.guided_jobs import fuzz_jobs
+    claim = fresh_run_dir(run_dir, RUNS / f"{name}-guided-{time.strftime('%Y%m%d-%H%M%S')}")
+    with claim.released_on_failure() as run_dir:  # nothing written: the folder is given back
+        (run_dir / "corpus").mkdir(parents=True, exist_ok=True)
+        if jobs > 1:
+            from epfuzz.campaign.guided_jobs import fuzz_jobs
 
-        return fuzz_jobs(name, protocol, preset, run_dir, seconds, 0 if seed is None else seed, progress,
-                          max_execs, jobs, feedback, moves)
-    camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed, feeds, mvs)
+            return fuzz_jobs(name, protocol, preset, run_dir, seconds, 0 if seed is None else seed, progress,
+                              max_execs, jobs, feedback, moves)
+        camp = _Campaign(name, protocol, preset, run_dir, 0 if seed is None else seed, feeds, mvs)
 
-    def stop(signum: int, *_: object) -> None:
-        camp.stop_signal = signum
+        def stop(signum: int, *_: object) -> None:
+            camp.stop_signal = signum
 
-    old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    log_start(camp.log, "sim", seconds=seconds, run_dir=str(run_dir))
-    try:
-        elapsed = camp.run(seconds, max_execs, progress, run_dir / "progress.csv")
-        # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE
-        # seconds; with the disk full there is no room for minimized cases: only what the cache knows
-        paths = [p for _, p, _ in camp.findings]
-        shown = GroupingProgress(camp.log, final=False) if progress else None
-        grouping = group_findings(paths, run_dir / "bugs", "sim",
-                                  stop=(lambda: True) if camp.disk_full else until_grace(lambda: camp.stop_signal != 0),
-                                  progress=shown)
-        if shown is not None and paths:
-            shown.end(grouping)
-        if grouping.why.startswith("no room"):
-            camp.disk_full = camp.disk_full or grouping.why
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-    g = camp.loop
-    summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), int(bool(camp.error)),
-                      camp.findings, grouping.bugs, camp.stop_signal,
-                      resource=resource_findings(camp.resource, protocol, preset), error=camp.error,
-                      false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
-    try:
-        write_bug_index(grouping, run_dir / "bugs.csv")
-        write_atomic(run_dir / "stats.json", json.dumps(camp.stats(elapsed), indent=1).encode())
-        with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
-            f.write(camp.row(elapsed))
-    except (OSError, NoSpace) as e:
-        if not is_no_room(e):
-            raise
-        camp.disk_full = camp.disk_full or str(e if isinstance(e, NoSpace) else NoSpace(run_dir / "progress.csv", e))
-    if camp.disk_full:
-        remove_empty(run_dir)
-        summary.disk_full = camp.disk_full
-    log_end(camp.log, summary, features=len(g.corpus.seen))
-    return summary
+        old = {s: signal.signal(s, stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        log_start(camp.log, "sim", seconds=seconds, run_dir=str(run_dir))
+        try:
+            elapsed = camp.run(seconds, max_execs, progress, run_dir / "progress.csv")
+            # the handler stays: a signal (the one that ended the fuzzing too) leaves the grouping SIGNAL_GRACE
+            # seconds; with the disk full there is no room for minimized cases: only what the cache knows
+            paths = [p for _, p, _ in camp.findings]
+            shown = GroupingProgress(camp.log, final=False) if progress else None
+            ends = (lambda: True) if camp.disk_full else until_grace(lambda: camp.stop_signal != 0)
+            grouping = group_findings(paths, run_dir / "bugs", "sim", stop=ends, progress=shown)
+            if shown is not None and paths:
+                shown.end(grouping)
+            if grouping.why.startswith("no room"):
+                camp.disk_full = camp.disk_full or grouping.why
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+        g = camp.loop
+        summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), int(bool(camp.error)),
+                          camp.findings, grouping.bugs, camp.stop_signal,
+                          resource=resource_findings(camp.resource, protocol, preset), error=camp.error,
+                          false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
+        try:
+            write_bug_index(grouping, run_dir / "bugs.csv")
+            write_atomic(run_dir / "stats.json", json.dumps(camp.stats(elapsed), indent=1).encode())
+            with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
+                f.write(camp.row(elapsed))
+        except (OSError, NoSpace) as e:
+            if not is_no_room(e):
+                raise
+            full = e if isinstance(e, NoSpace) else NoSpace(run_dir / "progress.csv", e)
+            camp.disk_full = camp.disk_full or str(full)
+        if camp.disk_full:
+            remove_empty(run_dir)
+            summary.disk_full = camp.disk_full
+        log_end(camp.log, summary, features=len(g.corpus.seen))
+        return summary
 
 
 def run_worker(args: dict[str, Any]) -> int:

@@ -22,7 +22,6 @@ from epfuzz.campaign.common import (
     RUNS,
     Summary,
     false_alarms,
-    fresh_run_dir,
     log_end,
     log_start,
     plugin_name,
@@ -33,6 +32,7 @@ from epfuzz.campaign.common import (
 from epfuzz.campaign.guest import fuzz_in_guest
 from epfuzz.campaign.jobs import _Jobs, _no_room
 from epfuzz.campaign.preflight import preflight
+from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
 from epfuzz.infra.diskspace import remove_empty
@@ -137,31 +137,32 @@ def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim",
     else:
         raise InputError("name a harness or give --protocol module:Attr")
     log = get_logger(harness=name, backend=backend, preset=preset, engine="libfuzzer")  # as the guided one says
-    run_dir = fresh_run_dir(run_dir, RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
-    work = run_dir / "corpus"
-    art = run_dir / "artifacts"
-    for d in (work, art):
-        d.mkdir(parents=True, exist_ok=True)
-    seeds = seed_folder(name)
-    cmd = [*argv, str(work)]
-    if seeds is not None:
-        cmd.append(str(seeds))
-    tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
-            "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]
-    pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
-    pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
-    pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
-    old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
-    log_start(log, backend, seconds=seconds, jobs=jobs, run_dir=str(run_dir))
-    try:
-        for j in range(jobs):
-            pool.launch(j)
-        _monitor(pool, seconds, progress)
-        pool.stop()
-        pool.console.end()
-        # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
-        return _summarize(name, pool, work, backend, log)
-    finally:
-        for s, h in old.items():
-            signal.signal(s, h)
-        pool.stop()
+    claim = fresh_run_dir(run_dir, RUNS / f"{name}-{time.strftime('%Y%m%d-%H%M%S')}")
+    with claim.released_on_failure() as run_dir:  # nothing written: the folder is given back
+        work = run_dir / "corpus"
+        art = run_dir / "artifacts"
+        for d in (work, art):
+            d.mkdir(parents=True, exist_ok=True)
+        seeds = seed_folder(name)
+        cmd = [*argv, str(work)]
+        if seeds is not None:
+            cmd.append(str(seeds))
+        tail = [f"-artifact_prefix={art}/", "-print_final_stats=1", f"--backend={backend}", f"--preset={preset}",
+                "--keep-going", f"--findings-dir={run_dir}", *limits.job_flags(extra or [], backend, seconds)]
+        pool = _Jobs(cmd, tail, extra or [], jobs, seconds, run_dir, seed, log)
+        pool.input_timeout = limits.input_timeout(extra or [], backend, seconds)
+        pool.protocol, pool.preset = protocol or name.removesuffix("_fuzzer"), preset
+        old = {s: signal.signal(s, pool.stop) for s in (signal.SIGINT, signal.SIGTERM)}
+        log_start(log, backend, seconds=seconds, jobs=jobs, run_dir=str(run_dir))
+        try:
+            for j in range(jobs):
+                pool.launch(j)
+            _monitor(pool, seconds, progress)
+            pool.stop()
+            pool.console.end()
+            # the handlers stay: a signal while findings are grouped ends the grouping, not the summary
+            return _summarize(name, pool, work, backend, log)
+        finally:
+            for s, h in old.items():
+                signal.signal(s, h)
+            pool.stop()

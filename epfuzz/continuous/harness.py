@@ -128,6 +128,10 @@ def split_args(argv: Sequence[str]) -> tuple[dict[str, str], list[str]]:
     return ours, rest
 
 
+#: the folder a plug-in's module was imported from by the process that started this one (a corpus merge, whose
+#: libFuzzer child runs in a scratch folder): on sys.path while the module is imported, and only then
+PLUGIN_FOLDER_ENV = "EPFUZZ_PLUGIN_FOLDER"
+
 #: the case file a -minimize_crash run's steps share (set by the run, read by its children)
 MINIMIZED_CASE_ENV = "EPFUZZ_MINIMIZED_CASE"
 
@@ -168,7 +172,8 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
         os.environ[MINIMIZED_CASE_ENV] = str(minimized)
     try:
         if ":" in protocol:  # a harness file names its plug-in in code: its author named it, as --protocol does
-            load_plugin(protocol)
+            folder = os.environ.get(PLUGIN_FOLDER_ENV)
+            load_plugin(protocol, Path(folder) if folder else None)
         harness = Harness(
             protocol,
             preset=ours.get("preset") or os.environ.get("EPFUZZ_PRESET") or home_preset(protocol),

@@ -23,6 +23,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
+from epfuzz.continuous.harness import PLUGIN_FOLDER_ENV
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, home_preset
 from epfuzz.encoding import codec
 from epfuzz.infra import proc
@@ -40,10 +41,11 @@ def _check(harness: str) -> None:
         harness_name(harness)
 
 
-def _plugin_path(harness: str) -> dict[str, str]:
-    """PYTHONPATH for the libFuzzer child of plug-in `harness`: it runs in a scratch folder, where the
-    plug-in's module (found here in the current folder) is not, so it gets the folder this process
-    imported the module from; {} for a harness name or a module with no file."""
+def _plugin_folder(harness: str) -> dict[str, str]:
+    """The environment that tells the libFuzzer child of plug-in `harness` where its module is: it runs in a
+    scratch folder, where the module (found here in the current folder) is not, so it gets the folder this
+    process imported the module from, on its sys.path while it imports the module, as here (not PYTHONPATH,
+    which held it for the child's whole life); {} for a harness name or a module with no file."""
     if ":" not in harness:
         return {}
     top = harness.partition(":")[0].split(".")[0]
@@ -51,8 +53,7 @@ def _plugin_path(harness: str) -> dict[str, str]:
     if not file:
         return {}
     path = Path(file).resolve()
-    entry = path.parent.parent if path.name == "__init__.py" else path.parent
-    return {"PYTHONPATH": os.pathsep.join(p for p in (str(entry), os.environ.get("PYTHONPATH", "")) if p)}
+    return {PLUGIN_FOLDER_ENV: str(path.parent.parent if path.name == "__init__.py" else path.parent)}
 
 
 def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None:
@@ -61,7 +62,7 @@ def _merge(harness: str, dest: Path, sources: list[Path], scratch: Path) -> None
     Every path absolute (the child's working directory is `scratch`: a relative DEST failed, 29.3);
     the child dies with this process and is ended when a signal stops it."""
     scratch = scratch.resolve()
-    env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1", **_plugin_path(harness)}
+    env = {**os.environ, "EPFUZZ_FINDINGS_DIR": str(scratch), "EPFUZZ_KEEP_GOING": "1", **_plugin_folder(harness)}
     cmd = [*(entry_command(harness) if ":" in harness else harness_command(harness)), "-merge=1",
            f"-artifact_prefix={scratch}/", "--keep-going", f"--findings-dir={scratch}", str(dest.resolve()),
            *(str(s.resolve()) for s in sources)]

@@ -33,6 +33,7 @@ from pathlib import Path
 
 from epfuzz.cases.corpus import sha1
 from epfuzz.continuous.targets import (
+    SHIPPED_CORPUS,
     TARGETS_ENV,
     harness_name,
     harness_names,
@@ -67,9 +68,15 @@ EOS
 '''
 
 
+#: where an installed epfuzz keeps the seeds (`seed_folder` reads them there outside a checkout), as a harness
+#: file names it
+SHIPPED = SHIPPED_CORPUS.relative_to(SHIPPED_CORPUS.parents[1])
+
 #: an OSS-Fuzz entry point: OSS-Fuzz finds targets by file name and compiles each file alone
 HARNESS_TEMPLATE = '''#!/usr/bin/env python3
 """atheris harness for the `{protocol}` protocol (OSS-Fuzz layout: <name>_fuzzer.py).
+
+From the root of an epfuzz checkout, whose seeds for it are corpus/{name}:
 
     mkdir -p runs/libfuzzer/corpus
     python harnesses/{name}.py runs/libfuzzer/corpus \\
@@ -77,6 +84,9 @@ HARNESS_TEMPLATE = '''#!/usr/bin/env python3
 
 libFuzzer writes new inputs into its first corpus folder: a fresh one, never the checked-in seeds
 (corpus/{name} is read only; an input added there fails `make replay`).
+An installed epfuzz (`epfuzz list` says where) carries the same seeds as
+{shipped}/{name}, and an OSS-Fuzz build zips them beside the fuzzer as
+{zip}.
 
 Nothing is line-instrumented: libFuzzer's coverage is the search's semantic features of each run
 (epfuzz.search.feedbacks, as counters) and its mutator the search's moves, the same search as
@@ -92,9 +102,15 @@ if __name__ == "__main__":
 '''
 
 
+def seed_zip(name: str) -> str:
+    """The seed archive OSS-Fuzz looks for beside fuzzer `name` (`package` writes it)."""
+    return f"{name}_seed_corpus.zip"
+
+
 def harness_source(name: str) -> str:
     """The entry point of harness `name`: generated, so the registry stays the one list of targets."""
-    return HARNESS_TEMPLATE.format(name=name, protocol=harness_protocol(name))
+    return HARNESS_TEMPLATE.format(name=name, protocol=harness_protocol(name), shipped=SHIPPED.as_posix(),
+                                   zip=seed_zip(name))
 
 
 def harnesses(folder: Path) -> list[Path]:
@@ -185,7 +201,7 @@ def package(out: Path, only: list[str] | None = None) -> list[Path]:
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name in selected_targets() if only is None else only:
-        z = out / f"{name}_seed_corpus.zip"
+        z = out / seed_zip(name)
         with zipfile.ZipFile(z, "w", zipfile.ZIP_DEFLATED) as zf:
             for f in _seed_files(name):
                 data = f.read_bytes()

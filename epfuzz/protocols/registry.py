@@ -160,15 +160,17 @@ class Registry:
             return self._import(name, folder, only_there=True)
         raise InputError(unknown_name("protocol", name, [*self.builtin, *self.loaded], "or module:Attr; "))
 
-    def load_plugin(self, spec: str) -> Protocol:
+    def load_plugin(self, spec: str, folder: Path | None = None) -> Protocol:
         """Import `pkg.module:Attr` (a Protocol instance or class) and register it under `spec`: the
-        caller names it (`--protocol`), so it is looked for in the current folder too."""
+        caller names it (`--protocol`), so it is looked for in the current folder too, or in `folder`
+        where the caller says where it is (a corpus merge's libFuzzer child runs in a scratch folder:
+        its parent passes the folder it imported the module from, on sys.path for the import alone)."""
         check_spec(spec)
         if spec in self.loaded:
             return self.loaded[spec]
         self.policy.named.add(spec)
         # an --allow-plugins folder holding it counts as well as the current one (found by path: nothing runs)
-        return self._import(spec, self.policy.folder_for(spec) or Path.cwd(), only_there=False)
+        return self._import(spec, folder or self.policy.folder_for(spec) or Path.cwd(), only_there=False)
 
     def import_named(self, spec: str, folder: Path, only_there: bool = False, what: str = "") -> Any:
         """`module:attr`'s object, its module imported with `folder` first on sys.path for the import

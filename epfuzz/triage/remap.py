@@ -35,6 +35,33 @@ def doc_set(doc: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     return out
 
 
+#: the one list whose missing entries are not its lowest value: a channel with no `channel_qp` entry is on QP
+#: channel % num_qps (`Scenario.qp_of_channel`, the rule the sim and the protocols follow)
+CHANNEL_QP, NUM_QPS, NUM_CHANNELS = "topology.channel_qp", "topology.num_qps", "topology.num_channels"
+
+
+def _spelled_out(doc: dict[str, Any]) -> dict[str, Any]:
+    """`doc` with a `channel_qp` entry for every channel, each its QP by that rule: a count's units used and
+    their renumbering then see every channel's QP, not only the listed ones (a channel with no entry on a QP
+    that was renumbered or swapped stayed on its old number, now another QP, away from that QP's delay)."""
+    cq, nq = list(doc_get(doc, CHANNEL_QP)), doc_get(doc, NUM_QPS)
+    return doc_set(doc, CHANNEL_QP, [cq[c] if c < len(cq) else c % nq for c in range(doc_get(doc, NUM_CHANNELS))])
+
+
+def _shortened(out: dict[str, Any], listed: int) -> dict[str, Any]:
+    """`out` with the trailing `channel_qp` entries past the first `listed` dropped where the rule gives
+    their channel that QP anyway (the spelled-out entries no more than needed)."""
+    cq, nq = list(doc_get(out, CHANNEL_QP)), doc_get(out, NUM_QPS)
+    while len(cq) > listed and cq[-1] == (len(cq) - 1) % nq:
+        cq.pop()
+    return doc_set(out, CHANNEL_QP, cq)
+
+
+def _default(path: str, spec: FieldSpec, doc: dict[str, Any], unit: int) -> int:
+    """What a unit's entry of per-unit list `path` is where the list has none."""
+    return unit % doc_get(doc, NUM_QPS) if path == CHANNEL_QP else spec.lo  # type: ignore[attr-defined]
+
+
 def _holders(count: str) -> list[tuple[str, FieldSpec, str]]:
     """The fields that refer to count field `count`: (path, spec, how), `how` being "index" (a value
     names one of its units: `channel_qp` a QP, a spin's `channel`), "item" (an item field doing so) or
@@ -61,6 +88,8 @@ def remapped(doc: dict[str, Any], count: str, new: int) -> dict[str, Any] | None
     holders = _holders(count)
     if not holders:
         return None
+    listed = len(doc_get(doc, CHANNEL_QP))
+    orig, doc = doc, _spelled_out(doc)
     used: set[int] = set()
     for path, spec, how in holders:
         if how == "item":
@@ -69,10 +98,10 @@ def remapped(doc: dict[str, Any], count: str, new: int) -> dict[str, Any] | None
             continue
         v = doc_get(doc, path)
         if how == "per":
-            used |= {i for i, x in enumerate(v) if x != spec.lo}  # type: ignore[attr-defined]
+            used |= {i for i, x in enumerate(v) if x != _default(path, spec, doc, i)}
         else:
             used |= set(v) if isinstance(v, list | tuple) else {v}
-    if len(used) > new or all(u < new for u in used):
+    if len(used) > new:
         return None
     spare = [u for u in range(doc_get(doc, count)) if u not in used]
     keep = sorted(used | set(spare[: new - len(used)]))
@@ -88,6 +117,10 @@ def remapped(doc: dict[str, Any], count: str, new: int) -> dict[str, Any] | None
         else:
             v = doc_get(out, path)
             out = doc_set(out, path, [where.get(x, x) for x in v] if isinstance(v, list | tuple) else where.get(v, v))
+    out = _shortened(out, min(listed, doc_get(out, NUM_CHANNELS)))
+    cut = list(doc_get(orig, CHANNEL_QP))[: new if count == NUM_CHANNELS else None]  # what `fit` leaves of it
+    if all(u < new for u in used) and doc_get(out, CHANNEL_QP) == cut:
+        return None  # nothing renumbered and every channel on its QP: cutting the rest (`fit`) loses nothing
     return out
 
 
@@ -97,7 +130,8 @@ def relabelled(doc: dict[str, Any], count: str, a: int, b: int) -> dict[str, Any
     both on QP 0: lowering `channel_qp` alone moved the data off its delay and lost the finding,
     so a 1-minimal case kept QP 1 or QP 0 depending on how it was found."""
     swap = {a: b, b: a}
-    out = doc
+    listed = len(doc_get(doc, CHANNEL_QP))
+    out = _spelled_out(doc)
     for path, spec, how in _holders(count):
         if how == "item":
             head, _, sub = path.rpartition(".")
@@ -107,10 +141,10 @@ def relabelled(doc: dict[str, Any], count: str, a: int, b: int) -> dict[str, Any
             if v:
                 v += [spec.lo] * (max(a, b) + 1 - len(v))  # type: ignore[attr-defined]
                 v[a], v[b] = v[b], v[a]
-                while v and v[-1] == spec.lo:  # type: ignore[attr-defined]
+                while v and path != CHANNEL_QP and v[-1] == spec.lo:  # type: ignore[attr-defined]
                     v.pop()
             out = doc_set(out, path, v)
         else:
             v = doc_get(out, path)
             out = doc_set(out, path, [swap.get(x, x) for x in v] if isinstance(v, list | tuple) else swap.get(v, v))
-    return out
+    return _shortened(out, listed)

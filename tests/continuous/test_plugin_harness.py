@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from epfuzz.cases.corpus import sha1
+
 #: a write-then-signal protocol whose tail fetch-and-add goes out on the next QP (the pip trial's plug-in):
 #: under a strict MR only the cross-QP race reorders it; the fixed class signals on the data's QP
 PLUGIN = '''
@@ -149,3 +151,40 @@ def test_corpus_prune_and_merge_take_a_plugin_protocol(tmp_path):
     # usage: --protocol stands for the harness, so a harness name beside it is one word too many
     both = epfuzz(proj, "corpus", "prune", "deepep_v2_dispatch", str(grown), "--protocol", "tailqp:OtherQP")
     assert both.returncode == 2 and "unrecognized arguments" in both.stderr, both.stderr
+
+
+#: the plug-in above, whose sender (run per input, long after its import) refuses to run while its own folder is
+#: still on sys.path: docs/hardening.md says a plug-in's folder is there only while its module is imported
+PATH_CHECKED = PLUGIN + '''
+
+import os
+import sys
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+class PathChecked(OtherQPFixed):
+    def sender(self, scn, layout, epoch):
+        if any(p and os.path.abspath(p) == HERE for p in sys.path):
+            raise RuntimeError(f"the plug-in's folder {HERE} is on sys.path after its import")
+        return super().sender(scn, layout, epoch)
+'''
+
+
+def test_the_merge_child_has_the_plugins_folder_on_its_path_only_while_importing_it(tmp_path):
+    """The merge's libFuzzer child runs in a scratch folder, so it is told where the plug-in's module is: it was
+    PYTHONPATH, on the child's sys.path for its whole life, where epfuzz itself (and the doc) put the folder
+    there only while importing the module. Each input the child runs checks its sys.path."""
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    (proj / "pathcheck.py").write_text(PATH_CHECKED)
+    src = tmp_path / "src"
+    src.mkdir()
+    for n in range(4):
+        data = bytes(range(n * 40, n * 40 + 64))
+        (src / sha1(data)).write_bytes(data)
+    dest = tmp_path / "dest"
+    merged = epfuzz(proj, "corpus", "merge", "--protocol", "pathcheck:PathChecked", str(dest), str(src))
+    assert merged.returncode == 0 and "merged" in merged.stdout, merged.stdout + merged.stderr
+    assert "on sys.path after its import" not in merged.stdout + merged.stderr
+    assert list(dest.iterdir()), merged.stdout + merged.stderr

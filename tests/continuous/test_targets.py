@@ -149,3 +149,20 @@ def test_a_harness_file_s_usage_never_writes_into_the_checked_in_seeds():
         folders = [w for w in words[2:] if not w.startswith("-")]
         assert folders[0].startswith("runs/") and f"corpus/{path.stem}" in folders[1:], (path.name, line)
         assert "-artifact_prefix=runs/" in line, path.name
+
+
+def test_a_harness_file_says_where_its_seeds_are_outside_a_checkout_too(tmp_path):
+    """The harness files named only the checkout's corpus/<name> (pip trial item 6): an installed epfuzz carries
+    the seeds as epfuzz/_corpus/<name> and an OSS-Fuzz build as <name>_seed_corpus.zip. Each place is read off
+    what uses it: `seed_folder` here (a checkout) and in an install, and the archive `package` writes."""
+    from epfuzz.continuous.ossfuzz import package
+
+    shipped = targets.SHIPPED_CORPUS.relative_to(targets.PACKAGE.parent).as_posix()
+    written = {p.name for p in package(tmp_path, only=["deepep_v2_dispatch_fuzzer"])}
+    assert "deepep_v2_dispatch_fuzzer_seed_corpus.zip" in written, written
+    for path in sorted((ROOT / "harnesses").glob("*_fuzzer.py")):
+        doc = " ".join((ast.get_docstring(ast.parse(path.read_text())) or "").split())
+        assert targets.seed_folder(path.stem) == ROOT / "corpus" / path.stem
+        assert f"seeds for it are corpus/{path.stem}:" in doc, path.name
+        assert f"carries the same seeds as {shipped}/{path.stem}," in doc, path.name
+        assert f"zips them beside the fuzzer as {path.stem}_seed_corpus.zip." in doc, path.name

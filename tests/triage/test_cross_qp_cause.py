@@ -183,3 +183,35 @@ def test_the_passes_context_keeps_one_build_and_one_run_per_case():
     ctx.scn = bare
     assert ctx.doc == bare.to_dict() and ctx.doc != c2b.to_dict()
     assert ctx.simulated().scenario is bare and ctx.simulated().violation is None and ctx.run().scenario is bare
+
+
+def _per_channel(doc):
+    """Each channel's QP delay, and which channels share a QP: what renumbering QPs must keep."""
+    scn = codec.load_dict(doc)
+    qps = [scn.qp_of_channel(c) for c in range(scn.topology.num_channels)]
+    delay = list(scn.faults.qp_delay_ns)
+    return ([delay[q] if q < len(delay) else 0 for q in qps],
+            [[c for c in range(len(qps)) if qps[c] == q] for q in qps])
+
+
+def test_a_channel_with_no_qp_entry_keeps_its_qp_when_the_qps_are_renumbered():
+    """A channel with no `channel_qp` entry is on QP channel % num_qps (Scenario.qp_of_channel): the units used
+    counted only the listed channels, so with 4 QPs, channel 0 listed on the slow QP 3 and channel 1 unlisted on
+    QP 1, two QPs renumbered QP 3 to 1 and left channel 1 to fall on 1 % 2 = 1, the slow QP beside channel 0; a
+    swap of QPs 0 and 1 moved QP 1's delay to QP 0 and left the unlisted channel 1 on QP 1, without it."""
+    doc = codec.load_dict({"protocol": NAME, "topology": {"num_channels": 2, "num_qps": 4, "channel_qp": [3]},
+                           "faults": {"qp_delay_ns": [0, 0, 0, 21]}, "payload": SHAPE}).to_dict()
+    two = remapped(doc, "topology.num_qps", 2)
+    assert two is not None and two["topology"]["num_qps"] == 2
+    assert _per_channel(two) == _per_channel(doc) == ([21, 0], [[0], [1]]), two
+    unlisted = codec.load_dict({"protocol": NAME, "topology": {"num_channels": 2, "num_qps": 2},
+                                "faults": {"qp_delay_ns": [0, 21]}, "payload": SHAPE}).to_dict()
+    swapped = relabelled(unlisted, "topology.num_qps", 1, 0)
+    assert swapped["faults"]["qp_delay_ns"] == [21]
+    assert _per_channel(swapped) == _per_channel(unlisted) == ([0, 21], [[0], [1]]), swapped
+    # each channel already on the QP it keeps: nothing to renumber, and cutting loses nothing
+    spare = codec.load_dict({**unlisted, "topology": {"num_channels": 2, "num_qps": 4}}).to_dict()
+    assert remapped(spare, "topology.num_qps", 2) is None
+    four = codec.load_dict({"protocol": NAME, "topology": {"num_channels": 6, "num_qps": 4},
+                            "faults": {"qp_delay_ns": [0, 21]}, "payload": SHAPE}).to_dict()
+    assert remapped(four, "topology.num_qps", 3) is None  # channels 3 and 5 on QPs 3 and 1: four QPs used

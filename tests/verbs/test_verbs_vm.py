@@ -130,3 +130,26 @@ def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_pa
     assert len(replays) == len(s.bugs)
     assert all(re.search(r"--backend verbs( --repeats \d+)?$", x) and str(run.resolve()) in x for x in replays)
     assert all(row["case"].startswith(str(run)) for row in csv.DictReader((run / "bugs.csv").open()))
+
+
+@_marked
+def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder_back(tmp_path):
+    """A plug-in from the user's folder passes the host's pre-flight, but the guest has only epfuzz's tree: its
+    campaign stopped at "cannot load protocol" before writing anything, and the host printed a summary of 0
+    execs and "1 harness error(s)" (exit 3) for a --run-dir holding only its claimed corpus/ and an empty
+    bugs.csv, so the retry was refused as not empty. It is now the guest's error, and the folder is given back."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    proj = tmp_path / "proj"
+    proj.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "seqflag.py", proj / "users_seqflag.py")
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "users_seqflag:SeqFlag", "--backend",
+                        "verbs", "--time", "5", "--run-dir", str(run)], cwd=proj, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert ("epfuzz: the campaign in the guest stopped before writing anything (exit 2): cannot load protocol "
+            "'users_seqflag:SeqFlag'") in p.stderr, p.stdout + p.stderr
+    assert "harness error(s)" not in p.stdout and not run.exists()
