@@ -130,3 +130,45 @@ def test_a_verbs_campaign_runs_in_the_guest_and_its_run_folder_comes_back(tmp_pa
     assert len(replays) == len(s.bugs)
     assert all(re.search(r"--backend verbs( --repeats \d+)?$", x) and str(run.resolve()) in x for x in replays)
     assert all(row["case"].startswith(str(run)) for row in csv.DictReader((run / "bugs.csv").open()))
+
+
+@_marked
+def test_a_users_plugin_runs_on_verbs_through_the_cli(tmp_path):
+    """`epfuzz run case.json --backend verbs --protocol crossflag:CrossFlag`, run beside crossflag.py, booted
+    the guest, which had the project alone: "No module named 'crossflag'" in traceback pieces after 90 s
+    (new-user trial item 4). The plug-in's file goes with the scenario and loads there by the same name."""
+    import shutil as sh
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    sh.copy(ROOT / "examples" / "seqflag.py", tmp_path / "guestflag.py")
+    (tmp_path / "case.json").write_text(json.dumps({"protocol": "guestflag:SeqFlag",
+                                                    "payload": {"num_tokens": 4, "hidden_bytes": 256}}))
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "run", "case.json", "--backend", "verbs", "--protocol",
+                        "guestflag:SeqFlag"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "on soft-RoCE" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+@_marked
+def test_a_users_plugin_is_fuzzed_on_verbs_in_the_guest_through_the_cli(tmp_path):
+    """The guest campaign had the same gap as `run`: its preflight and its libFuzzer jobs look for the
+    plug-in in the current folder, which in the guest held the project alone. They run in the plug-in's
+    folder there, as on the host."""
+    import shutil as sh
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    sh.copy(ROOT / "examples" / "seqflag.py", tmp_path / "guestflag.py")
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "guestflag:SeqFlag", "--backend",
+                        "verbs", "--time", "10", "--run-dir", str(run)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "No module named" not in p.stdout + p.stderr
+    rows = (run / "progress.csv").read_text().splitlines()[1:]
+    assert rows and int(rows[-1].split(",")[1]) > 0, p.stdout + p.stderr
