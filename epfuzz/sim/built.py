@@ -115,7 +115,7 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
         sent = proto.sender(scn, lay, e)
         # `apply_spins` copies the lists where there are no spins: that much without its interpreted frames
         programs = apply_spins(sent, scn) if spins else [list(p) for p in sent]
-        check_programs(programs, lay, proto.name or type(proto).__name__, e, sizes)
+        check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
         w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w
         pkts += ps
