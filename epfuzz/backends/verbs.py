@@ -45,11 +45,11 @@ def guest_main(argv: list[str]) -> int:
 
     text = Path(argv[0]).read_text()
     named = json.loads(text).get("protocol", "")
-    if ":" in named:  # the host wrote this file for a plug-in it was told to load: load it here too
-        load_plugin(named)
-    scn = codec.load_json(text)
     repeats = int(argv[1])
     try:
+        if ":" in named:  # the host wrote this file for a plug-in it was told to load (and sent): load it here too
+            load_plugin(named)
+        scn = codec.load_json(text)
         res = local_runner().run(scn, get_protocol(scn.protocol), repeats)
     except EpfuzzError as e:  # the host raises it again as itself: one line for the user, no traceback
         print(ERROR_MARK + json.dumps({"kind": type(e).__name__, "message": str(e)}), flush=True)
@@ -104,11 +104,13 @@ def refusal(scn: Scenario, proto: Protocol) -> str:
 
 
 def _in_guest(scn: Scenario, repeats: int) -> dict[str, Any]:
-    """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line."""
-    from epfuzz.guest import vm
+    """Boot the guest for one scenario (handed in as a file: no size limit) and read its result line. A
+    plug-in's source goes with it (the guest has the project alone); one that cannot is refused before the boot."""
+    from epfuzz.guest import vm, vm_tree
 
-    rc, lines = vm.run(f"python3 -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
-                       stream=False, files={"scenario.json": scn.to_json(indent=None).encode()})
+    files, enter = vm_tree.plugin_shipment(scn.protocol)
+    rc, lines = vm.run(f"{enter}python3 -P -m epfuzz.backends.verbs /mnt/cmd/scenario.json {repeats}", timeout=600,
+                       stream=False, files={"scenario.json": scn.to_json(indent=None).encode(), **files})
     line = next((x for x in lines if x.startswith(RESULT_MARK)), None)
     if (err := next((x for x in lines if x.startswith(ERROR_MARK)), None)) is not None:
         raise _guest_error(err)

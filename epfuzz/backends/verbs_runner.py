@@ -162,7 +162,8 @@ class VerbsRunner:
         rx = proto.receiver(w.scn, lay)
         rx.start_epoch(epoch)
         programs = apply_spins(proto.sender(w.scn, lay, epoch), w.scn)
-        check_programs(programs, lay, proto.name or type(proto).__name__, epoch)  # as the sim checks them
+        name = w.scn.protocol or proto.name or type(proto).__name__
+        check_programs(programs, lay, name, epoch, sender=proto.sender)  # as the sim checks them
         consumers: list[list[Consumer]] = [[] for _ in w.pairs]
         for c, op in schedule(programs):
             if isinstance(op, ops.WriteImm | ops.Send):

@@ -18,7 +18,7 @@ from pathlib import Path
 from epfuzz.campaign.common import RUNS, Summary, plugin_name, read_findings
 from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.continuous.targets import harness_name
-from epfuzz.guest import vm
+from epfuzz.guest import vm, vm_tree
 from epfuzz.infra.errors import EpfuzzError, HarnessError, ProtocolError
 from epfuzz.infra.log import get_logger
 
@@ -56,10 +56,13 @@ def _stopped_before_writing(rc: int, lines: list[str]) -> EpfuzzError:
 def fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backend: str, preset: str,
                   extra: list[str] | None, run_dir: Path | None, seed: int | None) -> Summary:
     name = harness_name(harness) if harness else plugin_name(protocol or "")
+    # a plug-in's source goes along (the guest has the project alone), and the campaign runs in its folder as
+    # the host's did, so its libFuzzer jobs find it too; one that cannot go is refused before the boot
+    files, enter = vm_tree.plugin_shipment(protocol or "")
     claim = fresh_run_dir(run_dir, RUNS / f"{name}-{backend}-{time.strftime('%Y%m%d-%H%M%S')}")
     with claim.released_on_failure() as run_dir:  # nothing written: the folder is given back
-        args = ["python3", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend", backend,
-                "--time", str(seconds), "--preset", preset, "--run-dir", GUEST_RUN]
+        args = ["python3", "-P", "-m", "epfuzz", "--log-json", "fuzz", *([harness] if harness else []), "--backend",
+                backend, "--time", str(seconds), "--preset", preset, "--run-dir", GUEST_RUN]
         if protocol:
             args += ["--protocol", protocol]
         if seed is not None:
@@ -68,17 +71,17 @@ def fuzz_in_guest(harness: str | None, protocol: str | None, seconds: int, backe
             args += ["--", *extra]
         start = time.monotonic()
         # piped, so the guest's output is no terminal (its progress is log lines), with the exit code kept
-        command = (f"{{ {shlex.join(args)}; echo $? >/tmp/fuzz.rc; }} 2>&1 | cat; rc=$(cat /tmp/fuzz.rc); "
+        command = (f"{enter}{{ {shlex.join(args)}; echo $? >/tmp/fuzz.rc; }} 2>&1 | cat; rc=$(cat /tmp/fuzz.rc); "
                    f"cp -r {GUEST_RUN}/. /mnt/out/; exit $rc")
         echo = vm.echo_until(_guest_summary_starts, (GUEST_RUN, str(run_dir)))
-        rc, lines = vm.run(command, timeout=seconds + 600, out_dir=run_dir, stream=echo)
+        rc, lines = vm.run(command, timeout=seconds + 600, out_dir=run_dir, stream=echo, files=files)
         if rc != 0 and claim.untouched():  # raised: the claim is given back, and a retry may name the folder
             raise _stopped_before_writing(rc, lines)
         errors = [int(m.group(1)) for x in lines if (m := re.search(r"(\d+) harness error\(s\)", x))]
         rows = (run_dir / "progress.csv").read_text().splitlines()[1:] if (run_dir / "progress.csv").exists() else []
         last = rows[-1].split(",") if rows else ["0"] * 7
         findings, grouping = read_findings(run_dir, backend, get_logger(harness=name, backend=backend, preset=preset),
-                                       grouped_at=GUEST_RUN)
+                                           grouped_at=GUEST_RUN)
         return Summary(name, run_dir, time.monotonic() - start, int(last[1]), int(last[3]), int(last[4]),
                        errors[-1] if errors else 1, findings, grouping.bugs, left=grouping.left, why=grouping.why,
                        backend=backend)

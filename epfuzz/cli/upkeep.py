@@ -64,6 +64,8 @@ def cmd_triage(a: argparse.Namespace) -> int:
     from epfuzz.infra.log import get_logger
     from epfuzz.triage.run import triage
 
+    if not Path(a.run_dir).exists():  # "not a folder" sent the user to check what it was (new-user trial item 9)
+        raise InputError(f"no such folder: {a.run_dir}")
     if not Path(a.run_dir).is_dir():
         raise InputError(f"cannot read {a.run_dir}: not a folder")
     usable_run_dir(Path(a.run_dir), "bugs/ and bugs.csv")

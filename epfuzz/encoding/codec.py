@@ -241,10 +241,20 @@ def encode_split(cut: Split, value: Any) -> bytes:
     return (cut.head + b"".join(w.parts) + cut.tail).rstrip(b"\0")
 
 
+def json_kind(obj: object) -> str:
+    """What a parsed JSON value is, in JSON's words ("got NoneType" named a Python type for a `null`)."""
+    if obj is None:
+        return "null"
+    if isinstance(obj, bool):
+        return f"{str(obj).lower()} (a boolean)"
+    kinds = ((str, "a string"), (int | float, "a number"), (list, "an array [...]"))
+    return next((k for t, k in kinds if isinstance(obj, t)), type(obj).__name__)
+
+
 def load_dict(obj: Any) -> Scenario:
     """A scenario from parsed JSON; every bad field raises `ScenarioError` naming it."""
     if not isinstance(obj, Mapping):
-        raise ScenarioError("<root>", f"expected a JSON object, got {type(obj).__name__}")
+        raise ScenarioError("<root>", f"expected a JSON object {{...}}, got {json_kind(obj)}")
     protocol = obj.get("protocol", "deepep_v2_dispatch")
     preset = obj.get("preset", "spec")
     if not isinstance(protocol, str):

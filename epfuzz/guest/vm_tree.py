@@ -15,10 +15,12 @@ from __future__ import annotations
 
 import io
 import shutil
+import sys
 import tarfile
 from pathlib import Path
 
-from epfuzz.infra.shipped import source_root
+from epfuzz.infra.errors import Unsupported
+from epfuzz.infra.shipped import PACKAGE, source_root
 
 #: where the guest unpacks the project and runs the command
 GUEST_ROOT = "/tmp/epfuzz"
@@ -69,3 +71,82 @@ def prologue(tar_path: str) -> str:
     return (f"if mkdir -p {GUEST_ROOT} && tar -xf {tar_path} -C {GUEST_ROOT}; then cd {GUEST_ROOT}; "
             f"export PYTHONPATH={GUEST_ROOT} PYTHONPYCACHEPREFIX=/tmp/pycache; unset PYTHONDONTWRITEBYTECODE; "
             "else echo 'epfuzz-guest: project unpack failed, running from the 9p share'; fi\n")
+
+
+#: where the guest unpacks a plug-in the host loaded from outside the project, and runs the command from
+GUEST_PLUGIN = "/tmp/plugin"
+PLUGIN_TAR = "plugin.tar"
+#: a plug-in package bigger than this is no plug-in's source alone (data, vendored libraries): not shipped
+PLUGIN_MAX_BYTES = 4 << 20
+
+
+def plugin_root(spec: str) -> Path | None:
+    """The module file or package folder the host imported for plug-in `spec` (module:Attr), or None
+    when the guest has it already: a module of epfuzz, or one at the top of the shipped checkout (the
+    guest runs in its copy, where the same name finds it). The host loads it first, as the command does."""
+    from epfuzz.protocols import REGISTRY
+    from epfuzz.protocols.trust import check_spec, inside
+
+    REGISTRY.get(spec)
+    top = check_spec(spec)[0].split(".")[0]
+    mod = sys.modules[top]
+    file = getattr(mod, "__file__", None)
+    if not file:
+        raise Unsupported(f"backend verbs: plug-in {spec!r} is the namespace package {top} (no __init__.py), which "
+                          "the guest cannot be sent; only single-file plug-ins run on verbs")
+    root = Path(file).resolve()
+    if hasattr(mod, "__path__"):
+        root = root.parent
+    tree = source_root(PACKAGE)
+    if inside(str(root), PACKAGE) or tree is not None and root.parent == tree.resolve() and _wanted(
+            tarfile.TarInfo(f"./{root.name}")) is not None:
+        return None
+    return root
+
+
+def _plugin_files(spec: str, root: Path) -> list[Path]:
+    """The files of a plug-in package, if it is Python sources alone of modest size; else `Unsupported`
+    in one line, before a guest boots."""
+    files, size = [], 0
+    for p in sorted(root.rglob("*")):
+        if SKIP_ANY.intersection(p.relative_to(root).parts) or p.is_dir() and not p.is_symlink():
+            continue
+        if p.is_symlink() or p.suffix != ".py":
+            raise Unsupported(f"backend verbs: plug-in {spec!r} is the package {root}, which holds {p.name} as well "
+                              "as Python sources; only single-file plug-ins (or packages of .py files alone) run "
+                              "on verbs")
+        files.append(p)
+        size += p.stat().st_size
+    if size > PLUGIN_MAX_BYTES:
+        raise Unsupported(f"backend verbs: plug-in {spec!r} is the package {root} of {size >> 10} KiB of sources "
+                          f"(more than {PLUGIN_MAX_BYTES >> 20} MiB); only single-file plug-ins run on verbs")
+    return files
+
+
+def plugin_shipment(spec: str) -> tuple[dict[str, bytes], str]:
+    """What a guest command needs for protocol `spec` that the project tree lacks: the files for the
+    command share (a tar of the plug-in's module file or package folder, as the host found it) and the
+    shell line that unpacks them and enters their folder, so the guest resolves the name as the host
+    did (in the current folder; `python3 -P` keeps it off sys.path but for the plug-in's import).
+    Nothing for a built-in protocol or one the tree carries."""
+    if ":" not in spec:
+        return {}, ""
+    root = plugin_root(spec)
+    if root is None:
+        return {}, ""
+    if not root.is_dir() and root.suffix != ".py":
+        raise Unsupported(f"backend verbs: plug-in {spec!r} is {root}, not Python source; only single-file "
+                          "plug-ins run on verbs")
+    files = _plugin_files(spec, root) if root.is_dir() else [root]
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
+        for f in files:
+            info = tar.gettarinfo(str(f), arcname=str(Path(root.name) / f.relative_to(root)) if root.is_dir()
+                                  else root.name)
+            info.uid = info.gid = 0
+            info.uname = info.gname = "root"
+            with f.open("rb") as fh:
+                tar.addfile(info, fh)
+    shell = (f"mkdir -p {GUEST_PLUGIN} && tar -xf /mnt/cmd/{PLUGIN_TAR} -C {GUEST_PLUGIN} && cd {GUEST_PLUGIN} "
+             "|| { echo 'epfuzz-guest: plug-in unpack failed'; exit 2; }\n")
+    return {PLUGIN_TAR: buf.getvalue()}, shell

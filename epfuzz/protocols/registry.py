@@ -26,6 +26,8 @@ from epfuzz.infra.errors import HarnessError, InputError, ProtocolError
 from epfuzz.protocols.base import Pattern, Protocol
 from epfuzz.protocols.trust import PluginPolicy, check_spec, inside
 
+#: what `import_named` finds for an attribute the module lacks
+_MISSING = object()
 #: epfuzz's own package folder: a plug-in spec naming a module of it is no user code to blame
 EPFUZZ_ROOT = Path(__file__).resolve().parent.parent
 
@@ -46,12 +48,16 @@ class ZooRow(NamedTuple):
     fixed: str
 
 
+def did_you_mean(typed: str, known: Iterable[str]) -> str:
+    """'; did you mean A, B?' with up to three names of `known` close to `typed`, or ''."""
+    close = difflib.get_close_matches(typed, list(dict.fromkeys(known)), n=3)
+    return f"; did you mean {', '.join(close)}?" if close else ""
+
+
 def unknown_name(kind: str, typed: str, known: Iterable[str], also: str = "") -> str:
     """One short line for a name nobody registered: what the user typed and up to three close names.
     Listing all ~100 known names made one 3,000-character line in which the typo was hard to see."""
-    close = difflib.get_close_matches(typed, list(dict.fromkeys(known)), n=3)
-    hint = f"; did you mean {', '.join(close)}?" if close else ""
-    return f"unknown {kind} {typed!r}{hint} ({also}`epfuzz list` lists them)"
+    return f"unknown {kind} {typed!r}{did_you_mean(typed, known)} ({also}`epfuzz list` lists them)"
 
 
 def _not_a_protocol(spec: str, obj: object) -> str:
@@ -192,7 +198,7 @@ class Registry:
             if only_there and not inside(getattr(mod, "__file__", None) or "", folder):
                 raise InputError(f"{what}: module {mod_name} was imported already from "
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
-            obj = getattr(mod, attr)
+            obj = getattr(mod, attr, _MISSING)
         except (ImportError, AttributeError) as e:
             looked = _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
             raise InputError(f"cannot load {what}: {e}{looked}") from None
@@ -201,6 +207,10 @@ class Registry:
         finally:
             with contextlib.suppress(ValueError):
                 sys.path.remove(entry)
+        if obj is _MISSING:  # Python's "has no attribute" alone left a misspelt class name to be found by eye
+            names = [n for n in vars(mod) if not n.startswith("_")]
+            raise InputError(f"cannot load {what}: module {mod_name!r} has no attribute {attr!r}"
+                             f"{did_you_mean(attr, names)}")
         file = getattr(mod, "__file__", None)
         if file:
             self.plugin_files.add(os.path.realpath(file))

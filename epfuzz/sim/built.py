@@ -114,7 +114,7 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     spins = scn.faults.spins
     for e in range(scn.payload.epochs):
         programs = insert_spins(proto.sender(scn, lay, e), spins)  # `apply_spins`, compiled
-        check_programs(programs, lay, proto.name or type(proto).__name__, e, sizes)
+        check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
         w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
         wrs += w
         pkts += ps

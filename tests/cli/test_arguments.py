@@ -39,7 +39,8 @@ def run(capsys, *args: str) -> tuple[int, str, str]:
     (["explore", str(C2B), "--max-states", "0"], "argument --max-states: 0 must be above 0"),
     (["--bogus"], "unrecognized arguments: --bogus"),
     (["fuzz", "deepep_v2_dispatch", "--protocol", "examples.seqflag:SeqFlag"], "not both"),
-    (["triage", "/nonexistent/run"], "cannot read /nonexistent/run: not a folder"),
+    (["triage", "/nonexistent/run"], "no such folder: /nonexistent/run"),
+    (["triage", str(C2B)], f"cannot read {C2B}: not a folder"),
     (["-q", "-v", "list"], "argument -v/--verbose: not allowed with argument -q/--quiet"),
     # a command's own slip points to the command's help (user audit D14: it said 'see epfuzz --help')
     (["fuzz", "deepep_v2_dispatch", "--time", "x"], "(see epfuzz fuzz --help)"),

@@ -48,6 +48,9 @@ def test_replay_reports_a_changed_verdict(tmp_path):
     (b"", "empty file"),
     (b"{\"scenario\": ", "not valid JSON"),
     (b"[1, 2]", "expected a JSON object"),
+    # new-user trial item 9: "got NoneType", a Python type's name for JSON's null
+    (b"{\"scenario\": null, \"expect\": \"finding\"}", "'<root>': expected a JSON object {...}, got null"),
+    (b"{\"scenario\": [1], \"expect\": \"finding\"}", "expected a JSON object {...}, got an array [...]"),
     (b"{\"scenario\": {\"payload\": {\"num_tokens\": 1000}}, \"expect\": \"finding\"}", "payload.num_tokens"),
     (b"{\"scenario\": {}, \"expect\": \"maybe\"}", "'expect'"),
 ])

@@ -284,3 +284,29 @@ def test_the_tutorial_says_what_a_plugin_exception_in_a_campaign_does():
     assert "is counted as a harness error" not in page
     assert "An exception that only some scenarios raise stops the campaign too, at the first input that raises it" \
         in page and "artifacts/crash-*" in page and "the exit code is 3" in page
+
+
+def test_an_op_outside_the_layout_names_the_plugin_as_typed_and_its_sender(tmp_path):
+    """New-user trial item 6: a flag written past its region said "protocol 'flag'" (the `name` attribute, not
+    the `mine:Flag` the user typed) and no file and line, which the tutorial promises for an API slip."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace("ops.SIGNAL, c * 8, epoch + 1)", "ops.SIGNAL, 100000, 1)")
+    assert "100000" in text
+    (tmp_path / "mine.py").write_text(text)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = one_line(p)
+    assert "protocol 'mine:Flag', epoch 0, channel 0, op 1" in line and "outside region 'signal'" in line, line
+    sender = next(i for i, x in enumerate(text.splitlines(), 1) if "def sender" in x)
+    assert line.endswith(f"(at {tmp_path / 'mine.py'}:{sender}, in sender)"), line
+
+
+def test_a_misspelt_class_name_gets_the_close_names(tmp_path):
+    """New-user trial item 6: `--protocol crossflag:CrossFlg` said only "module 'crossflag' has no attribute
+    'CrossFlg'", where a misspelt harness name gets "did you mean"."""
+    plugin(tmp_path, "mine")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flg", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 2, p.stdout + p.stderr
+    assert one_line(p).endswith("cannot load protocol 'mine:Flg': module 'mine' has no attribute 'Flg'; "
+                                "did you mean Flag?"), p.stderr
+    assert not (tmp_path / "r").exists()

@@ -137,14 +137,18 @@ def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder
     """A plug-in from the user's folder passes the host's pre-flight, but the guest has only epfuzz's tree: its
     campaign stopped at "cannot load protocol" before writing anything, and the host printed a summary of 0
     execs and "1 harness error(s)" (exit 3) for a --run-dir holding only its claimed corpus/ and an empty
-    bugs.csv, so the retry was refused as not empty. It is now the guest's error, and the folder is given back."""
+    bugs.csv, so the retry was refused as not empty. It is now the guest's error, and the folder is given back.
+    (The plug-in's own file now travels to the guest; a module beside it that it imports does not.)"""
     import subprocess
     import sys
     from pathlib import Path
 
     proj = tmp_path / "proj"
     proj.mkdir()
-    shutil.copy(Path(__file__).resolve().parents[2] / "examples" / "seqflag.py", proj / "users_seqflag.py")
+    # the plug-in's own file goes to the guest; a module beside it that it imports does not
+    (proj / "users_helper.py").write_text("X = 1\n")
+    src = (Path(__file__).resolve().parents[2] / "examples" / "seqflag.py").read_text()
+    (proj / "users_seqflag.py").write_text("import users_helper  # noqa: F401\n" + src)
     run = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "users_seqflag:SeqFlag", "--backend",
                         "verbs", "--time", "5", "--run-dir", str(run)], cwd=proj, capture_output=True, text=True,
@@ -153,3 +157,45 @@ def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder
     assert ("epfuzz: the campaign in the guest stopped before writing anything (exit 2): cannot load protocol "
             "'users_seqflag:SeqFlag'") in p.stderr, p.stdout + p.stderr
     assert "harness error(s)" not in p.stdout and not run.exists()
+
+
+@_marked
+def test_a_users_plugin_runs_on_verbs_through_the_cli(tmp_path):
+    """`epfuzz run case.json --backend verbs --protocol crossflag:CrossFlag`, run beside crossflag.py, booted
+    the guest, which had the project alone: "No module named 'crossflag'" in traceback pieces after 90 s
+    (new-user trial item 4). The plug-in's file goes with the scenario and loads there by the same name."""
+    import shutil as sh
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    sh.copy(ROOT / "examples" / "seqflag.py", tmp_path / "guestflag.py")
+    (tmp_path / "case.json").write_text(json.dumps({"protocol": "guestflag:SeqFlag",
+                                                    "payload": {"num_tokens": 4, "hidden_bytes": 256}}))
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "run", "case.json", "--backend", "verbs", "--protocol",
+                        "guestflag:SeqFlag"], cwd=tmp_path, capture_output=True, text=True, timeout=900)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "on soft-RoCE" in p.stdout + p.stderr, p.stdout + p.stderr
+
+
+@_marked
+def test_a_users_plugin_is_fuzzed_on_verbs_in_the_guest_through_the_cli(tmp_path):
+    """The guest campaign had the same gap as `run`: its preflight and its libFuzzer jobs look for the
+    plug-in in the current folder, which in the guest held the project alone. They run in the plug-in's
+    folder there, as on the host."""
+    import shutil as sh
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    sh.copy(ROOT / "examples" / "seqflag.py", tmp_path / "guestflag.py")
+    run = tmp_path / "run"
+    p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "guestflag:SeqFlag", "--backend",
+                        "verbs", "--time", "10", "--run-dir", str(run)], cwd=tmp_path, capture_output=True, text=True,
+                       timeout=900)
+    assert p.returncode in (0, 1), p.stdout + p.stderr
+    assert "No module named" not in p.stdout + p.stderr
+    rows = (run / "progress.csv").read_text().splitlines()[1:]
+    assert rows and int(rows[-1].split(",")[1]) > 0, p.stdout + p.stderr

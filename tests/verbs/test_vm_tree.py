@@ -3,10 +3,16 @@
 from __future__ import annotations
 
 import io
+import json
+import shutil
 import subprocess
+import sys
 import tarfile
 
+import pytest
+
 from epfuzz.guest import vm_tree
+from tests.conftest import ROOT
 
 
 def test_the_tar_holds_the_project_and_leaves_out_environments_caches_and_runs(tmp_path):
@@ -54,3 +60,97 @@ def test_a_checkout_is_shipped_whole_and_an_installed_package_alone(tmp_path):
     with tarfile.open(fileobj=io.BytesIO(vm_tree.pack(tree))) as tar:
         files = sorted(m.name.removeprefix("./") for m in tar.getmembers() if m.isfile())
     assert files == ["epfuzz/__init__.py", "epfuzz/sim/engine.py"]
+
+
+@pytest.fixture
+def plugin_folder(tmp_path, monkeypatch):
+    """A user's folder holding a copy of the tutorial's plug-in (as guestplug_one.py), made the current
+    folder as the user's is; the process forgets the plug-in afterwards."""
+    from epfuzz.protocols import REGISTRY
+
+    folder = tmp_path / "user"
+    folder.mkdir()
+    shutil.copy(ROOT / "examples" / "seqflag.py", folder / "guestplug_one.py")
+    monkeypatch.chdir(folder)
+    monkeypatch.setattr(REGISTRY, "loaded", dict(REGISTRY.loaded))
+    monkeypatch.setattr(REGISTRY.policy, "named", set(REGISTRY.policy.named))
+    yield folder
+    for name in [m for m in sys.modules if m.startswith("guestplug_")]:
+        del sys.modules[name]
+
+
+def test_a_single_file_plugin_travels_and_loads_in_its_folder_as_on_the_host(plugin_folder, tmp_path):
+    """`epfuzz run --backend verbs --protocol crossflag:CrossFlag` booted the guest, which had the project
+    alone: "No module named 'crossflag'" after 90 s (new-user trial item 4). The plug-in's module file goes
+    in the command share, and the shell line the guest runs unpacks it and enters its folder, where a fresh
+    `python3 -P` (the guest's interpreter flags) loads it by the same name."""
+    from epfuzz.protocols import load_plugin
+
+    load_plugin("guestplug_one:SeqFlag")
+    files, enter = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    assert set(files) == {vm_tree.PLUGIN_TAR}
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        assert [(m.name, m.uid) for m in tar.getmembers()] == [("guestplug_one.py", 0)]
+    share = tmp_path / "cmd"
+    share.mkdir()
+    (share / vm_tree.PLUGIN_TAR).write_bytes(files[vm_tree.PLUGIN_TAR])
+    guest = tmp_path / "guest-plugin"
+    shell = enter.replace(vm_tree.GUEST_PLUGIN, str(guest)).replace("/mnt/cmd", str(share))
+    load = (f"{sys.executable} -P -c 'from epfuzz.protocols import load_plugin, REGISTRY; "
+            "p = load_plugin(\"guestplug_one:SeqFlag\"); import sys; print(sys.modules[\"guestplug_one\"].__file__); "
+            "print(any(\"guest-plugin\" in x for x in sys.path))'")
+    out = subprocess.run(["sh", "-c", shell + load], capture_output=True, text=True, cwd=ROOT, check=True)
+    assert out.stdout.split() == [str(guest / "guestplug_one.py"), "False"], out.stderr
+
+
+def test_builtins_and_plugins_the_shipped_checkout_carries_send_nothing(plugin_folder, monkeypatch):
+    """examples.seqflag sits at the top of the checkout, which the guest gets whole: it is found there
+    by the same name, as before."""
+    assert vm_tree.plugin_shipment("dispatch_any") == ({}, "")
+    monkeypatch.chdir(ROOT)
+    assert vm_tree.plugin_shipment("examples.seqflag:SeqFlag") == ({}, "")
+
+
+def test_a_package_of_sources_travels_and_one_with_other_files_is_refused_before_a_boot(plugin_folder,
+                                                                                         monkeypatch):
+    from epfuzz.backends import verbs
+    from epfuzz.encoding import codec
+    from epfuzz.guest import vm
+    from epfuzz.infra.errors import Unsupported
+    from epfuzz.protocols import load_plugin
+
+    pkg = plugin_folder / "guestplug_pkg"
+    (pkg / "sub").mkdir(parents=True)
+    (pkg / "__init__.py").write_text("from guestplug_pkg.sub.proto import SeqFlag\n")
+    (pkg / "sub" / "__init__.py").write_text("")
+    shutil.move(plugin_folder / "guestplug_one.py", pkg / "sub" / "proto.py")
+    load_plugin("guestplug_pkg:SeqFlag")
+    files, _ = vm_tree.plugin_shipment("guestplug_pkg:SeqFlag")
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        assert sorted(m.name for m in tar.getmembers()) == ["guestplug_pkg/__init__.py",
+                                                            "guestplug_pkg/sub/__init__.py",
+                                                            "guestplug_pkg/sub/proto.py"]
+    (pkg / "table.bin").write_bytes(b"\0")
+    monkeypatch.setattr(vm, "run", lambda *a, **k: pytest.fail("a guest was booted"))
+    scn = codec.load_dict({"protocol": "guestplug_pkg:SeqFlag"})
+    with pytest.raises(Unsupported, match="only single-file plug-ins") as e:
+        verbs._in_guest(scn, 1)
+    assert "\n" not in str(e.value) and "table.bin" in str(e.value)
+
+
+def test_a_plugin_the_guest_cannot_load_is_one_error_line(tmp_path, capsys, monkeypatch):
+    """The guest's failure came back as traceback pieces joined by '|' (the load sat outside the try). pyverbs
+    exists only in the guest: the runner is never reached here, so its module stands in for it."""
+    import types
+
+    from epfuzz.backends import verbs
+
+    monkeypatch.setitem(sys.modules, "epfuzz.backends.verbs_runner",
+                        types.SimpleNamespace(local_runner=lambda: pytest.fail("the scenario ran")))
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "scenario.json").write_text(json.dumps({"protocol": "guestplug_absent:P"}))
+    assert verbs.guest_main([str(tmp_path / "scenario.json"), "1"]) == 1
+    out = capsys.readouterr().out.strip().splitlines()
+    assert len(out) == 1 and out[0].startswith(verbs.ERROR_MARK), out
+    err = verbs._guest_error(out[0])
+    assert type(err).__name__ == "InputError" and "No module named 'guestplug_absent'" in str(err)
