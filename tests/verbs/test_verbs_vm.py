@@ -148,7 +148,7 @@ def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder
     # the plug-in's own file goes to the guest; a module beside it that it imports does not
     (proj / "users_helper.py").write_text("X = 1\n")
     src = (Path(__file__).resolve().parents[2] / "examples" / "seqflag.py").read_text()
-    (proj / "users_seqflag.py").write_text("import users_helper  # noqa: F401\n" + src)
+    (proj / "users_seqflag.py").write_text(src + "\nimport users_helper  # noqa: E402, F401\n")
     run = tmp_path / "run"
     p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "users_seqflag:SeqFlag", "--backend",
                         "verbs", "--time", "5", "--run-dir", str(run)], cwd=proj, capture_output=True, text=True,
