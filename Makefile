@@ -72,9 +72,14 @@ docs: $(VENV)/.docs
 	  { grep -v '^INFO' $(VENV)/docs.log; echo "docs: the build failed (warnings are errors)"; exit 1; }
 	@echo "docs: built site/ (mkdocs --strict: no warnings)"
 
-# every input against its expected verdict (the case's, or corpus/<harness>.verdicts from `make seeds`)
+# every input against its expected verdict (the case's, or corpus/<harness>.verdicts from `make seeds`).
+# A case naming a plug-in (module:Attr, docs/tutorial.md section 3) is run only where allowed: ALLOW_PLUGINS lists
+# the folders (or .py files) its module is in, `make replay ALLOW_PLUGINS=plugins`; without it the case is
+# unreadable and replay fails. REGRESSIONS: the case folder(s) replayed beside the harness corpora
+REGRESSIONS   ?= corpus/regressions
+ALLOW_PLUGINS ?=
 replay: install
-	$(EPFUZZ) replay --strict corpus/regressions corpus/*_fuzzer
+	$(EPFUZZ) replay --strict $(REGRESSIONS) corpus/*_fuzzer $(foreach p,$(ALLOW_PLUGINS),--allow-plugins $(p))
 
 seeds: install
 	$(PY) -m epfuzz.continuous.seeds

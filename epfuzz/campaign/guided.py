@@ -64,7 +64,7 @@ def _seeds(folder: Path | None, protocol: str, preset: str) -> list[bytes]:
     out = []
     for p in case_paths([folder]) if folder is not None else []:
         try:
-            case = load_any(p, protocol, preset)
+            case = load_any(p, protocol, preset, switch=True)  # a seed of another protocol lends its scenario
         except EpfuzzError:
             continue
         out.append(case.input or codec.encode(case.scenario))

@@ -26,6 +26,7 @@ def preflight(protocol: str, preset: str) -> None:
     from epfuzz.backends import get_backend
     from epfuzz.encoding import codec
     from epfuzz.protocols import REGISTRY, get_protocol
+    from epfuzz.protocols.base import check_state
 
     proto = REGISTRY.load_plugin(protocol) if ":" in protocol else get_protocol(protocol)  # named by the caller
     scn = codec.decode(b"", protocol, preset)
@@ -40,6 +41,9 @@ def preflight(protocol: str, preset: str) -> None:
         raise InputError(f"protocol {protocol!r}: its pins make an invalid scenario: {e}") from None
     try:
         out = get_backend("sim").run(scn, proto)
+        rx = proto.receiver(scn, proto.layout(scn))
+        rx.start_epoch(0)
+        check_state(rx, protocol)  # what exploration (grouping, during the campaign) hashes
     except EpfuzzError:
         raise
     except Exception as e:  # noqa: BLE001 - the user's code: one line that says where

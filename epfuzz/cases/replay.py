@@ -74,18 +74,27 @@ def _name(path: Path) -> str:
     return "stdin" if str(path) == "-" else path.name
 
 
-def load_any(path: Path, protocol: str | None, preset: str, raw: bool = False) -> Case:
+def load_any(path: Path, protocol: str | None, preset: str, raw: bool = False, switch: bool = False) -> Case:
     """A case, a bare scenario, or raw fuzz bytes (protocol from `--protocol` or the folder name)."""
-    return load_classified(path, protocol, preset, raw)[0]
+    return load_classified(path, protocol, preset, raw, switch)[0]
 
 
-def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = False) -> tuple[Case, bool]:
-    """(the case, whether it was a raw input): `raw` forces raw bytes whatever they look like."""
+def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = False,
+                    switch: bool = False) -> tuple[Case, bool]:
+    """(the case, whether it was a raw input): `raw` forces raw bytes whatever they look like.
+
+    `protocol` (`--protocol`) names the protocol of raw bytes; a case that names another protocol is refused,
+    as one naming another plug-in is: re-run under `protocol` it lost its `expect`, and `epfuzz replay FOLDER
+    --protocol P` passed a DeepEP regression case as a clean P run (new-user trial item 2). `switch`: move such
+    a case to `protocol` instead (a campaign's seeds, which only lend their scenario to its decoder)."""
     data = read_bounded(path, MAX_INPUT_BYTES if raw else MAX_CASE_BYTES, "input" if raw else "case")
     if not raw and (path.suffix == ".json" or is_case_text(data)):
         case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
         if protocol and case.scenario.protocol != protocol:
-            # the case's expected verdict was the other protocol's: the new one's promise applies
+            if not switch:
+                raise InputError(f"{path}: the case names protocol {case.scenario.protocol!r}, not the --protocol "
+                                 f"{protocol!r}: --protocol applies only to raw fuzz inputs and to cases of that "
+                                 "protocol (leave it out to run the case as its own protocol)")
             case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
     if len(data) > MAX_INPUT_BYTES:

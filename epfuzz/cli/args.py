@@ -53,7 +53,8 @@ def _rate(text: str) -> float:
 
 def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
     sp.add_argument("--protocol", help="protocol of a raw fuzz input (default: from its folder name, "
-                                       "corpus/<protocol>_fuzzer/)")
+                                       "corpus/<protocol>_fuzzer/); a case or scenario file runs as the protocol "
+                                       "it names, and one naming another protocol is refused")
     sp.add_argument("--preset", default="spec", choices=list(PRESETS),
                     help="platform preset a raw fuzz input is decoded under (default spec)")
     sp.add_argument("--raw", action="store_true",

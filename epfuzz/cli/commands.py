@@ -222,7 +222,7 @@ def cmd_minimize(a: argparse.Namespace) -> int:
     print(f"  {out.violation.summary() if out.violation else 'clean'}")
     if not m.complete:
         print("  stopped by --max-seconds: the best case so far, not checked to be 1-minimal")
-    print(f"  wrote {path} (scenario JSON + input bytes; {where_to_keep()})")
+    print(f"  wrote {path} (scenario JSON + input bytes; {where_to_keep(res.protocol)})")
     print(f"  replay: {replay_command(path, a.backend)}")
     if a.verbose:
         print(res.to_json())

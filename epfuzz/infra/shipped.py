@@ -89,9 +89,11 @@ def installed_copy(path: Path) -> Path | None:
     return copy if copy is not None and copy.exists() else None
 
 
-def where_to_keep() -> str:
+def where_to_keep(protocol: str = "") -> str:
     """What `minimize` says about keeping its case: the checkout's corpus/regressions/ is what `make replay`
-    checks; elsewhere (a pip install) there is no such folder to copy into."""
+    checks; elsewhere (a pip install) there is no such folder to copy into. A plug-in's case (`protocol`
+    module:Attr) is checked only with its module's folder allowed, or it is unreadable (new-user trial item 3)."""
     if Path("corpus", "regressions").is_dir():
-        return "copy into corpus/regressions/ to keep it: make replay checks it"
+        allow = " ALLOW_PLUGINS=DIR (the folder its module is in)" if ":" in protocol else ""
+        return f"copy into corpus/regressions/ to keep it: make replay{allow} checks it"
     return "keep it with your cases: epfuzz replay FOLDER checks each against its expected verdict"

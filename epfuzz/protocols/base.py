@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import abc
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 from typing import Protocol as TypingProtocol
@@ -115,11 +115,37 @@ class Receiver(abc.ABC):
         """Has this epoch's receiver seen everything it waits for?"""
 
     @abc.abstractmethod
-    def state(self) -> tuple[Any, ...]:
-        """Hashable state, so exhaustive exploration can merge equal states."""
+    def state(self) -> Hashable:
+        """Hashable state, so exhaustive exploration can merge equal states: any hashable value (a tuple, an
+        int bitmask, a frozenset), not only a tuple (new-user trial item 1: the compiled emulator took it for a
+        tuple and an int crashed it); `unhashable_state` says which plug-in returned something else."""
 
     @abc.abstractmethod
-    def restore(self, state: tuple[Any, ...]) -> None: ...
+    def restore(self, state: Any) -> None:
+        """Go back to a value `state()` returned (`Any`: each receiver's own form of it)."""
+
+
+def unhashable_state(rx: Receiver, protocol: str, e: TypeError) -> ProtocolError:
+    """The plug-in's error for a `state()` that cannot be hashed (a list): exploration merges states in a set,
+    and the bare TypeError read as a bug in epfuzz. Names where `state` is defined, as `receiver()` returning
+    no Receiver is named (`epfuzz.protocols.registry`)."""
+    code = getattr(getattr(type(rx), "state", None), "__code__", None)
+    at = f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+    try:
+        what = type(rx.state()).__name__
+    except Exception:  # noqa: BLE001 - only the message's type name is lost
+        what = "value"
+    return ProtocolError(f"protocol {protocol!r}: its receiver's state() returned an unhashable {what} ({e}); "
+                         f"return a hashable value (a tuple, int or frozenset){at}")
+
+
+def check_state(rx: Receiver, protocol: str) -> None:
+    """Hash `rx.state()` once, so a campaign refuses an unhashable one before it starts
+    (`epfuzz.campaign.preflight`) rather than when it first groups its findings."""
+    try:
+        hash(rx.state())
+    except TypeError as e:
+        raise unhashable_state(rx, protocol, e) from None
 
 
 @dataclass(frozen=True, slots=True)

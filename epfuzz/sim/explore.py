@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from epfuzz.infra.errors import InputError
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation
-from epfuzz.protocols.base import Protocol
+from epfuzz.protocols.base import Protocol, unhashable_state
 from epfuzz.sim.adversary import PassRule
 from epfuzz.sim.engine import SimRun, build
 from epfuzz.sim.nvlink import pass_rule
@@ -246,8 +246,11 @@ def _explore_epoch(scn: Scenario, units: list[Tlp], step: Receiving, budget: lis
 
     def dfs(mask: int) -> Violation | None:
         key = (mask, step.key())
-        if key in seen:
-            return None
+        try:
+            if key in seen:
+                return None
+        except TypeError as e:  # only a plug-in receiver's state() can be unhashable
+            raise unhashable_state(step.rx, scn.protocol, e) from None
         seen.add(key)
         budget[0] -= 1
         if budget[0] < 0:

@@ -236,3 +236,21 @@ def test_a_seed_not_named_by_its_sha1_fails_strict_replay(tmp_path, capsys):
     assert problems == [f"epfuzz: {(folder / 'my-seed').resolve()}: a seed not named by its sha1, so never replayed "
                         f"(libFuzzer's name for it: {hashlib.sha1(data).hexdigest()}; then run `make seeds`)"]
     assert main(["replay", str(folder)]) == 0  # without --strict a folder may hold other files
+
+
+def test_protocol_over_a_folder_fails_a_case_of_another_protocol_not_passes_it(tmp_path, capsys):
+    """New-user trial item 2: the DeepEP regression case among a user's cases was re-run as the --protocol,
+    its `"expect": "finding"` dropped, and the replay ended PASS."""
+    mine = _inputs(tmp_path / "mycases", n=1)
+    shutil.copy(ROOT / "corpus" / "regressions" / "deepep661-c2b.json", mine)
+    assert main(["replay", str(mine), "--protocol", "deepep_v2_dispatch_fixed"]) == 2
+    got = capsys.readouterr()
+    assert got.out.splitlines()[-1].startswith("replayed 1 case(s): 1 as expected, 0 changed, 0 without an "
+                                               "expected verdict, 1 unreadable"), got.out
+    assert got.out.rstrip().endswith("FAIL (exit 2)") and "pins" not in got.err
+    assert got.err.strip() == (f"epfuzz: {mine / 'deepep661-c2b.json'}: the case names protocol 'deepep_v2_dispatch', "
+                               "not the --protocol 'deepep_v2_dispatch_fixed': --protocol applies only to raw fuzz "
+                               "inputs and to cases of that protocol (leave it out to run the case as its own "
+                               "protocol)")
+    assert main(["replay", str(mine), "--protocol", "deepep_v2_dispatch"]) == 0
+    assert "1 as expected" in capsys.readouterr().out

@@ -16,7 +16,7 @@ import pytest
 from epfuzz.campaign.common import resource_table
 from epfuzz.cli.args import build_parser
 from epfuzz.cli.commands import main
-from epfuzz.infra.shipped import docs_page
+from epfuzz.infra.shipped import docs_page, where_to_keep
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -92,3 +92,6 @@ def test_minimize_says_how_to_keep_its_case_where_it_runs(tmp_path: Path, monkey
     (tmp_path / "corpus" / "regressions").mkdir(parents=True)   # a checkout's root
     assert main(["minimize", str(ROOT / CASE), "-o", "m2.json"]) == 1
     assert "; copy into corpus/regressions/ to keep it: make replay checks it)" in capsys.readouterr().out
+    # a plug-in's case is checked only with its folder allowed (new-user trial item 3)
+    assert where_to_keep("myproto:SeqFlag") == ("copy into corpus/regressions/ to keep it: make replay "
+                                                "ALLOW_PLUGINS=DIR (the folder its module is in) checks it")

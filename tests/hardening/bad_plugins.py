@@ -7,6 +7,7 @@ os_exit (os._exit(0)), raise (ZeroDivisionError), or nothing ("none")."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 KINDS = ("loop", "sleep", "alloc", "bigalloc", "exit", "os_exit", "raise")
@@ -143,4 +144,14 @@ class Bad(SeqFlag):
 def write(folder: Path) -> Path:
     path = folder / "mb.py"
     path.write_text(SOURCE)
+    return path
+
+
+def regression_case(folder: Path, root: Path) -> Path:
+    """The DeepEP C2b regression case as one of mb:Bad (a SeqFlag, with the same mr_relaxed pin), which
+    `--protocol mb:Bad` runs: it no longer moves a case that names another protocol (new-user trial item 2)."""
+    d = json.loads((root / "corpus" / "regressions" / "deepep661-c2b.json").read_text())
+    d = {**d, "protocol": "mb:Bad", "scenario": {**d["scenario"], "protocol": "mb:Bad"}, "input": "", "signature": ""}
+    path = folder / "c2b-mb.json"
+    path.write_text(json.dumps(d))
     return path

@@ -17,8 +17,6 @@ import pytest
 from tests.hardening import bad_plugins
 from tests.hardening.util import EPFUZZ, ROOT, epfuzz, one_line_error
 
-CASE = str(ROOT / "corpus/regressions/deepep661-c2b.json")
-
 
 @pytest.fixture
 def folder(tmp_path: Path) -> Path:
@@ -32,7 +30,8 @@ def _env(kind: str, since: int = 0) -> dict[str, str]:
 
 @pytest.mark.parametrize("kind", bad_plugins.KINDS)
 def test_run_of_a_misbehaving_plugin_says_what_it_did(folder, kind):
-    p = epfuzz(folder, "run", CASE, "--protocol", "mb:Bad", env=_env(kind), timeout=120)
+    case = bad_plugins.regression_case(folder, ROOT)
+    p = epfuzz(folder, "run", str(case), "--protocol", "mb:Bad", env=_env(kind), timeout=120)
     outcome = bad_plugins.OUTCOME[kind]
     assert "Traceback" not in p.stdout + p.stderr
     if outcome == "protocol error":

@@ -103,8 +103,9 @@ def test_a_named_import_leaves_sys_path_as_it_was(tmp_path, monkeypatch):
 def test_a_plugin_that_exits_or_raises_at_import_is_a_protocol_error(tmp_path):
     (tmp_path / "quits.py").write_text("import sys\nsys.exit(0)\n")
     (tmp_path / "raises.py").write_text("raise RuntimeError('import-time bug')\n")
+    (tmp_path / "input").write_bytes(bytes(16))  # raw bytes, which --protocol names the protocol of
     for spec, said in (("quits:P", "sys.exit(0)"), ("raises:P", "import-time bug")):
-        p = epfuzz(tmp_path, "run", str(ROOT / "corpus/regressions/deepep661-c2b.json"), "--protocol", spec)
+        p = epfuzz(tmp_path, "run", "input", "--protocol", spec)
         assert p.returncode == 3 and said in p.stderr and "protocol error" in p.stderr, p.stderr
         assert one_line_error(p), p.stderr
 

@@ -107,7 +107,8 @@ def test_an_unreadable_folder_is_said_not_no_files_found():
 
 def test_minimize_default_name_has_no_colon(tmp_path):
     bad_plugins.write(tmp_path)
-    p = epfuzz(tmp_path, "minimize", str(CASE), "--protocol", "mb:Bad", env={"BAD": "none"}, timeout=300)
+    case = bad_plugins.regression_case(tmp_path, ROOT)
+    p = epfuzz(tmp_path, "minimize", str(case), "--protocol", "mb:Bad", env={"BAD": "none"}, timeout=300)
     written = list((tmp_path / "runs" / "minimized").glob("*.json"))
     assert p.returncode == 1 and len(written) == 1 and ":" not in written[0].name, (p.stdout, p.stderr)
 

@@ -71,7 +71,9 @@ def test_replay_uses_the_scenario_dependent_promise(tmp_path, capsys):
     assert rc == 0 and "1 as expected" in out, out
 
 
-def test_run_shows_the_plugins_own_name(capsys):
-    main(["run", "corpus/regressions/deepep661-c2b.json", "--protocol", "examples.seqflag:SeqFlag"])
+def test_run_shows_the_plugins_own_name(tmp_path, capsys):
+    raw = tmp_path / "input"  # raw bytes: a case names its own protocol, which --protocol may not change
+    raw.write_bytes(bytes.fromhex(json.loads(Path("corpus/regressions/deepep661-c2b.json").read_text())["input"]))
+    main(["run", str(raw), "--protocol", "examples.seqflag:SeqFlag"])
     out = capsys.readouterr().out
     assert "protocol examples.seqflag:SeqFlag ('seqflag')" in out.splitlines()[0], out
