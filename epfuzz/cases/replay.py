@@ -94,7 +94,8 @@ def load_classified(path: Path, protocol: str | None, preset: str, raw: bool = F
             if not switch:
                 raise InputError(f"{path}: the case names protocol {case.scenario.protocol!r}, not the --protocol "
                                  f"{protocol!r}: --protocol applies only to raw fuzz inputs and to cases of that "
-                                 "protocol (leave it out to run the case as its own protocol)")
+                                 "protocol (leave it out to run the case as its own protocol, or copy the case and "
+                                 "change its \"protocol\" field to run it as another)")
             case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
     if len(data) > MAX_INPUT_BYTES:

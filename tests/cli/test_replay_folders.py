@@ -251,6 +251,6 @@ def test_protocol_over_a_folder_fails_a_case_of_another_protocol_not_passes_it(t
     assert got.err.strip() == (f"epfuzz: {mine / 'deepep661-c2b.json'}: the case names protocol 'deepep_v2_dispatch', "
                                "not the --protocol 'deepep_v2_dispatch_fixed': --protocol applies only to raw fuzz "
                                "inputs and to cases of that protocol (leave it out to run the case as its own "
-                               "protocol)")
+                               "protocol, or copy the case and change its \"protocol\" field to run it as another)")
     assert main(["replay", str(mine), "--protocol", "deepep_v2_dispatch"]) == 0
     assert "1 as expected" in capsys.readouterr().out

@@ -24,7 +24,7 @@ def test_a_case_of_another_protocol_is_refused_in_one_line(cmd, capsys, tmp_path
     out, err = capsys.readouterr()
     line = (f"{CASE}: the case names protocol 'deepep_v2_dispatch', not the --protocol 'deepep_v2_dispatch_fixed': "
             "--protocol applies only to raw fuzz inputs and to cases of that protocol (leave it out to run the case "
-            "as its own protocol)")
+            "as its own protocol, or copy the case and change its \"protocol\" field to run it as another)")
     assert rc == 2, out + err
     assert line in err and "pins" not in err, err
     if cmd == "replay":
