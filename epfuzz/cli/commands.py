@@ -175,7 +175,10 @@ def cmd_explore(a: argparse.Namespace) -> int:
     from epfuzz.sim.explore import explore
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
-    res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
+    try:
+        res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
+    except InputError as e:  # about this case: name it (new-user trial item 7)
+        raise InputError(f"{a.path}: {e}") from None
     print("search bounded by: " + "; ".join(res.bounds))
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")

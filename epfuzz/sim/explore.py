@@ -94,9 +94,11 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
     pkts = build(base, proto).packets
     epochs = sorted({p.epoch for p in pkts})
     per_epoch = [[p for p in pkts if p.epoch == e] for e in epochs]
-    if max(len(g) for g in per_epoch) > MAX_AR_PACKETS:
-        raise InputError(f"too many packets per epoch to enumerate adaptive-routing orders "
-                         f"(limit {MAX_AR_PACKETS})")
+    most = max(len(g) for g in per_epoch)
+    if most > MAX_AR_PACKETS:  # a raw finding often has far more; its minimized case seldom does (new-user trial)
+        raise InputError(f"{most} packets in one epoch, too many to enumerate adaptive-routing orders (limit "
+                         f"{MAX_AR_PACKETS}): minimize the case first (epfuzz minimize CASE -o SMALL.json) and "
+                         "explore the minimized case")
     states = 0
     for combo in itertools.product(*[itertools.permutations(range(len(g))) for g in per_epoch]):
         perms = [list(c) for c in combo]

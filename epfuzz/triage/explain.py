@@ -132,7 +132,7 @@ def explain(scn: Scenario, proto: Protocol) -> Explanation:
     overtakes = overtake_lines(run)
     L.append("")
     L.append("overtakes")
-    L += [f"  {o}" for o in overtakes] or [f"  none: {_no_overtake_reason(run)}"]
+    L += [f"  {o}" for o in overtakes] or [f"  none: {no_overtake_reason(run)}"]
     if v.kind in ("stale-accept", "overwritten-while-read"):
         L.append("")
         shown = min(8, len(v.bad_chunks))
@@ -266,7 +266,7 @@ def cache_lines(run: SimRun) -> list[str]:
             f"epoch {filled} filled; {clause.rule} ({clause.source})" for off, filled in v.extra["rx_lines"]]
 
 
-def _no_overtake_reason(run: SimRun) -> str:
+def no_overtake_reason(run: SimRun) -> str:
     """Without overtakes the order is the one posted: across QPs that is timing, on one QP the program."""
     qps = {w.qp for w in run.wrs}
     if len(qps) > 1:

@@ -6,13 +6,30 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from epfuzz.sim.packets import PacketKind
-from epfuzz.triage.explain import PK_NAMES, Explanation, describe, tlp_name
+from epfuzz.sim.packets import Packet, PacketKind
+from epfuzz.triage.explain import PK_NAMES, Explanation, describe, no_overtake_reason, tlp_name
 
 
 def _fits(text: str, units: float, pt_per_unit: float, size: float) -> bool:
     """Whether a label fits its bar: labels wider than their bar run into the next ("RDMARDMA")."""
     return len(text) * 0.75 * size <= units * pt_per_unit
+
+
+def packet_style(p: Packet) -> tuple[str, dict[str, Any]]:
+    """(legend label, bar style) of a packet, by what it carries, as the TLP lane colours them: a flag sent by
+    a plain WRITE is a signal (the new-user trial's SeqFlag flag was drawn blue, as data: colour was by kind)."""
+    if p.region == "data":
+        return "data packet", {"color": "tab:blue"}
+    if p.kind == PacketKind.ATOMIC:
+        return "atomic signal packet", {"color": "tab:orange"}
+    return "signal packet", {"color": "tab:purple"}
+
+
+def title_of(exp: Explanation) -> str:
+    """The overtakes that expose the finding, or why none is needed (a title of "proto:" and nothing was
+    all a finding with no overtake got: new-user trial item 8)."""
+    return f"{exp.run.scenario.protocol}: " + ("; ".join(exp.overtakes[:2])
+                                               or f"no overtake: {no_overtake_reason(exp.run)}")
 
 
 def plot(exp: Explanation, path: Path) -> Path:
@@ -44,8 +61,8 @@ def plot(exp: Explanation, path: Path) -> Path:
     # packets: x = arrival rank
     for rank, p in enumerate(run.packets):
         y = lanes.index(f"QP {p.qp}")
-        ax.barh(y, 0.9, left=rank, **(key("atomic packet", color="tab:orange") if p.kind == PacketKind.ATOMIC
-                                      else key("data packet", color="tab:blue")))
+        label, style = packet_style(p)
+        ax.barh(y, 0.9, left=rank, **key(label, **style))
         label = PK_NAMES[p.kind].split()[0][:5]
         if _fits(label, 0.9, pt, 7):
             ax.text(rank + 0.45, y, label, ha="center", va="center", fontsize=7)
@@ -88,8 +105,7 @@ def plot(exp: Explanation, path: Path) -> Path:
     ax.legend(handles=[Patch(label=k, **st) for k, st in shown.items()], loc="upper center", fontsize=7,
               bbox_to_anchor=(0.5, -0.35 if len(lanes) < 5 else -0.25), ncol=min(4, len(shown)), frameon=False,
               handlelength=3, handleheight=1.5)
-    title = f"{run.scenario.protocol}: " + "; ".join(exp.overtakes[:2])
-    ax.set_title("\n".join(textwrap.wrap(title, int(width * 72 / (0.6 * 9)))[:3]), fontsize=9)
+    ax.set_title("\n".join(textwrap.wrap(title_of(exp), int(width * 72 / (0.6 * 9)))[:3]), fontsize=9)
     fig.tight_layout()
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, bbox_inches="tight")

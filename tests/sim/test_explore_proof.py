@@ -197,3 +197,17 @@ def test_explore_says_which_knobs_bound_its_search(tmp_path, capsys):
     out = capsys.readouterr().out
     assert "search bounded by: reorder_window=0" in out and "adaptive_routing=off" in out
     assert "reachable: " in out
+
+
+def test_too_many_packets_for_adaptive_routing_names_the_case_and_says_minimize_first(tmp_path, capsys):
+    """New-user trial item 7: a raw finding under adaptive routing said only "too many packets per epoch to
+    enumerate adaptive-routing orders (limit 7)": not which file, nor that its minimized case would do."""
+    from epfuzz.cli.commands import main
+
+    path = tmp_path / "big.json"
+    path.write_text(codec.load_dict({"protocol": "dispatch_any", "knobs": {"adaptive_routing": True},
+                                     "payload": {"num_tokens": 8}}).to_json())
+    assert main(["explore", str(path)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"epfuzz: {path}: ") and "too many to enumerate adaptive-routing orders (limit 7)" in err
+    assert "minimize the case first (epfuzz minimize CASE -o SMALL.json)" in err and "\n" not in err, err

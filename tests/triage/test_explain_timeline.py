@@ -99,3 +99,24 @@ def test_an_overwritten_while_read_summary_does_not_say_not_yet_landed() -> None
     assert "not yet landed" not in text and f"then {v.bad_bytes} bytes of it overwritten by a later epoch" in text
     stale = simulate(codec.load_dict(SEED_661), get_protocol("deepep_v2_dispatch")).violation
     assert stale.kind == "stale-accept" and "bytes not yet landed" in stale.summary()
+
+
+def test_the_plot_titles_a_finding_with_no_overtake_and_colours_packets_by_what_they_carry():
+    """New-user trial item 8: a finding that needs no overtake was titled "proto:" and nothing, and a flag sent
+    by a plain RDMA WRITE was drawn in the data packets' blue (packets were coloured atomic or not)."""
+    from epfuzz.encoding import codec
+    from epfuzz.protocols import get_protocol
+    from epfuzz.sim.engine import simulate
+    from epfuzz.triage.explain import explain
+    from epfuzz.triage.plot import packet_style, title_of
+
+    cross = codec.load_dict({"protocol": "dispatch_any", "topology": {"num_qps": 2},
+                             "signal": {"kind": "faa", "other_qp": True}, "faults": {"qp_delay_ns": [20000]}})
+    exp = explain(cross, get_protocol(cross.protocol))
+    assert exp.overtakes == []
+    assert title_of(exp) == "dispatch_any: no overtake: arrival order alone exposes it (timing across QPs)"
+    assert {packet_style(p)[0] for p in exp.run.packets} == {"data packet", "atomic signal packet"}
+    flag = codec.load_dict({"protocol": "flag_write_signal"})
+    run = simulate(flag, get_protocol(flag.protocol))
+    assert {(p.region == "data", packet_style(p)[0]) for p in run.packets} == {(True, "data packet"),
+                                                                              (False, "signal packet")}
