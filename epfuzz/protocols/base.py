@@ -125,12 +125,18 @@ class Receiver(abc.ABC):
         """Go back to a value `state()` returned (`Any`: each receiver's own form of it)."""
 
 
+def defined_at(fn: object) -> str:
+    """' (at FILE:LINE, in NAME)' where the Python function or method `fn` is defined, or '' (compiled, or no
+    function): how every plug-in mistake found after loading names the place in the plug-in to look."""
+    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+    return f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+
+
 def unhashable_state(rx: Receiver, protocol: str, e: TypeError) -> ProtocolError:
     """The plug-in's error for a `state()` that cannot be hashed (a list): exploration merges states in a set,
     and the bare TypeError read as a bug in epfuzz. Names where `state` is defined, as `receiver()` returning
     no Receiver is named (`epfuzz.protocols.registry`)."""
-    code = getattr(getattr(type(rx), "state", None), "__code__", None)
-    at = f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+    at = defined_at(getattr(type(rx), "state", None))
     try:
         what = type(rx.state()).__name__
     except Exception:  # noqa: BLE001 - only the message's type name is lost

@@ -17,7 +17,7 @@ from typing import Any, Final
 
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
-from epfuzz.protocols.base import Layout
+from epfuzz.protocols.base import Layout, defined_at
 
 #: the op classes each rule applies to (tuples: an `A | B` in `isinstance` builds a types.UnionType per call)
 _SPAN_OPS = (ops.Write, ops.WriteImm, ops.Read, ops.CeCopy)
@@ -94,20 +94,14 @@ def _problem(op: ops.Op, shape: Shape, channel: int, max_signals: int, num_chann
     return None
 
 
-def defined_at(fn: object) -> str:
-    """' (at FILE:LINE, in NAME)' where the Python function or method `fn` is defined, or '' (compiled, or no
-    function): an op is a plain value, so the sender that built it is the nearest place in the plug-in to name."""
-    code = getattr(getattr(fn, "__func__", fn), "__code__", None)
-    return f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
-
-
 def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int,
                    sizes: dict[str, int] | None = None, sender: object = None) -> None:
     """Raise `ProtocolError` for the first op that addresses outside `layout`; `sizes` is `layout.sizes` where
     the caller has it (`build_form` reads that interpreted property once per form, not once per epoch here and
     once more for the form's memory images). `protocol` is the name the user gave (a plug-in's `module:Attr`,
     not its `name` attribute), `sender` the method that made the programs: the error names both (new-user
-    trial item 6)."""
+    trial item 6; an op is a plain value, so the sender that built it is the nearest place in the plug-in to
+    name)."""
     if sizes is None:
         sizes = layout.sizes  # a property that builds a dict: once, not per op; the layout's ints likewise
     max_signals, num_channels = layout.max_signals, layout.num_channels

@@ -89,11 +89,10 @@ def _checked_receiver(proto: Protocol, spec: str) -> None:
     receiver() that returned None (a missing `return`) failed deep in the emulator as AttributeError 'NoneType'
     object has no attribute 'watch', said as a bug in epfuzz (pip trial item 11). On the instance, so built-ins and
     the class are untouched; an instance that takes no attributes is left as it is."""
-    from epfuzz.protocols.base import Receiver
+    from epfuzz.protocols.base import Receiver, defined_at
 
     made = proto.receiver
-    code = getattr(getattr(made, "__func__", made), "__code__", None)
-    at = f" (at {code.co_filename}:{code.co_firstlineno}, in {code.co_name})" if code is not None else ""
+    at = defined_at(made)
 
     def receiver(scn: Any, layout: Any) -> Receiver:
         rx = made(scn, layout)
