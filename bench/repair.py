@@ -99,6 +99,11 @@ def same_shape(case: Scenario, bad: str, fixed: str) -> Scenario:
     return codec.load_dict({**d, "protocol": fixed})
 
 
+def _refuted_on(c: Any) -> str:
+    """Where a refuted candidate's proof failed: the scenario's label, or the guided campaign."""
+    return next((k.label for k in c.proof.checks if k.verdict == "reachable"), "the guided campaign")
+
+
 def row(num: int, title: str, bad: str, fixed: str, zoo: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     found = small_case(bad)
@@ -122,8 +127,10 @@ def row(num: int, title: str, bad: str, fixed: str, zoo: str) -> dict[str, Any]:
         "repairs": [{"edits": [e.name for e in c.edits], "status": c.proof.status, "states": c.proof.states,
                      "scenarios": len(c.proof.checks), "executions": c.proof.campaign_execs,
                      "undecided": [k.label for k in c.proof.checks if k.verdict == "undecided"],
+                     "adaptive_routing": c.proof.ar_held or "explored on and off",
                      "extra_ops": c.extra_ops, "round_trips": c.round_trips} for c in rep.repairs],
         "refuted": [" + ".join(e.name for e in c.edits) for c in rep.refuted],
+        "refuted_on": {" + ".join(e.name for e in c.edits): _refuted_on(c) for c in rep.refuted},
         "max_edits": rep.max_edits, "seconds": round(rep.seconds, 1), "find_seconds": round(find_s, 1),
         "fixed_nothing_to_repair": fixed_rep.nothing_to_repair, "fixed_method": fixed_rep.method,
     }
@@ -149,7 +156,18 @@ def doc(data: dict[str, Any]) -> str:
         "bounded in executions, on the case's platform and signal fields, finds nothing. A scenario "
         "explore cannot decide within its state budget makes the repair *not proven*, with that bound. "
         "Nothing is claimed outside the scenarios a proof lists. Each repair is printed with its edits, "
-        "their cost (ops added, round trips) and the command that replays its proof.",
+        "their cost (ops added, round trips), what its proof held fixed and the command that replays it.",
+        "",
+        "The platform is the case's (a repair is for the platform the finding was on: `the proof held fixed` "
+        "lists its knobs), but for adaptive routing. Where the case has it off and neither the preset nor the "
+        "protocol pins it, the campaign that found the bug could draw it, so the proof explores every scenario "
+        "again with it on and its guided campaign draws it too: a flag WRITE moved onto the data QP "
+        "(`signal-on-data-qp`) is refuted there, since adaptive routing may place the flag's packet before the "
+        "data's (a campaign that finds the flag on another QP may find that form as a second bug). Explore "
+        "enumerates adaptive-routing orders for at "
+        "most 7 packets an epoch; a repair whose only undecided scenarios are ones with adaptive routing on is "
+        "*proven without adaptive routing* (minimize the case first for a proof that covers it). Where a preset "
+        "(the `mlx5-*` and NVLink ones) or the protocol pins it off, the proof says so and holds it off.",
         "",
         "## The catalogue",
         "",
@@ -189,7 +207,8 @@ def doc(data: dict[str, Any]) -> str:
               "Limits: the catalogue is finite and generic; a bug whose fix is a receiver rule the protocol "
               "does not offer as an option (a checksum, a total to wait for) is repaired only if one of the "
               "generic edits also closes it, and is otherwise reported as having no repair within K edits. "
-              "Proofs hold for the platform knobs of the case, as `explore`'s bounds say.", ""]
+              "Proofs hold for the platform knobs of the case (adaptive routing on and off, where it is free), "
+              "as `explore`'s bounds say.", ""]
     return "\n".join(lines)
 
 

@@ -22,7 +22,7 @@ from typing import Any
 from epfuzz.backends import NAMES as BACKEND_NAMES
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
-from epfuzz.infra.shipped import installed_copy, shown
+from epfuzz.infra.shipped import missing
 from epfuzz.ir.scenario import Scenario
 
 MAX_INPUT_BYTES = 4096          # libFuzzer's default -max_len
@@ -137,8 +137,7 @@ def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
     except IsADirectoryError:
         raise InputError(f"{path}: is a folder, not a file") from None
     except OSError as e:
-        copy = installed_copy(path) if isinstance(e, FileNotFoundError) else None
-        where = f"; this install carries it as {shown(copy)}" if copy is not None else ""
+        where = missing(path) if isinstance(e, FileNotFoundError) else ""
         raise InputError(f"{path}: cannot read: {e.strerror}{where}") from None
     if len(data) > limit:
         raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit")

@@ -14,6 +14,7 @@ from pathlib import Path
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.extras import require
+from epfuzz.infra.shipped import missing
 
 
 def known_harness(name: str) -> None:
@@ -65,7 +66,7 @@ def cmd_triage(a: argparse.Namespace) -> int:
     from epfuzz.triage.run import triage
 
     if not Path(a.run_dir).exists():  # "not a folder" sent the user to check what it was (new-user trial item 9)
-        raise InputError(f"no such folder: {a.run_dir}")
+        raise InputError(f"no such folder: {a.run_dir}{missing(Path(a.run_dir))}")
     if not Path(a.run_dir).is_dir():
         raise InputError(f"cannot read {a.run_dir}: not a folder")
     usable_run_dir(Path(a.run_dir), "bugs/ and bugs.csv")
@@ -83,7 +84,7 @@ def cmd_report(a: argparse.Namespace) -> int:
 
     run_dir = Path(a.run_dir)
     if not run_dir.exists():  # "no progress.csv (not a run folder?)" sent the user looking inside nothing
-        raise InputError(f"no such folder: {a.run_dir}")
+        raise InputError(f"no such folder: {a.run_dir}{missing(run_dir)}")
     if not run_dir.is_dir():
         raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)")
     usable_run_dir(run_dir, "report.md and report.png")

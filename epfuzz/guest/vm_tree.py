@@ -14,6 +14,7 @@ atheris would shadow the guest's own ("No module named 'numpy._core._multiarray_
 from __future__ import annotations
 
 import io
+import os
 import shutil
 import sys
 import tarfile
@@ -123,12 +124,40 @@ def _plugin_files(spec: str, root: Path) -> list[Path]:
     return files
 
 
+def _siblings(spec: str, root: Path) -> list[Path]:
+    """The source files of the modules the host imported from the plug-in's own folder beside it (a
+    `myproto.py` doing `import myhelpers`): that folder was on sys.path while the plug-in was imported, so
+    the guest needs them there too. A module counts when its top-level name is a file or package folder
+    directly in that folder (the folder holding a virtual environment or a checkout does not make their
+    modules siblings); one that is not Python source is refused in one line, before a guest boots."""
+    folder = root.parent
+    out: set[Path] = set()
+    for name, mod in list(sys.modules.items()):
+        file = getattr(mod, "__file__", None)
+        top = name.split(".")[0]
+        if not file or top == root.stem:
+            continue
+        here = Path(os.path.abspath(file))  # as imported: a sibling may be a link to a file elsewhere
+        try:
+            rel = here.parent.resolve().relative_to(folder) / here.name
+        except ValueError:
+            continue
+        if rel.parts[0] != top and rel.parts[0].split(".")[0] != top:  # top.py, top/..., an extension top.*.so
+            continue
+        if here.suffix != ".py":
+            raise Unsupported(f"backend verbs: plug-in {spec!r} imports {name} from {here}, which is not Python "
+                              "source; only .py sources travel to the guest")
+        out.add(folder / rel)
+    return sorted(out)
+
+
 def plugin_shipment(spec: str) -> tuple[dict[str, bytes], str]:
     """What a guest command needs for protocol `spec` that the project tree lacks: the files for the
-    command share (a tar of the plug-in's module file or package folder, as the host found it) and the
-    shell line that unpacks them and enters their folder, so the guest resolves the name as the host
-    did (in the current folder; `python3 -P` keeps it off sys.path but for the plug-in's import).
-    Nothing for a built-in protocol or one the tree carries."""
+    command share (a tar of the plug-in's module file or package folder, as the host found it, and the
+    sources of the modules it imported from its folder, `_siblings`) and the shell line that unpacks them
+    and enters their folder, so the guest resolves the names as the host did (in the current folder;
+    `python3 -P` keeps it off sys.path but for the plug-in's import). Nothing for a built-in protocol or
+    one the tree carries."""
     if ":" not in spec:
         return {}, ""
     root = plugin_root(spec)
@@ -137,12 +166,16 @@ def plugin_shipment(spec: str) -> tuple[dict[str, bytes], str]:
     if not root.is_dir() and root.suffix != ".py":
         raise Unsupported(f"backend verbs: plug-in {spec!r} is {root}, not Python source; only single-file "
                           "plug-ins run on verbs")
-    files = _plugin_files(spec, root) if root.is_dir() else [root]
+    files = (_plugin_files(spec, root) if root.is_dir() else [root]) + _siblings(spec, root)
+    size = sum(f.stat().st_size for f in files)
+    if size > PLUGIN_MAX_BYTES:
+        raise Unsupported(f"backend verbs: plug-in {spec!r} and the modules it imports from {root.parent} are "
+                          f"{size >> 10} KiB of sources (more than {PLUGIN_MAX_BYTES >> 20} MiB), too much to "
+                          "send to the guest")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
         for f in files:
-            info = tar.gettarinfo(str(f), arcname=str(Path(root.name) / f.relative_to(root)) if root.is_dir()
-                                  else root.name)
+            info = tar.gettarinfo(str(f.resolve()), arcname=str(f.relative_to(root.parent)))
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
             with f.open("rb") as fh:

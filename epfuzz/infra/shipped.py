@@ -97,3 +97,16 @@ def where_to_keep(protocol: str = "") -> str:
         allow = " ALLOW_PLUGINS=DIR (the folder its module is in)" if ":" in protocol else ""
         return f"copy into corpus/regressions/ to keep it: make replay{allow} checks it"
     return "keep it with your cases: epfuzz replay FOLDER checks each against its expected verdict"
+
+
+def missing(path: Path) -> str:
+    """What an error about a path that is not there adds: this install's copy of a checkout path
+    (`installed_copy`), else for a relative path the folder it was looked for from. A printed replay command
+    names its run folder relative to the folder epfuzz ran in (docs/usage.md): pasted in another folder, the
+    bare "No such file or directory" did not say that the path was right, only the folder wrong."""
+    copy = installed_copy(path)
+    if copy is not None:
+        return f"; this install carries it as {shown(copy)}"
+    if path.is_absolute() or str(path) == "-":
+        return ""
+    return f" (relative to the current folder {Path.cwd()}; printed replay commands run from the folder epfuzz ran in)"

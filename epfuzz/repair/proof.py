@@ -10,8 +10,14 @@ ones checked are listed. The campaign is the guided engine (`epfuzz.search.engin
 case and its neighbours, on the case's platform and signal fields (`knobs.*`, `signal.*`: a
 repair is for the platform the finding was on) with any shape, faults and schedule; it is
 bounded in executions, never in seconds, so a proof replays exactly.
-A scenario explore cannot decide (over its state budget or size limits) makes the repair
-"not proven", with that bound; a reachable one, or a campaign finding, refutes it. Nothing is
+Adaptive routing is the one platform knob the proof does not hold at the case's value: where the case
+has it off and neither the preset nor the protocol pins it, a campaign under that preset draws it (the
+same campaign's second bug was a repair's own form under adaptive routing: a flag WRITE moved onto the
+data QP, whose packet may still arrive before the data's), so each scenario is explored again with it
+on and the campaign draws it too. A scenario explore cannot decide (over its state budget or size
+limits) makes the repair "not proven", with that bound; where only scenarios with adaptive routing on
+are undecided (a handful of packets per epoch already exceeds what explore enumerates), the repair is
+"proven without adaptive routing". A reachable scenario, or a campaign finding, refutes it. Nothing is
 claimed outside the scenarios checked.
 """
 
@@ -22,6 +28,7 @@ from dataclasses import dataclass, field
 
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.presets import get_preset
 from epfuzz.ir.scenario import Scenario
 from epfuzz.repair.wrap import Repaired
 
@@ -42,6 +49,12 @@ NEIGHBOURHOOD: tuple[tuple[str, str, Callable[[int], int]], ...] = (
 )
 CAMPAIGN_EXECS = 2000
 MAX_STATES = 200_000
+AR = "knobs.adaptive_routing"
+AR_SUFFIX = " with adaptive routing on"   # the label of a scenario the proof turned adaptive routing on in
+#: the status of a repair decided everywhere but in some scenarios with adaptive routing on
+PROVEN_WITHOUT_AR = "proven without adaptive routing"
+#: statuses of a surviving repair, strongest first
+STATUSES = ("proven", PROVEN_WITHOUT_AR, "not proven")
 
 
 @dataclass
@@ -53,6 +66,7 @@ class Check:
     verdict: str          # "unreachable", "reachable" or "undecided"
     states: int = 0
     detail: str = ""      # the violation (reachable) or the bound (undecided)
+    adaptive: bool = False  # a scenario of the case's shape with adaptive routing turned on by the proof
 
 
 @dataclass
@@ -60,13 +74,18 @@ class Proof:
     checks: list[Check] = field(default_factory=list)
     campaign_execs: int = 0
     campaign_finding: str = ""
-    bounds: list[str] = field(default_factory=list)   # what explore held fixed, for the case
+    bounds: list[str] = field(default_factory=list)   # what the proof held fixed (`held_fixed`)
+    #: "" where the proof explored adaptive routing on as well, else why it did not (`ar_held`)
+    ar_held: str = ""
 
     @property
     def status(self) -> str:
         if self.campaign_finding or any(c.verdict == "reachable" for c in self.checks):
             return "refuted"
-        return "not proven" if any(c.verdict == "undecided" for c in self.checks) else "proven"
+        undecided = [c for c in self.checks if c.verdict == "undecided"]
+        if not undecided:
+            return "proven"
+        return PROVEN_WITHOUT_AR if all(c.adaptive for c in undecided) else "not proven"
 
     @property
     def states(self) -> int:
@@ -103,6 +122,43 @@ def neighbours(scn: Scenario) -> list[tuple[str, Scenario]]:
     return out
 
 
+def ar_held(scn: Scenario, proto: Repaired) -> str:
+    """Why the proof holds adaptive routing at the case's value ("" where it explores it on as well): the case
+    has it on already (every packet order is explored), or the preset or the protocol pins it off."""
+    if scn.knobs.adaptive_routing:
+        return "on in the case"
+    if AR in get_preset(scn.preset).fixed:
+        return f"off, pinned by the preset {scn.preset}"
+    if AR in proto.fixed:
+        return "off, pinned by the protocol"
+    return "" if with_ar(scn) is not None else "off: the case's fields allow no adaptive routing"
+
+
+def with_ar(scn: Scenario) -> Scenario | None:
+    """`scn` with adaptive routing on, or None where that makes no valid scenario."""
+    try:
+        return codec.load_dict(scn.replace(schedule=()).with_path(AR, True).to_dict())
+    except EpfuzzError:
+        return None
+
+
+def held_fixed(scn: Scenario, held: str, bounds: list[str]) -> list[str]:
+    """explore's bounds for the case, its adaptive-routing line saying what the proof did with it, and the
+    platform knobs the proof holds at the case's values (a repair is for the platform of the finding)."""
+    out = []
+    for b in bounds:
+        if b.startswith("adaptive_routing=") and not held:
+            b = ("adaptive_routing=off as in the case, and on: each scenario explored again with every packet "
+                 "order per epoch (the campaign draws it too)")
+        elif b.startswith("adaptive_routing=off"):
+            b = f"adaptive_routing={held}: " + b.split(": ", 1)[1]
+        out.append(b)
+    k = scn.knobs
+    out.append(f"the case's platform: mr_relaxed={k.mr_relaxed}, nic_relaxed_ordering={k.nic_relaxed_ordering}, "
+               f"atomic_mode={k.atomic_mode}, hca_o920={k.hca_o920}, ido={k.ido}")
+    return out
+
+
 def check(label: str, scn: Scenario, proto: Repaired, max_states: int) -> Check:
     from epfuzz.sim.explore import explore
 
@@ -116,14 +172,18 @@ def check(label: str, scn: Scenario, proto: Repaired, max_states: int) -> Check:
     return Check(label, scn, "unreachable", res.states)
 
 
-def campaign(scn: Scenario, proto: Repaired, seeds: list[Scenario], execs: int, seed: int = 0) -> tuple[str, int]:
+def campaign(scn: Scenario, proto: Repaired, seeds: list[Scenario], execs: int, seed: int = 0,
+             ar: bool = False) -> tuple[str, int]:
     """The guided engine on the repaired protocol for `execs` executions: (the first finding's summary, or "",
-    executions run)."""
+    executions run). `ar`: adaptive routing as each input draws it, not the case's."""
     from epfuzz.search.engines.guided import Guided
     from epfuzz.sim.engine import SimRun, simulate
 
     def execute(s: Scenario, p: object) -> SimRun:  # the case's platform and signal, any shape and schedule
-        return simulate(proto.scenario(s.replace(knobs=scn.knobs, signal=scn.signal)), proto)
+        here = s.replace(knobs=scn.knobs, signal=scn.signal)
+        if ar:
+            here = here.with_path(AR, s.knobs.adaptive_routing)
+        return simulate(proto.scenario(here), proto)
 
     g = Guided(scn.protocol, proto, seed, preset=scn.preset, execute=execute)
     done = 0
@@ -142,17 +202,26 @@ def campaign(scn: Scenario, proto: Repaired, seeds: list[Scenario], execs: int, 
 
 def prove(scn: Scenario, proto: Repaired, campaign_execs: int = CAMPAIGN_EXECS, max_states: int = MAX_STATES,
           stop_early: bool = True) -> Proof:
-    """Explore the case, then its neighbours, then run the campaign; with `stop_early`, stop at the
-    first refutation (the search only needs to know that a candidate fails)."""
+    """Explore the case, then its neighbours (each again with adaptive routing on, where `ar_held` says
+    the proof explores it), then run the campaign; with `stop_early`, stop at the first refutation (the
+    search only needs to know that a candidate fails)."""
     from epfuzz.sim.explore import bounds
 
-    proof = Proof(bounds=bounds(proto.scenario(scn)))
-    near = neighbours(scn)
-    for label, s in [("the case", scn), *near]:
+    held = ar_held(scn, proto)
+    here = proto.scenario(scn)  # the case with the repair's own pins (strict-window's MR)
+    proof = Proof(bounds=held_fixed(here, held, bounds(here)), ar_held=held)
+    todo: list[tuple[str, Scenario, bool]] = []
+    for label, s in [("the case", scn), *neighbours(scn)]:
+        todo.append((label, s, False))
+        on = None if held else with_ar(s)
+        if on is not None:
+            todo.append((label + AR_SUFFIX, on, True))
+    for label, s, adaptive in todo:
         proof.checks.append(check(label, s, proto, max_states))
+        proof.checks[-1].adaptive = adaptive
         if stop_early and proof.status == "refuted":
             return proof
     if campaign_execs:
-        proof.campaign_finding, proof.campaign_execs = campaign(
-            scn, proto, [scn.replace(schedule=()), *(s for _, s in near)], campaign_execs)
+        seeds = [scn.replace(schedule=()), *(s for _, s, _ in todo[1:])]
+        proof.campaign_finding, proof.campaign_execs = campaign(scn, proto, seeds, campaign_execs, ar=not held)
     return proof

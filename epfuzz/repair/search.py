@@ -19,7 +19,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Protocol
 from epfuzz.repair.catalogue import Edit, catalogue
-from epfuzz.repair.proof import CAMPAIGN_EXECS, MAX_STATES, Proof, check, prove
+from epfuzz.repair.proof import CAMPAIGN_EXECS, MAX_STATES, STATUSES, Proof, check, prove
 from epfuzz.repair.wrap import Repaired, observable
 
 
@@ -46,7 +46,7 @@ class RepairReport:
     finding: str                       # the case's violation ("" when there is nothing to repair)
     method: str                        # how the finding was established
     applicable: list[str] = field(default_factory=list)
-    repairs: list[Candidate] = field(default_factory=list)    # proven or "not proven", minimal
+    repairs: list[Candidate] = field(default_factory=list)    # not refuted (proof.STATUSES), minimal
     refuted: list[Candidate] = field(default_factory=list)
     max_edits: int = 1
     seconds: float = 0.0
@@ -141,6 +141,6 @@ def repair(scn: Scenario, proto: Protocol, max_edits: int = 1, only: list[str] |
             proof = prove(scn, rep, campaign_execs, max_states)
             cand = Candidate(combo, proof, *_cost(scn, proto, rep))
             (report.refuted if proof.status == "refuted" else report.repairs).append(cand)
-    report.repairs.sort(key=lambda c: (len(c.edits), c.proof.status != "proven", c.extra_ops))
+    report.repairs.sort(key=lambda c: (len(c.edits), STATUSES.index(c.proof.status), c.extra_ops))
     report.seconds = time.perf_counter() - t0
     return report

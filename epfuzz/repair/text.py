@@ -6,6 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
+from epfuzz.repair.proof import AR_SUFFIX, Proof
 from epfuzz.repair.search import Candidate, RepairReport, repair
 
 
@@ -34,6 +35,21 @@ def loading_options(a: argparse.Namespace, protocol: str) -> str:
     return "".join(f" {shlex.quote(w)}" for w in out)
 
 
+def proof_lines(p: Proof) -> list[str]:
+    """A proof's scenarios, those explore could not decide (the ones with adaptive routing on in one line:
+    they are undecided alike, for their packet count), and what it held fixed."""
+    again = " (each again with adaptive routing on)" if any(k.adaptive for k in p.checks) else ""
+    out = [f"  proof: {p.size()}; neighbourhood: " + ", ".join(k.label for k in p.checks if not k.adaptive) + again]
+    open_ = [k for k in p.checks if k.verdict == "undecided"]
+    out += [f"    not decided for {k.label}: {k.detail}" for k in open_ if not k.adaptive]
+    ar = [k for k in open_ if k.adaptive]
+    if ar:
+        out.append(f"    not decided with adaptive routing on for {len(ar)} scenario(s), "
+                   f"{', '.join(k.label.removesuffix(AR_SUFFIX) for k in ar)}; {ar[0].label}: {ar[0].detail}")
+    out.append("  the proof held fixed: " + "; ".join(p.bounds))
+    return out
+
+
 def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int, loads: str = "") -> list[str]:
     if r.nothing_to_repair:
         return [f"nothing to repair: no finding for {r.protocol} on this case ({r.method})"]
@@ -47,12 +63,7 @@ def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int
         for e in c.edits:
             out.append(f"  {e.name}: {e.doc} (as {e.mirrors})")
         out.append(f"  cost: {c.cost()}")
-        out.append(f"  proof: {c.proof.size()}; neighbourhood: "
-                   + ", ".join(k.label for k in c.proof.checks))
-        for k in c.proof.checks:
-            if k.verdict == "undecided":
-                out.append(f"    not decided for {k.label}: {k.detail}")
-        out.append("  explore held fixed: " + "; ".join(c.proof.bounds))
+        out += proof_lines(c.proof)
         out.append(f"  replay the proof: {replay(case_path, c, campaign_execs, max_states, loads)}")
     if r.refuted:
         out.append("")

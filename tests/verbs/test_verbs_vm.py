@@ -138,21 +138,24 @@ def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder
     campaign stopped at "cannot load protocol" before writing anything, and the host printed a summary of 0
     execs and "1 harness error(s)" (exit 3) for a --run-dir holding only its claimed corpus/ and an empty
     bugs.csv, so the retry was refused as not empty. It is now the guest's error, and the folder is given back.
-    (The plug-in's own file now travels to the guest; a module beside it that it imports does not.)"""
+    (The plug-in's own file and the modules it imports from its folder travel to the guest; a module it finds
+    through the host's PYTHONPATH does not.)"""
+    import os
     import subprocess
     import sys
     from pathlib import Path
 
-    proj = tmp_path / "proj"
+    proj, lib = tmp_path / "proj", tmp_path / "lib"
     proj.mkdir()
-    # the plug-in's own file goes to the guest; a module beside it that it imports does not
-    (proj / "users_helper.py").write_text("X = 1\n")
+    lib.mkdir()
+    (lib / "users_helper.py").write_text("X = 1\n")
     src = (Path(__file__).resolve().parents[2] / "examples" / "seqflag.py").read_text()
     (proj / "users_seqflag.py").write_text(src + "\nimport users_helper  # noqa: E402, F401\n")
     run = tmp_path / "run"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(x for x in (str(lib), os.environ.get("PYTHONPATH")) if x)}
     p = subprocess.run([sys.executable, "-m", "epfuzz", "fuzz", "--protocol", "users_seqflag:SeqFlag", "--backend",
                         "verbs", "--time", "5", "--run-dir", str(run)], cwd=proj, capture_output=True, text=True,
-                       timeout=900)
+                       timeout=900, env=env)
     assert p.returncode == 2, p.stdout + p.stderr
     assert ("epfuzz: the campaign in the guest stopped before writing anything (exit 2): cannot load protocol "
             "'users_seqflag:SeqFlag'") in p.stderr, p.stdout + p.stderr
@@ -163,14 +166,16 @@ def test_a_plugin_the_guest_cannot_import_fails_the_run_and_gives_its_run_folder
 def test_a_users_plugin_runs_on_verbs_through_the_cli(tmp_path):
     """`epfuzz run case.json --backend verbs --protocol crossflag:CrossFlag`, run beside crossflag.py, booted
     the guest, which had the project alone: "No module named 'crossflag'" in traceback pieces after 90 s
-    (new-user trial item 4). The plug-in's file goes with the scenario and loads there by the same name."""
-    import shutil as sh
+    (new-user trial item 4). The plug-in's file goes with the scenario and loads there by the same name, with
+    the module beside it that it imports (which failed there in one line: new-user trial, leftover item 2)."""
     import subprocess
     import sys
 
     from tests.conftest import ROOT
 
-    sh.copy(ROOT / "examples" / "seqflag.py", tmp_path / "guestflag.py")
+    (tmp_path / "guestflag_help.py").write_text("X = 1\n")
+    src = (ROOT / "examples" / "seqflag.py").read_text()
+    (tmp_path / "guestflag.py").write_text(src + "\nimport guestflag_help  # noqa: E402, F401\n")
     (tmp_path / "case.json").write_text(json.dumps({"protocol": "guestflag:SeqFlag",
                                                     "payload": {"num_tokens": 4, "hidden_bytes": 256}}))
     p = subprocess.run([sys.executable, "-m", "epfuzz", "run", "case.json", "--backend", "verbs", "--protocol",

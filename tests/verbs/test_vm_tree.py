@@ -103,6 +103,69 @@ def test_a_single_file_plugin_travels_and_loads_in_its_folder_as_on_the_host(plu
     assert out.stdout.split() == [str(guest / "guestplug_one.py"), "False"], out.stderr
 
 
+def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_folder, tmp_path):
+    """`myproto.py` doing `import myhelpers` loaded on the host (its folder is on sys.path while it is imported)
+    and failed in the guest with "No module named 'myhelpers'": only the plug-in's own file travelled
+    (new-user trial, leftover item 2). The sources of the modules it imported from its folder, a module and a
+    package's imported files, travel beside it; a file there that it does not import stays home."""
+    from epfuzz.protocols import load_plugin
+
+    (plugin_folder / "guestplug_help.py").write_text("BASE = 1\n")
+    (plugin_folder / "guestplug_hpkg" / "sub").mkdir(parents=True)
+    (plugin_folder / "guestplug_hpkg" / "__init__.py").write_text("")
+    (plugin_folder / "guestplug_hpkg" / "sub" / "__init__.py").write_text("")
+    (plugin_folder / "guestplug_hpkg" / "sub" / "epoch.py").write_text("def flag(e):\n    return e + 1\n")
+    (plugin_folder / "guestplug_hpkg" / "unused.py").write_text("raise SystemExit('never imported')\n")
+    (plugin_folder / "notes.py").write_text("raise SystemExit('not the plug-in's')\n")
+    src = (plugin_folder / "guestplug_one.py").read_text()
+    (plugin_folder / "guestplug_one.py").write_text(
+        src + "\nimport guestplug_help  # noqa: E402, F401\n"
+        "from guestplug_hpkg.sub.epoch import flag  # noqa: E402, F401\n")
+    load_plugin("guestplug_one:SeqFlag")
+    files, enter = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        assert sorted(m.name for m in tar.getmembers()) == [
+            "guestplug_help.py", "guestplug_hpkg/__init__.py", "guestplug_hpkg/sub/__init__.py",
+            "guestplug_hpkg/sub/epoch.py", "guestplug_one.py"]
+    share = tmp_path / "cmd"
+    share.mkdir()
+    (share / vm_tree.PLUGIN_TAR).write_bytes(files[vm_tree.PLUGIN_TAR])
+    guest = tmp_path / "guest-plugin"
+    shell = enter.replace(vm_tree.GUEST_PLUGIN, str(guest)).replace("/mnt/cmd", str(share))
+    load = (f"{sys.executable} -P -c 'from epfuzz.protocols import load_plugin; "
+            "load_plugin(\"guestplug_one:SeqFlag\"); import sys; print(sys.modules[\"guestplug_help\"].__file__)'")
+    out = subprocess.run(["sh", "-c", shell + load], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_help.py")], out.stderr
+
+
+def test_a_sibling_module_that_is_not_source_or_too_much_source_is_refused_in_one_line(plugin_folder,
+                                                                                         monkeypatch):
+    """An extension module beside the plug-in cannot run on the guest's Python; modules of a folder
+    below it (a checkout or a virtual environment inside the plug-in's folder) are not its siblings."""
+    import types
+
+    from epfuzz.infra.errors import Unsupported
+    from epfuzz.protocols import load_plugin
+
+    load_plugin("guestplug_one:SeqFlag")
+    deep = types.ModuleType("guestplug_deep")
+    deep.__file__ = str(plugin_folder / ".venv" / "guestplug_deep" / "__init__.py")
+    monkeypatch.setitem(sys.modules, "guestplug_deep", deep)
+    files, _ = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        assert [m.name for m in tar.getmembers()] == ["guestplug_one.py"]
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 1000)
+    with pytest.raises(Unsupported, match="too much to send to the guest") as e:
+        vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    assert "\n" not in str(e.value) and str(plugin_folder.resolve()) in str(e.value)
+    ext = types.ModuleType("guestplug_ext")
+    ext.__file__ = str(plugin_folder / "guestplug_ext.cpython-311-x86_64-linux-gnu.so")
+    monkeypatch.setitem(sys.modules, "guestplug_ext", ext)
+    with pytest.raises(Unsupported, match="guestplug_ext.*not Python source") as e:
+        vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    assert "\n" not in str(e.value)
+
+
 def test_builtins_and_plugins_the_shipped_checkout_carries_send_nothing(plugin_folder, monkeypatch):
     """examples.seqflag sits at the top of the checkout, which the guest gets whole: it is found there
     by the same name, as before."""
