@@ -51,7 +51,7 @@ COMPILED: tuple[str, ...] = (
     # abstract checks and class-level overrides hold only outside mypyc), so mypyc compiles them as ordinary
     # Python classes with compiled methods, open to interpreted subclasses (`mypyc_attr` below)
     # what their receivers make their accepts with, without `Consume`'s plain-Python __init__ (consmake)
-    "epfuzz.protocols.consmake",
+    "epfuzz.protocols.consmake", "epfuzz.protocols.dispatchops",
     "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
     "epfuzz.protocols.shared_counter",
     # what those senders make their ops with, without the op classes' plain-Python __init__ (`epfuzz.ir.opmake`)

@@ -65,6 +65,8 @@ class _Plan:
         prog = self._program
         if prog is None:
             prog = self._program = compile_program(self, _FREE)
+            if self.cls is Scenario:  # a whole scenario's: its loop records only what bounds read
+                plancore.keep_read(prog)
         return prog
 
     def decode(self, r: ChoiceReader, values: Values) -> Any:

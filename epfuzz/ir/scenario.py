@@ -85,6 +85,17 @@ class Chunking:
 MAX_PACKETS = 256
 
 
+def _reads(*paths: str) -> Callable[[Callable[[Mapping[str, Any]], int]], Callable[[Mapping[str, Any]], int]]:
+    """Declare the values a `hi_fn` reads (its `reads`): the compiled decoder records only values some bound
+    reads (`epfuzz.encoding.plancore.keep_read`); tests/scenario/test_decoder.py holds each to its reads."""
+    def mark(fn: Callable[[Mapping[str, Any]], int]) -> Callable[[Mapping[str, Any]], int]:
+        vars(fn)["reads"] = paths
+        return fn
+    return mark
+
+
+@_reads("payload.hidden_bytes", "payload.scale_bytes", "payload.meta_bytes", "chunking.mtu",
+        "chunking.splits_per_token", "payload.epochs")
 def _token_budget(values: Mapping[str, Any]) -> int:
     """bounded by MAX_PACKETS = 256 packets a run over payload.epochs, the slot size (payload.*_bytes),
     chunking.mtu and chunking.splits_per_token"""

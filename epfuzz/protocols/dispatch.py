@@ -19,8 +19,7 @@ from epfuzz.ir import opmake, ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
-
-FINISH: Final = 1
+from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
@@ -71,36 +70,15 @@ STRICT_SAME_QP = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.k
                   "signal.encoding": "pack2"}
 
 
-def pack2(finish: int, tail: int) -> int:
-    """DeepEP's pack2(finish, tail): finish in the low 32 bits, tail in the high 32."""
-    return ((tail & 0xFFFFFFFF) << 32) | (finish & 0xFFFFFFFF)
-
-
 def unpack2(word: int) -> tuple[int, int]:
     return word & 0xFFFFFFFF, word >> 32
 
 
 def data_wrs(scn: Scenario, lay: Layout, channel: int) -> list[tuple[int, int, int, int]]:
     """(first_slot, n_slots, byte_offset, byte_len) per data WR, in post order."""
-    n = lay.tokens_in_channel[channel]
     ch = scn.chunking
-    per_wr = ch.tokens_per_wr
-    splits = ch.splits_per_token
-    tb = lay.token_bytes
-    row = channel * lay.slots_per_channel  # the channel's first slot: lay.slot_offset(channel, 0) == row * tb
-    out: list[tuple[int, int, int, int]] = []
-    slot = 0
-    while slot < n:
-        k = min(per_wr, n - slot)
-        base = (row + slot) * tb
-        if k == 1 and splits > 1:
-            piece = (-(-tb // splits) + 15) // 16 * 16
-            for off in range(0, tb, piece):
-                out.append((slot, 1, base + off, min(piece, tb - off)))
-        else:
-            out.append((slot, k, base, k * tb))
-        slot += k
-    return out
+    return wrs_of(lay.tokens_in_channel[channel], ch.tokens_per_wr, ch.splits_per_token, lay.token_bytes,
+                  channel * lay.slots_per_channel)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -114,6 +92,14 @@ class DispatchProtocol(Protocol):
     plus the `Protocol` attributes (reset_signals, poison, release_at_accept,
     flush_on_accept, targets) and `receiver_cls`/`receiver_opts`.
     """
+
+    #: the last sender call's scenario, layout, epoch and programs (copies) where a later epoch of that scenario
+    #: will ask (an exact DispatchProtocol, no SEND signal): the build asks per epoch for ops equal to the first
+    #: epoch's, which a multi-epoch scenario made anew each time (a third of the sender's calls, issue 31)
+    _memo_scn: object = None
+    _memo_lay: object = None
+    _memo_epoch: int = -1
+    _memo: list[list[ops.Op]] = []
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
@@ -164,15 +150,28 @@ class DispatchProtocol(Protocol):
         # their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, tests/scenario/test_opmake.py)
         sig = scn.signal
         nq, cq = scn.topology.num_qps, scn.topology.channel_qp  # cq: `Scenario.qp_of_channel` written out below
+        ch = scn.chunking
+        per_wr, splits = ch.tokens_per_wr, ch.splits_per_token
         other_qp = sig.other_qp
         at_end_only = sig.at_end_only
         interval = sig.interval
+        # `_signal`'s reads, once: an exact DispatchProtocol's signals are `signal_op`'s (a subclass's through
+        # its own `_signal`, which may be overridden)
+        own = type(self) is DispatchProtocol
+        kind, pack, fence = sig.kind, sig.encoding == "pack2", sig.fence
+        # an epoch's ops are the previous epoch's (only a SEND's value holds the epoch): copies of its lists
+        if own and epoch > 0 and kind != "send" and self._memo_epoch == epoch - 1 and self._memo_scn is scn \
+                and self._memo_lay is lay:
+            self._memo_epoch = epoch
+            return [list(p) for p in self._memo]
         counts = lay.tokens_in_channel
-        row_bytes = lay.slots_per_channel * lay.token_bytes  # lay.slot_offset(c, first) == c * row_bytes + ...
+        spc = lay.slots_per_channel
         tb = lay.token_bytes
+        row_bytes = spc * tb  # lay.slot_offset(c, first) == c * row_bytes + ...
         wrong_stride = self.wrong_stride
         no_signal = self.no_signal
         flush = self.flush_before_signal
+        shared = self.shared_word
         data = ops.DATA
         programs: list[list[ops.Op]] = []
         for c in range(lay.num_channels):
@@ -180,10 +179,11 @@ class DispatchProtocol(Protocol):
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
             every = n if at_end_only else interval
+            word = 0 if shared else c * 8
             prog: list[ops.Op] = []
             signaled = 0
             k = 0
-            wrs = data_wrs(scn, lay, c)
+            wrs = wrs_of(n, per_wr, splits, tb, c * spc)  # data_wrs(scn, lay, c)
             last = len(wrs) - 1
             for i, (first, cnt, off, length) in enumerate(wrs):
                 if wrong_stride:
@@ -197,32 +197,23 @@ class DispatchProtocol(Protocol):
                 if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
                     if flush:
                         prog.append(opmake.flush(qp))
-                    prog.append(self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                    prog.append(signal_op(kind, pack, fence, word, c, sqp, signaled, done, n, k, epoch) if own
+                                else self._signal(scn, c, sqp, signaled, done, n, k, epoch))
                     signaled = done
                     k += 1
             if n == 0 and not no_signal:  # an empty channel still tells the receiver it is finished
-                prog.append(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
+                prog.append(signal_op(kind, pack, fence, word, c, sqp, 0, 0, 0, 0, epoch) if own
+                            else self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
             programs.append(prog)
+        if own and kind != "send" and epoch + 1 < scn.payload.epochs:
+            self._memo_scn, self._memo_lay, self._memo_epoch = scn, lay, epoch
+            self._memo = [list(p) for p in programs]
         return programs
 
     def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
         sig = scn.signal
-        kind = sig.kind
-        fence = sig.fence
-        finish = FINISH if tail == n else 0
-        pack = sig.encoding == "pack2"
-        word = 0 if self.shared_word else c * 8
-        if kind == "faa":
-            delta = pack2(finish, tail - old) if pack else tail - old
-            return opmake.atomic_add(qp, ops.SIGNAL, word, delta, fence)
-        if kind == "write":
-            value = pack2(finish, tail) if pack else tail
-            return opmake.write_value(qp, ops.SIGNAL, word, value, fence)
-        if kind == "write_imm":
-            # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
-            return opmake.write_imm(qp, ops.DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
-        # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
-        return opmake.send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
+        return signal_op(sig.kind, sig.encoding == "pack2", sig.fence, 0 if self.shared_word else c * 8, c, qp, old,
+                         tail, n, k, epoch)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
         return self.receiver_cls(scn, lay, **self.receiver_opts)
