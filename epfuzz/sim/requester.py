@@ -42,18 +42,6 @@ _FLUSH_CLAUSE: dict[type, str] = {ops.AtomicAdd: "IB-atomic-response", ops.Read:
 _GpuOp = ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence
 
 
-def _waits(programs: list[list[ops.Op]]) -> bool:
-    """Whether some op waits for a completion (a Flush, a fenced WR): then the port is departed as posting goes."""
-    for prog in programs:
-        for op in prog:
-            k = op_kind(op)
-            if k == pk.K_FLUSH:
-                return True
-            if k <= pk.K_SEND and cast(Posted, op).fence:
-                return True
-    return False
-
-
 def _earliest(at: list[int]) -> int:
     """The channel whose next op is the earliest (ties: the lowest channel), or -1 when none is ready."""
     best, when = -1, NEVER
@@ -72,7 +60,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`.
     """
     nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn, track=_waits(programs))
+    sq = SendQueues(scn, epoch, wr_base, psn)
     at = [0 if prog else NEVER for prog in programs]  # per channel: when its next op posts (NEVER: not ready)
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
@@ -128,7 +116,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             at[c], nxt[c] = t, idx + 1
         else:
             at[c] = NEVER
-    pkts = port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
+    pkts = port_and_wire(sq.queues, scn.faults.port_rate_div, sq.lat)
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]

@@ -29,12 +29,12 @@ class SendQueues:
 
     A WR completes by the `epfuzz.model.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
     when the ACK of its last packet is back (IB-ack), an ATOMIC when its response is (IB-atomic-
-    response): the packet's arrival, port queue included, plus the way back. With `track` (the
-    epoch has a Flush or a fenced WR) the port is departed as the posting goes (`Port`), so that a
-    Flush or a fence waits for that completion and not for an estimate that ignores the queue.
+    response): the packet's arrival, port queue included, plus the way back. Where the epoch has a
+    Flush or a fenced WR the requester departs the port as the posting goes (`Port`, over `queues`), so
+    that a Flush or a fence waits for that completion and not for an estimate that ignores the queue.
     """
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], track: bool = False) -> None:
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int]) -> None:
         f = scn.faults
         nq = scn.topology.num_qps
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
@@ -44,9 +44,9 @@ class SendQueues:
         self.lat = [BASE_LATENCY_NS + f.port_delay_ns + (f.qp_delay_ns[q] if q < len(f.qp_delay_ns) else 0)
                     for q in range(nq)]
         self.wrs: list[Wr] = []
-        self.pkts: list[Packet] = []
-        self.track = track
-        self.port = Port(f.port_rate_div, self.lat)
+        #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
+        self.queues: list[list[Packet]] = [[] for _ in range(nq)]
+        self.port = Port(f.port_rate_div, self.lat, self.queues)
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
         self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
@@ -122,7 +122,8 @@ class SendQueues:
         after its earlier ATOMICs completed."""
         o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
         channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
-        first = len(self.pkts)
+        mine = self.queues[qp]
+        first = len(mine)
         start = self.free[qp]
         if w.post > start:
             start = w.post
@@ -148,25 +149,22 @@ class SendQueues:
             elif kind == pk.K_ATOMIC:
                 self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
                              o.strong)
-                self.atomic_pkt[qp] = self.pkts[-1]
+                self.atomic_pkt[qp] = mine[-1]
             elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
                 self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
                              False)
-                self.atomic_pkt[qp] = self.pkts[-1]
+                self.atomic_pkt[qp] = mine[-1]
             else:
                 slot: int = o.slot
                 self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
                              False)
         self.free[qp] = ready
-        self.last_of[wid] = self.pkts[-1]
+        self.last_of[wid] = mine[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
         if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
-            for i in range(first, len(self.pkts)):
-                self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
-                self.pkts[i].acked = w.acked
-        if self.track:
-            for i in range(first, len(self.pkts)):
-                self.port.add(self.pkts[i])
+            for i in range(first, len(mine)):
+                p = mine[i]
+                p.after, p.fence_read, p.batch, p.acked = w.after, w.fence_read, batch, w.acked
 
     def _payload(self, region: str, o0: int, length: int, kind: PacketKind, value: int, cq_slot: int,
                  channel: int, index: int, qp: int, wid: int, ready: int) -> int:
@@ -175,7 +173,7 @@ class SendQueues:
         end = o0 + length
         n = max(1, -(-length // mtu))
         # the list's own append, not a bound method kept in a local: compiled, that was a generic call per packet
-        epoch, psn, pkts = self.epoch, self.psn, self.pkts
+        epoch, psn, pkts = self.epoch, self.psn, self.queues[qp]
         for i in range(n):  # `_packet` inlined: this loop runs once per packet
             off = o0 + i * mtu
             ln = end - off
@@ -205,4 +203,4 @@ class SendQueues:
         p.cq_slot = cq_slot
         p.op_index = index
         p.strong = strong
-        self.pkts.append(p)
+        self.queues[qp].append(p)
