@@ -18,17 +18,6 @@ from epfuzz.sim.packets import Packet
 # Final: mypyc compiles them in, where a module global is a dict lookup per packet
 LINK_BYTES_PER_NS: Final = 25  # 200 Gb/s
 MIN_PKT_BYTES: Final = 64      # headers: even a zero-length packet takes wire time
-_LATE: Final = (1 << 62) - 1   # a time after every event (the largest int mypyc keeps unboxed)
-
-
-def _end_marker() -> Packet:
-    p = Packet()
-    p.ready = p.depart = p.arrive = _LATE
-    return p
-
-
-#: the head of an exhausted queue in a merge: later than every packet, so never chosen while one is left
-_END: Final = _end_marker()
 
 
 class Port:
@@ -92,56 +81,85 @@ def port_and_wire(queues: list[list[Packet]], port_rate_div: int, lat: list[int]
                 // LINK_BYTES_PER_NS
             p.depart, p.arrive = dep, dep + la
         return list(only)
-    _depart(queues, port_rate_div, lat)
-    return _arrivals(queues)
+    sent = _depart(queues, port_rate_div, lat)
+    la = lat[oq]
+    for q in range(nq):
+        if queues[q] and lat[q] != la:
+            return _arrivals(queues)
+    # one latency: each packet leaves after the one before it (the port is busy >= 2 ns a packet), so it
+    # arrives after it too, and the port's order is the wire's
+    return sent
 
 
-def _heads(queues: list[list[Packet]]) -> list[Packet]:
-    return [qu[0] if qu else _END for qu in queues]
+def _active(queues: list[list[Packet]]) -> list[int]:
+    """The QPs with packets, in QP order (a merge compares only their heads)."""
+    return [q for q in range(len(queues)) if queues[q]]
 
 
-def _depart(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> None:
-    """Departure and arrival times, the port taking the packets in (ready, QP, PSN) order."""
-    nq = len(queues)
-    heads = _heads(queues)
-    pos = [0] * nq
-    n = 0
-    for qu in queues:
-        n += len(qu)
+def _depart(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> list[Packet]:
+    """Departure and arrival times, the port taking the packets in (ready, QP, PSN) order: that order."""
+    sent: list[Packet] = []
+    act = _active(queues)
+    heads = [queues[q][0] for q in act]
+    pos = [0] * len(act)
     free = 0
-    for _ in range(n):
+    k = len(act)
+    while k > 1:
         best, p = 0, heads[0]
-        for q in range(1, nq):  # the lowest QP wins a tie: strictly earlier only
-            h = heads[q]
+        for j in range(1, k):  # the lowest QP wins a tie: strictly earlier only (`act` is in QP order)
+            h = heads[j]
             if h.ready < p.ready:
-                best, p = q, h
+                best, p = j, h
         dep = p.ready if p.ready > free else free
         free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
-        p.depart, p.arrive = dep, dep + lat[best]
+        q = act[best]
+        p.depart, p.arrive = dep, dep + lat[q]
+        sent.append(p)
         i = pos[best] + 1
-        pos[best] = i
-        qu = queues[best]
-        heads[best] = qu[i] if i < len(qu) else _END
+        qu = queues[q]
+        if i < len(qu):
+            heads[best], pos[best] = qu[i], i
+        else:  # that QP is done: the others keep their QP order
+            act.pop(best)
+            heads.pop(best)
+            pos.pop(best)
+            k -= 1
+    q = act[0]
+    qu = queues[q]
+    la = lat[q]
+    for i in range(pos[0], len(qu)):  # one QP left: its PSN order
+        p = qu[i]
+        dep = p.ready if p.ready > free else free
+        free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
+        p.depart, p.arrive = dep, dep + la
+        sent.append(p)
+    return sent
 
 
 def _arrivals(queues: list[list[Packet]]) -> list[Packet]:
     """The packets in (arrival, departure, QP, PSN) order."""
-    nq = len(queues)
-    heads = _heads(queues)
-    pos = [0] * nq
-    n = 0
-    for qu in queues:
-        n += len(qu)
+    act = _active(queues)
+    heads = [queues[q][0] for q in act]
+    pos = [0] * len(act)
     out: list[Packet] = []
-    for _ in range(n):
+    k = len(act)
+    while k > 1:
         best, p = 0, heads[0]
-        for q in range(1, nq):  # the lowest QP wins a tie: strictly earlier only
-            h = heads[q]
+        for j in range(1, k):  # the lowest QP wins a tie: strictly earlier only (`act` is in QP order)
+            h = heads[j]
             if h.arrive < p.arrive or (h.arrive == p.arrive and h.depart < p.depart):
-                best, p = q, h
+                best, p = j, h
         out.append(p)
         i = pos[best] + 1
-        pos[best] = i
-        qu = queues[best]
-        heads[best] = qu[i] if i < len(qu) else _END
+        qu = queues[act[best]]
+        if i < len(qu):
+            heads[best], pos[best] = qu[i], i
+        else:
+            act.pop(best)
+            heads.pop(best)
+            pos.pop(best)
+            k -= 1
+    qu = queues[act[0]]
+    for i in range(pos[0], len(qu)):
+        out.append(qu[i])
     return out

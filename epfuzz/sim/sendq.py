@@ -19,6 +19,7 @@ from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port
 
 BASE_LATENCY_NS: Final = 600   # one way, wire + switch
 NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
+_NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an imported name is a dict lookup)
 
 #: the ops that become a WR (`Spin`, `Flush` only pace the channel)
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
@@ -39,16 +40,20 @@ class SendQueues:
         nq = scn.topology.num_qps
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
         self.mtu = scn.chunking.mtu
-        self.qdiv = [f.qp_rate_div[q] if q < len(f.qp_rate_div) else 1 for q in range(nq)]
+        # each field of the interpreted scenario read once (a generic attribute look-up from compiled code)
+        rates: tuple[int, ...] = f.qp_rate_div
+        delays: tuple[int, ...] = f.qp_delay_ns
+        base = BASE_LATENCY_NS + f.port_delay_ns
+        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]
         self.free = [0] * nq         # when the QP's send queue is next idle
-        self.lat = [BASE_LATENCY_NS + f.port_delay_ns + (f.qp_delay_ns[q] if q < len(f.qp_delay_ns) else 0)
-                    for q in range(nq)]
+        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]
         self.wrs: list[Wr] = []
         #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
         self.queues: list[list[Packet]] = [[] for _ in range(nq)]
         self.port = Port(f.port_rate_div, self.lat, self.queues)
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
-        self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
+        #: by WR (id - wr_base), a started WR's last packet, else None (what a Flush waits for)
+        self.last_of: list[Packet | None] = []
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
         self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
@@ -67,9 +72,10 @@ class SendQueues:
         # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
         # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
         w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
-        w.proxy_fence = NO_PROXY_FENCE
+        w.proxy_fence = _NO_PROXY_FENCE
         w.acked = acked
         self.wrs.append(w)
+        self.last_of.append(None)
         self.last_wr[qp] = w.id
         if kind == pk.K_READ:
             self.last_read[qp] = w.id
@@ -100,18 +106,19 @@ class SendQueues:
     def flush_ready(self, wr: int) -> bool:
         """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
         started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
-        last = self.last_of.get(wr)
+        last = self.last_of[wr - self.wr_base]
         return last is not None and self.port.gone[last.qp] >= last.psn
 
     def completion(self, wr: int) -> int:
         """When WR `wr` has completed: the ACK or the response of its last packet is back."""
-        last = self.last_of[wr]
+        last = self.last_of[wr - self.wr_base]
+        assert last is not None  # `flush_ready` said so
         return last.arrive + self.lat[last.qp]
 
     def bound(self, qp: int, wr: int = -1) -> int:
         """A time below every ready time the QP's pending decision can still produce (see `Port`):
         a fence stalled on an ATOMIC, or (`wr`) a Flush waiting for that WR."""
-        last = self.last_of.get(wr) if wr >= 0 else None
+        last = self.last_of[wr - self.wr_base] if wr >= 0 else None
         if last is not None:
             return last.ready + 1
         a = self.atomic_pkt[qp]
@@ -159,7 +166,7 @@ class SendQueues:
                 self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
                              False)
         self.free[qp] = ready
-        self.last_of[wid] = mine[-1]
+        self.last_of[wid - self.wr_base] = mine[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
         if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
             for i in range(first, len(mine)):
