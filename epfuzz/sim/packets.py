@@ -97,7 +97,8 @@ _CHAIN: tuple[tuple[type, int], ...] = (
     (ops.ProxyFence, K_GPU), (ops.Write, K_WRITE), (ops.CeCopy, K_CECOPY), (ops.WriteImm, K_IMM),
     (ops.WriteValue, K_VALUE), (ops.CeValue, K_CEVALUE), (ops.AtomicAdd, K_ATOMIC), (ops.Read, K_READ),
     (ops.Send, K_SEND))
-_KINDS: dict[type, int] = {}
+#: Final: a C static, where a module global was a dict lookup per op classified
+_KINDS: Final[dict[type, int]] = {}
 
 
 def op_kind(op: object) -> int:

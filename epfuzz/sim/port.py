@@ -1,16 +1,19 @@
 """The requester's port and the wire: packets of all QPs leave one port FIFO by ready time, then cross the
-wire (split from `epfuzz.sim.requester`, whose send queues decide the ready times)."""
+wire (split from `epfuzz.sim.requester`, whose send queues decide the ready times).
+
+Both take the send queues' packets as one list per QP (`SendQueues.queues`), each in PSN order with ready
+times that never decrease (a send queue starts its WRs in order, each no earlier than the last one's last
+packet was ready). So the port's (ready, QP, PSN) order is a merge of those lists by (ready, QP), and the
+wire's (arrival, departure, QP, PSN) order one by (arrival, departure, QP): per QP, departures and so
+arrivals never decrease either. A merge over at most eight QPs (`Topology.num_qps`) reads each packet's
+head once per choice, where a sort built a key int per packet and the port a heap of tuples (issue 31).
+"""
 
 from __future__ import annotations
 
-import heapq
 from typing import Final
 
 from epfuzz.sim.packets import Packet
-
-# Final: C statics in the compiled module (a plain imported name is a module-dict lookup per call)
-heappush: Final = heapq.heappush
-heappop: Final = heapq.heappop
 
 # Final: mypyc compiles them in, where a module global is a dict lookup per packet
 LINK_BYTES_PER_NS: Final = 25  # 200 Gb/s
@@ -23,100 +26,140 @@ class Port:
     Packets leave in (ready, QP, PSN) order, as `port_and_wire` sends them; a packet's departure
     is final once no packet with an earlier ready time can still be made, i.e. for ready times
     below the `horizon` the caller passes (every packet made later is ready after it).
-    `port_and_wire` recomputes the same times for the whole epoch afterwards.
+    `port_and_wire` recomputes the same times for the whole epoch afterwards. `queues` are the send
+    queues' own per-QP lists, which grow as WRs start; the port keeps how far it has departed each.
     """
 
-    def __init__(self, rate_div: int, lat: list[int]) -> None:
-        self.rate_div, self.lat = rate_div, lat
-        self.heap: list[tuple[int, int, int, int]] = []  # (ready, qp, psn, index into items)
-        self.items: list[Packet] = []
+    def __init__(self, rate_div: int, lat: list[int], queues: list[list[Packet]]) -> None:
+        self.rate_div, self.lat, self.queues = rate_div, lat, queues
+        self.pos = [0] * len(lat)    # per QP, its packets departed so far
         self.free = 0
         self.gone = [-1] * len(lat)  # per QP, the PSN of its last departed packet (a QP departs in PSN order)
 
-    def add(self, p: Packet) -> None:
-        heappush(self.heap, (p.ready, p.qp, p.psn, len(self.items)))
-        self.items.append(p)
-
     def advance(self, horizon: int) -> None:
-        heap, items, lat = self.heap, self.items, self.lat
-        while heap and heap[0][0] < horizon:
-            p = items[heappop(heap)[3]]
-            dep = p.ready if p.ready > self.free else self.free
-            self.free = dep + max(p.length, MIN_PKT_BYTES) * self.rate_div // LINK_BYTES_PER_NS
-            p.depart, p.arrive = dep, dep + lat[p.qp]
-            self.gone[p.qp] = p.psn
+        """Depart, in (ready, QP, PSN) order, every packet made so far that is ready before `horizon`."""
+        queues, pos, lat = self.queues, self.pos, self.lat
+        nq = len(queues)
+        while True:
+            best, when = -1, horizon
+            for q in range(nq):  # the lowest QP wins a tie: strictly earlier only
+                i = pos[q]
+                qu = queues[q]
+                if i < len(qu):
+                    r = qu[i].ready
+                    if r < when:
+                        best, when = q, r
+            if best < 0:
+                return
+            p = queues[best][pos[best]]
+            pos[best] = pos[best] + 1
+            dep = when if when > self.free else self.free
+            self.free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * self.rate_div \
+                // LINK_BYTES_PER_NS
+            p.depart, p.arrive = dep, dep + lat[best]
+            self.gone[best] = p.psn
 
 
-def port_and_wire(pkts: list[Packet], port_rate_div: int, lat: list[int]) -> list[Packet]:
-    """One port FIFO by ready time, then the wire: departure and arrival times, in arrival order.
+def port_and_wire(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> list[Packet]:
+    """One port FIFO by ready time, then the wire: departure and arrival times, the packets in arrival order.
 
-    `pkts` is sorted in place, by (ready, QP, PSN), then by (arrival, departure, QP, PSN). Each order
-    is a sort of plain ints (`_order`): a key tuple per packet read through attribute getters cost
-    more than the rest of the requester's port and wire together (issue 31)."""
-    nq = len(lat)
-    if not _in_port_order(pkts):
-        ps = 0
-        for p in pkts:
-            if p.psn >= ps:
-                ps = p.psn + 1
-        pkts[:] = _order(pkts, [(p.ready * nq + p.qp) * ps + p.psn for p in pkts])
-    port_free = 0
-    for p in pkts:
-        p.depart = p.ready if p.ready > port_free else port_free
-        port_free = p.depart + max(p.length, MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
-        p.arrive = p.depart + lat[p.qp]
-    if not _in_arrival_order(pkts):
-        ps = 0
-        span = 0  # departures are >= 0 (the port is free from 0 on): a mixed-radix digit, base max + 1
-        for p in pkts:
-            if p.psn >= ps:
-                ps = p.psn + 1
-            if p.depart >= span:
-                span = p.depart + 1
-        pkts[:] = _order(pkts, [((p.arrive * span + p.depart) * nq + p.qp) * ps + p.psn for p in pkts])
-    return pkts
-
-
-def _in_port_order(pkts: list[Packet]) -> bool:
-    """Whether `pkts` ascend by (ready, QP, PSN) already (half of the epochs of random scenarios do): then
-    the sort is the identity, and its keys (a boxed int per packet, twice) are not made."""
-    for i in range(1, len(pkts)):
-        a, b = pkts[i - 1], pkts[i]
-        if a.ready != b.ready:
-            if a.ready > b.ready:
-                return False
-        elif a.qp != b.qp:
-            if a.qp > b.qp:
-                return False
-        elif a.psn >= b.psn:
-            return False
-    return True
+    `queues` holds each QP's packets in PSN order, ready times never decreasing (see the module's doc); the
+    port sends them in (ready, QP, PSN) order, and they arrive in (arrival, departure, QP, PSN) order."""
+    nq = len(queues)
+    used, oq = 0, 0
+    for q in range(nq):
+        if queues[q]:
+            used += 1
+            oq = q
+    if used <= 1:  # one QP: port order and arrival order are its PSN order
+        only = queues[oq] if nq else []
+        free = 0
+        la = lat[oq] if nq else 0
+        for p in only:
+            dep = p.ready if p.ready > free else free
+            free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div \
+                // LINK_BYTES_PER_NS
+            p.depart, p.arrive = dep, dep + la
+        return list(only)
+    sent = _depart(queues, port_rate_div, lat)
+    la = lat[oq]
+    for q in range(nq):
+        if queues[q] and lat[q] != la:
+            return _arrivals(queues)
+    # one latency: each packet leaves after the one before it (the port is busy >= 2 ns a packet), so it
+    # arrives after it too, and the port's order is the wire's
+    return sent
 
 
-def _in_arrival_order(pkts: list[Packet]) -> bool:
-    """Whether `pkts` ascend by (arrival, departure, QP, PSN) already: in port order they do unless the
-    QPs' latencies differ (departures strictly increase, so with one latency arrivals do too)."""
-    for i in range(1, len(pkts)):
-        a, b = pkts[i - 1], pkts[i]
-        if a.arrive != b.arrive:
-            if a.arrive > b.arrive:
-                return False
-        elif a.depart != b.depart:
-            if a.depart > b.depart:
-                return False
-        elif a.qp != b.qp:
-            if a.qp > b.qp:
-                return False
-        elif a.psn >= b.psn:
-            return False
-    return True
+def _active(queues: list[list[Packet]]) -> list[int]:
+    """The QPs with packets, in QP order (a merge compares only their heads)."""
+    return [q for q in range(len(queues)) if queues[q]]
 
 
-def _order(pkts: list[Packet], keys: list[int]) -> list[Packet]:
-    """`pkts` by ascending `keys`, each a packet's sort tuple as one int (a mixed radix: every digit but the
-    first is below its base, QP < QPs and PSN < max PSN + 1, so the ints order as the tuples do; the tuples
-    are distinct, (QP, PSN) is, so no tie is left to stability). The index rides in the lowest digit."""
-    n = len(pkts)
-    dec = [k * n + i for i, k in enumerate(keys)]
-    dec.sort()
-    return [pkts[k % n] for k in dec]
+def _depart(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> list[Packet]:
+    """Departure and arrival times, the port taking the packets in (ready, QP, PSN) order: that order."""
+    sent: list[Packet] = []
+    act = _active(queues)
+    heads = [queues[q][0] for q in act]
+    pos = [0] * len(act)
+    free = 0
+    k = len(act)
+    while k > 1:
+        best, p = 0, heads[0]
+        for j in range(1, k):  # the lowest QP wins a tie: strictly earlier only (`act` is in QP order)
+            h = heads[j]
+            if h.ready < p.ready:
+                best, p = j, h
+        dep = p.ready if p.ready > free else free
+        free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
+        q = act[best]
+        p.depart, p.arrive = dep, dep + lat[q]
+        sent.append(p)
+        i = pos[best] + 1
+        qu = queues[q]
+        if i < len(qu):
+            heads[best], pos[best] = qu[i], i
+        else:  # that QP is done: the others keep their QP order
+            act.pop(best)
+            heads.pop(best)
+            pos.pop(best)
+            k -= 1
+    q = act[0]
+    qu = queues[q]
+    la = lat[q]
+    for i in range(pos[0], len(qu)):  # one QP left: its PSN order
+        p = qu[i]
+        dep = p.ready if p.ready > free else free
+        free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
+        p.depart, p.arrive = dep, dep + la
+        sent.append(p)
+    return sent
+
+
+def _arrivals(queues: list[list[Packet]]) -> list[Packet]:
+    """The packets in (arrival, departure, QP, PSN) order."""
+    act = _active(queues)
+    heads = [queues[q][0] for q in act]
+    pos = [0] * len(act)
+    out: list[Packet] = []
+    k = len(act)
+    while k > 1:
+        best, p = 0, heads[0]
+        for j in range(1, k):  # the lowest QP wins a tie: strictly earlier only (`act` is in QP order)
+            h = heads[j]
+            if h.arrive < p.arrive or (h.arrive == p.arrive and h.depart < p.depart):
+                best, p = j, h
+        out.append(p)
+        i = pos[best] + 1
+        qu = queues[act[best]]
+        if i < len(qu):
+            heads[best], pos[best] = qu[i], i
+        else:
+            act.pop(best)
+            heads.pop(best)
+            pos.pop(best)
+            k -= 1
+    qu = queues[act[0]]
+    for i in range(pos[0], len(qu)):
+        out.append(qu[i])
+    return out

@@ -18,7 +18,7 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 
 from __future__ import annotations
 
-from bisect import bisect_right
+import bisect
 from typing import Final, cast
 
 from epfuzz.ir import ops
@@ -34,24 +34,15 @@ from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Posted, SendQueues
 __all__ = ["BASE_LATENCY_NS", "POST_NS", "SendQueues", "post_and_send"]
 
 POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
+_UNSET: Final = -2           # `frontier` of a channel and QP before the channel's first WR there (WR ids are >= -1)
+bisect_right: Final = bisect.bisect_right
 
-#: the completion clause a Flush waits by, per the waited WR's op class (IB-ack for the others)
-_FLUSH_CLAUSE: dict[type, str] = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}
+#: the completion clause a Flush waits by, per the waited WR's op class (IB-ack for the others); Final, as the
+#: names below: a C static of the compiled core, not a module-dict lookup per use
+_FLUSH_CLAUSE: Final[dict[type, str]] = {ops.AtomicAdd: "IB-atomic-response", ops.Read: "IB-read-response"}
 
 
 _GpuOp = ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence
-
-
-def _waits(programs: list[list[ops.Op]]) -> bool:
-    """Whether some op waits for a completion (a Flush, a fenced WR): then the port is departed as posting goes."""
-    for prog in programs:
-        for op in prog:
-            k = op_kind(op)
-            if k == pk.K_FLUSH:
-                return True
-            if k <= pk.K_SEND and cast(Posted, op).fence:
-                return True
-    return False
 
 
 def _earliest(at: list[int]) -> int:
@@ -72,13 +63,15 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
     every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`.
     """
     nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn, track=_waits(programs))
+    sq = SendQueues(scn, epoch, wr_base, psn)
     at = [0 if prog else NEVER for prog in programs]  # per channel: when its next op posts (NEVER: not ready)
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     acked = [pk.NO_ACKS] * len(programs)  # per channel and QP: the last WR its Flushes waited for (IB-ack)
-    frontier: dict[int, int] = {}  # channel * QPs + QP -> the QP's last WR before the channel's first
+    # channel * QPs + QP -> the QP's last WR before the channel's first on it (_UNSET: none posted yet); a list,
+    # where a dict's setdefault per WR posted cost a boxed key and a hash (issue 31)
+    frontier = [_UNSET] * (len(programs) * nq)
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
         if parked or sq.stalled:  # a decision waits for the port: depart what is decided by now
@@ -97,7 +90,9 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             q = fl.qp % nq
             f = FlushWait()
             # quiet-stale-frontier: a stale quiet drains to the QP's post index before the channel's own first WR
-            upto = frontier.get(c * nq + q, sq.last_wr[q]) if fl.stale else sq.last_wr[q]
+            upto = frontier[c * nq + q] if fl.stale else _UNSET
+            if upto == _UNSET:
+                upto = sq.last_wr[q]
             f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, upto
             f.clause = "quiet-stale-frontier" if fl.stale else ""
             if flushes is not None:
@@ -121,14 +116,15 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         else:
             wop = cast(Posted, op)
             q = wop.qp % nq
-            frontier.setdefault(c * nq + q, sq.last_wr[q])
+            if frontier[c * nq + q] == _UNSET:
+                frontier[c * nq + q] = sq.last_wr[q]
             sq.post(wop, kind, c, idx, q, t, after[c], acked[c])
             t += POST_NS
         if idx + 1 < len(prog):
             at[c], nxt[c] = t, idx + 1
         else:
             at[c] = NEVER
-    pkts = port_and_wire(sq.pkts, scn.faults.port_rate_div, sq.lat)
+    pkts = port_and_wire(sq.queues, scn.faults.port_rate_div, sq.lat)
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]

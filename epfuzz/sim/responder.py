@@ -59,7 +59,7 @@ T_NP_DATA: Final = 2
 _ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
     (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
     for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}
-_LOCAL_ATTRS = _ATTRS[(TlpType.POSTED, False, False, 0)]
+_LOCAL_ATTRS: Final = _ATTRS[(TlpType.POSTED, False, False, 0)]
 #: every Attrs object the responder hands out (the adversary's pass table is precomputed over these)
 RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
@@ -119,15 +119,20 @@ class Responder:
         for p in arrivals:
             if low[p.qp] < 0 or p.psn < low[p.qp]:
                 low[p.qp] = p.psn
-        self.arrived = [None] * nq
-        self.held = [[] for _ in range(nq)]
+        arrived: list[set[int] | None] = [None] * nq
+        held: list[list[Packet]] = [[] for _ in range(nq)]
+        self.arrived, self.held = arrived, held
         epoch = -1
         for p in arrivals:  # direct calls: a bound method in a local is a Python-level call under mypyc
             if p.epoch != epoch:
                 epoch = p.epoch
                 self.local_stores(epoch)
             self.receive(p)
-            self.execute_in_order(p.qp, p.psn)
+            q, psn = p.qp, p.psn
+            if psn == low[q] and arrived[q] is None and not held[q]:
+                low[q] = psn + 1  # the QP's next PSN, none after it arrived, none held: all `execute_in_order` does
+            else:
+                self.execute_in_order(q, psn)
         return self.out
 
     def attrs(self, tp: TlpType, ro: bool, qp: int) -> Attrs:
@@ -171,7 +176,8 @@ class Responder:
         t.epoch, t.attrs, t.action, t.qp = p.epoch, a, action, qp
         t.region, t.off, t.length, t.value = region, off, length, value
         t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
-        t.target, t.local = self.targets.get(region, 0), _NONE
+        # most protocols route nothing elsewhere: no dict look-up per TLP then
+        t.target, t.local = self.targets.get(region, 0) if self.targets else 0, _NONE
         t.after, t.fence_read, t.batch = p.after, p.fence_read, p.batch
         self.out.append(t)
         return t

@@ -19,6 +19,7 @@ from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port
 
 BASE_LATENCY_NS: Final = 600   # one way, wire + switch
 NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
+_NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an imported name is a dict lookup)
 
 #: the ops that become a WR (`Spin`, `Flush` only pace the channel)
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
@@ -29,26 +30,30 @@ class SendQueues:
 
     A WR completes by the `epfuzz.model.ordering.COMPLETION_CLAUSES`: a WRITE, WRITE_WITH_IMM or SEND
     when the ACK of its last packet is back (IB-ack), an ATOMIC when its response is (IB-atomic-
-    response): the packet's arrival, port queue included, plus the way back. With `track` (the
-    epoch has a Flush or a fenced WR) the port is departed as the posting goes (`Port`), so that a
-    Flush or a fence waits for that completion and not for an estimate that ignores the queue.
+    response): the packet's arrival, port queue included, plus the way back. Where the epoch has a
+    Flush or a fenced WR the requester departs the port as the posting goes (`Port`, over `queues`), so
+    that a Flush or a fence waits for that completion and not for an estimate that ignores the queue.
     """
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], track: bool = False) -> None:
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int]) -> None:
         f = scn.faults
         nq = scn.topology.num_qps
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
         self.mtu = scn.chunking.mtu
-        self.qdiv = [f.qp_rate_div[q] if q < len(f.qp_rate_div) else 1 for q in range(nq)]
+        # each field of the interpreted scenario read once (a generic attribute look-up from compiled code)
+        rates: tuple[int, ...] = f.qp_rate_div
+        delays: tuple[int, ...] = f.qp_delay_ns
+        base = BASE_LATENCY_NS + f.port_delay_ns
+        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]
         self.free = [0] * nq         # when the QP's send queue is next idle
-        self.lat = [BASE_LATENCY_NS + f.port_delay_ns + (f.qp_delay_ns[q] if q < len(f.qp_delay_ns) else 0)
-                    for q in range(nq)]
+        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]
         self.wrs: list[Wr] = []
-        self.pkts: list[Packet] = []
-        self.track = track
-        self.port = Port(f.port_rate_div, self.lat)
+        #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
+        self.queues: list[list[Packet]] = [[] for _ in range(nq)]
+        self.port = Port(f.port_rate_div, self.lat, self.queues)
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
-        self.last_of: dict[int, Packet] = {}                # each started WR's last packet (what a Flush waits for)
+        #: by WR (id - wr_base), a started WR's last packet, else None (what a Flush waits for)
+        self.last_of: list[Packet | None] = []
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
         self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
@@ -67,9 +72,10 @@ class SendQueues:
         # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
         # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
         w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
-        w.proxy_fence = NO_PROXY_FENCE
+        w.proxy_fence = _NO_PROXY_FENCE
         w.acked = acked
         self.wrs.append(w)
+        self.last_of.append(None)
         self.last_wr[qp] = w.id
         if kind == pk.K_READ:
             self.last_read[qp] = w.id
@@ -100,18 +106,19 @@ class SendQueues:
     def flush_ready(self, wr: int) -> bool:
         """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
         started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
-        last = self.last_of.get(wr)
+        last = self.last_of[wr - self.wr_base]
         return last is not None and self.port.gone[last.qp] >= last.psn
 
     def completion(self, wr: int) -> int:
         """When WR `wr` has completed: the ACK or the response of its last packet is back."""
-        last = self.last_of[wr]
+        last = self.last_of[wr - self.wr_base]
+        assert last is not None  # `flush_ready` said so
         return last.arrive + self.lat[last.qp]
 
     def bound(self, qp: int, wr: int = -1) -> int:
         """A time below every ready time the QP's pending decision can still produce (see `Port`):
         a fence stalled on an ATOMIC, or (`wr`) a Flush waiting for that WR."""
-        last = self.last_of.get(wr) if wr >= 0 else None
+        last = self.last_of[wr - self.wr_base] if wr >= 0 else None
         if last is not None:
             return last.ready + 1
         a = self.atomic_pkt[qp]
@@ -122,7 +129,8 @@ class SendQueues:
         after its earlier ATOMICs completed."""
         o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
         channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
-        first = len(self.pkts)
+        mine = self.queues[qp]
+        first = len(mine)
         start = self.free[qp]
         if w.post > start:
             start = w.post
@@ -148,25 +156,22 @@ class SendQueues:
             elif kind == pk.K_ATOMIC:
                 self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
                              o.strong)
-                self.atomic_pkt[qp] = self.pkts[-1]
+                self.atomic_pkt[qp] = mine[-1]
             elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
                 self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
                              False)
-                self.atomic_pkt[qp] = self.pkts[-1]
+                self.atomic_pkt[qp] = mine[-1]
             else:
                 slot: int = o.slot
                 self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
                              False)
         self.free[qp] = ready
-        self.last_of[wid] = self.pkts[-1]
+        self.last_of[wid - self.wr_base] = mine[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
         if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
-            for i in range(first, len(self.pkts)):
-                self.pkts[i].after, self.pkts[i].fence_read, self.pkts[i].batch = w.after, w.fence_read, batch
-                self.pkts[i].acked = w.acked
-        if self.track:
-            for i in range(first, len(self.pkts)):
-                self.port.add(self.pkts[i])
+            for i in range(first, len(mine)):
+                p = mine[i]
+                p.after, p.fence_read, p.batch, p.acked = w.after, w.fence_read, batch, w.acked
 
     def _payload(self, region: str, o0: int, length: int, kind: PacketKind, value: int, cq_slot: int,
                  channel: int, index: int, qp: int, wid: int, ready: int) -> int:
@@ -175,7 +180,7 @@ class SendQueues:
         end = o0 + length
         n = max(1, -(-length // mtu))
         # the list's own append, not a bound method kept in a local: compiled, that was a generic call per packet
-        epoch, psn, pkts = self.epoch, self.psn, self.pkts
+        epoch, psn, pkts = self.epoch, self.psn, self.queues[qp]
         for i in range(n):  # `_packet` inlined: this loop runs once per packet
             off = o0 + i * mtu
             ln = end - off
@@ -205,4 +210,4 @@ class SendQueues:
         p.cq_slot = cq_slot
         p.op_index = index
         p.strong = strong
-        self.pkts.append(p)
+        self.queues[qp].append(p)

@@ -27,7 +27,7 @@ def test_every_op_class_has_the_kind_of_its_branch() -> None:
     assert set(EXPECTED) >= set(ops.WR_OPS) | set(ops.GPU_OPS) | {ops.Spin, ops.Flush}
     for cls, kind in EXPECTED.items():
         assert op_kind(object.__new__(cls)) == kind, cls.__name__
-    # the WR kinds are the ones below K_OTHER (`_waits` and `SendQueues.start` rely on the order)
+    # the WR kinds are the ones below K_OTHER (`SendQueues.start` relies on the order)
     assert all((k <= pk.K_SEND) == (cls in ops.WR_OPS) for cls, k in EXPECTED.items())
     assert op_kind(object()) == pk.K_OTHER
 
