@@ -99,11 +99,6 @@ def same_shape(case: Scenario, bad: str, fixed: str) -> Scenario:
     return codec.load_dict({**d, "protocol": fixed})
 
 
-def _refuted_on(c: Any) -> str:
-    """Where a refuted candidate's proof failed: the scenario's label, or the guided campaign."""
-    return next((k.label for k in c.proof.checks if k.verdict == "reachable"), "the guided campaign")
-
-
 def row(num: int, title: str, bad: str, fixed: str, zoo: str) -> dict[str, Any]:
     t0 = time.perf_counter()
     found = small_case(bad)
@@ -124,13 +119,13 @@ def row(num: int, title: str, bad: str, fixed: str, zoo: str) -> dict[str, Any]:
         "zoo": zoo, "pattern": num, "bug": title, "bad": bad, "fixed": fixed,
         "case": case.to_dict(), "origin": origin, "finding": rep.finding, "method": rep.method,
         "applicable": rep.applicable,
-        "repairs": [{"edits": [e.name for e in c.edits], "status": c.proof.status, "states": c.proof.states,
+        "repairs": [{"edits": [e.name for e in c.edits], "status": c.proof.status_text, "states": c.proof.states,
                      "scenarios": len(c.proof.checks), "executions": c.proof.campaign_execs,
                      "undecided": [k.label for k in c.proof.checks if k.verdict == "undecided"],
                      "adaptive_routing": c.proof.ar_held or "explored on and off",
                      "extra_ops": c.extra_ops, "round_trips": c.round_trips} for c in rep.repairs],
         "refuted": [" + ".join(e.name for e in c.edits) for c in rep.refuted],
-        "refuted_on": {" + ".join(e.name for e in c.edits): _refuted_on(c) for c in rep.refuted},
+        "refuted_on": {" + ".join(e.name for e in c.edits): c.proof.refuted_on[0] for c in rep.refuted},
         "max_edits": rep.max_edits, "seconds": round(rep.seconds, 1), "find_seconds": round(find_s, 1),
         "fixed_nothing_to_repair": fixed_rep.nothing_to_repair, "fixed_method": fixed_rep.method,
     }
@@ -163,11 +158,17 @@ def doc(data: dict[str, Any]) -> str:
         "protocol pins it, the campaign that found the bug could draw it, so the proof explores every scenario "
         "again with it on and its guided campaign draws it too: a flag WRITE moved onto the data QP "
         "(`signal-on-data-qp`) is refuted there, since adaptive routing may place the flag's packet before the "
-        "data's (a campaign that finds the flag on another QP may find that form as a second bug). Explore "
-        "enumerates adaptive-routing orders for at "
-        "most 7 packets an epoch; a repair whose only undecided scenarios are ones with adaptive routing on is "
-        "*proven without adaptive routing* (minimize the case first for a proof that covers it). Where a preset "
-        "(the `mlx5-*` and NVLink ones) or the protocol pins it off, the proof says so and holds it off.",
+        "data's (a campaign that finds the flag on another QP may find that form as a second bug). A repair "
+        "whose only undecided scenarios are ones with adaptive routing on is *proven, adaptive routing in "
+        "part*, with how many of them were undecided (*N of M scenarios with it on undecided*: the others were "
+        "proven, for `shared_counter` the case's among them). Where a preset (the `mlx5-*` and NVLink ones) or the "
+        "protocol pins it off, the proof says so and holds it off.",
+        "",
+        "The proof lists the scenarios it could not decide grouped by why, each group with its remedy: over the "
+        "state budget, raise `--max-states`; over the packets an epoch that explore enumerates with adaptive "
+        "routing on (7) or over the TLPs an epoch it takes, no option raises the limit: where the case itself "
+        "is over it, a smaller case is the remedy (`epfuzz minimize`), and where only neighbours are (tokens x 2 "
+        "of a minimal case often is), there is none.",
         "",
         "## The catalogue",
         "",
@@ -207,8 +208,8 @@ def doc(data: dict[str, Any]) -> str:
               "Limits: the catalogue is finite and generic; a bug whose fix is a receiver rule the protocol "
               "does not offer as an option (a checksum, a total to wait for) is repaired only if one of the "
               "generic edits also closes it, and is otherwise reported as having no repair within K edits. "
-              "Proofs hold for the platform knobs of the case (adaptive routing on and off, where it is free), "
-              "as `explore`'s bounds say.", ""]
+              "Proofs hold for the platform knobs of the case (adaptive routing on and off, where it is free, in "
+              "the scenarios explore decided with it on), as `explore`'s bounds say.", ""]
     return "\n".join(lines)
 
 

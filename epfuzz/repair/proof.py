@@ -17,8 +17,9 @@ data QP, whose packet may still arrive before the data's), so each scenario is e
 on and the campaign draws it too. A scenario explore cannot decide (over its state budget or size
 limits) makes the repair "not proven", with that bound; where only scenarios with adaptive routing on
 are undecided (a handful of packets per epoch already exceeds what explore enumerates), the repair is
-"proven without adaptive routing". A reachable scenario, or a campaign finding, refutes it. Nothing is
-claimed outside the scenarios checked.
+"proven, adaptive routing in part", with how many of those scenarios were undecided (`Proof.status_text`).
+Undecided scenarios are grouped by why, each group with its remedy (`undecided_groups`). A reachable
+scenario, or a campaign finding, refutes it. Nothing is claimed outside the scenarios checked.
 """
 
 from __future__ import annotations
@@ -51,10 +52,11 @@ CAMPAIGN_EXECS = 2000
 MAX_STATES = 200_000
 AR = "knobs.adaptive_routing"
 AR_SUFFIX = " with adaptive routing on"   # the label of a scenario the proof turned adaptive routing on in
-#: the status of a repair decided everywhere but in some scenarios with adaptive routing on
-PROVEN_WITHOUT_AR = "proven without adaptive routing"
+#: the status of a repair decided everywhere but in some (maybe all) scenarios with adaptive routing on; how
+#: many is `Proof.status_text`'s
+PROVEN_AR_IN_PART = "proven, adaptive routing in part"
 #: statuses of a surviving repair, strongest first
-STATUSES = ("proven", PROVEN_WITHOUT_AR, "not proven")
+STATUSES = ("proven", PROVEN_AR_IN_PART, "not proven")
 
 
 @dataclass
@@ -77,6 +79,10 @@ class Proof:
     bounds: list[str] = field(default_factory=list)   # what the proof held fixed (`held_fixed`)
     #: "" where the proof explored adaptive routing on as well, else why it did not (`ar_held`)
     ar_held: str = ""
+    #: where it explored it on as well: what it did, in place of explore's adaptive-routing bound (`held_fixed`)
+    ar_explored: str = ""
+    #: scenarios (labels) adaptive routing could not be turned on in, though the proof explores it (`with_ar`)
+    ar_missing: list[str] = field(default_factory=list)
 
     @property
     def status(self) -> str:
@@ -85,7 +91,23 @@ class Proof:
         undecided = [c for c in self.checks if c.verdict == "undecided"]
         if not undecided:
             return "proven"
-        return PROVEN_WITHOUT_AR if all(c.adaptive for c in undecided) else "not proven"
+        return PROVEN_AR_IN_PART if all(c.adaptive for c in undecided) else "not proven"
+
+    @property
+    def status_text(self) -> str:
+        """The status, with how many scenarios with adaptive routing on were undecided where that qualifies it."""
+        if self.status != PROVEN_AR_IN_PART:
+            return self.status
+        ar = [c for c in self.checks if c.adaptive]
+        return f"{self.status}: {sum(c.verdict == 'undecided' for c in ar)} of {len(ar)} scenarios with it on undecided"
+
+    @property
+    def refuted_on(self) -> tuple[str, str]:
+        """(where the proof failed: a scenario's label or "the guided campaign", the violation); ("", "") if not."""
+        hit = next((c for c in self.checks if c.verdict == "reachable"), None)
+        if hit is not None:
+            return hit.label, hit.detail
+        return ("the guided campaign", self.campaign_finding) if self.campaign_finding else ("", "")
 
     @property
     def states(self) -> int:
@@ -135,28 +157,70 @@ def ar_held(scn: Scenario, proto: Repaired) -> str:
 
 
 def with_ar(scn: Scenario) -> Scenario | None:
-    """`scn` with adaptive routing on, or None where that makes no valid scenario."""
+    """`scn` with adaptive routing on, or None where that makes no valid scenario or the reload leaves it off
+    (a pin of the scenario's own protocol or preset)."""
     try:
-        return codec.load_dict(scn.replace(schedule=()).with_path(AR, True).to_dict())
+        on = codec.load_dict(scn.replace(schedule=()).with_path(AR, True).to_dict())
     except EpfuzzError:
         return None
+    return on if on.knobs.adaptive_routing else None
 
 
-def held_fixed(scn: Scenario, held: str, bounds: list[str]) -> list[str]:
-    """explore's bounds for the case, its adaptive-routing line saying what the proof did with it, and the
-    platform knobs the proof holds at the case's values (a repair is for the platform of the finding)."""
+SIZE = "<size>"  # the remedy of a size limit no option raises (`undecided_groups` says which)
+#: explore's messages for the scenarios it cannot decide: (a fragment of the message, why, the remedy)
+UNDECIDED = (
+    ("too many to enumerate adaptive-routing orders",
+     "more packets an epoch than explore enumerates with adaptive routing on (limit {limit})", SIZE),
+    ("exceeded its state budget", "over the state budget ({states:,} states)", "raise --max-states"),
+    ("too large to explore", "more TLPs an epoch than explore enumerates", SIZE),
+)
+
+
+def undecided_groups(proof: Proof) -> list[tuple[str, str, list[str]]]:
+    """The scenarios explore could not decide, grouped by why: (why, the remedy, their labels). A packet or TLP
+    limit has no option to raise: where the case itself is over it, a smaller case is the remedy (epfuzz
+    minimize); where only neighbours are, none is (a minimal case's neighbours may be over it too)."""
+    from epfuzz.sim.explore import MAX_AR_PACKETS
+
+    groups: dict[tuple[str, str], list[str]] = {}
+    for c in proof.checks:
+        if c.verdict != "undecided":
+            continue
+        why, remedy = next(((w.format(states=c.states, limit=MAX_AR_PACKETS), r)
+                            for frag, w, r in UNDECIDED if frag in c.detail), (c.detail, "none known"))
+        groups.setdefault((why, remedy), []).append(c.label)
     out = []
+    for (why, remedy), labels in groups.items():
+        if remedy == SIZE:
+            case_over = any(lab.removesuffix(AR_SUFFIX) == "the case" for lab in labels)
+            remedy = ("a smaller case (epfuzz minimize CASE -o SMALL.json)" if case_over
+                      else "none: the case itself is within the limit, only neighbours larger than it are over it")
+        out.append((why, remedy, labels))
+    return out
+
+
+def held_fixed(scn: Scenario, proto: Repaired, held: str, bounds: list[str]) -> tuple[list[str], str]:
+    """(what the proof held fixed, what it did with adaptive routing where it explored it on too, else "").
+
+    Held fixed: explore's bounds for the case (its adaptive-routing line saying why it was held) and the
+    case's own platform knobs (a repair is for the platform of the finding), with the values the edits set
+    (strict-window's MR) said as the edits' (`scn` is the case, not the repaired scenario)."""
+    out, explored = [], ""
     for b in bounds:
         if b.startswith("adaptive_routing=") and not held:
-            b = ("adaptive_routing=off as in the case, and on: each scenario explored again with every packet "
-                 "order per epoch (the campaign draws it too)")
-        elif b.startswith("adaptive_routing=off"):
+            explored = ("off as in the case, and on: each scenario explored again with every packet order per "
+                        "epoch (the campaign draws it too)")
+            continue
+        if b.startswith("adaptive_routing=off"):
             b = f"adaptive_routing={held}: " + b.split(": ", 1)[1]
         out.append(b)
     k = scn.knobs
-    out.append(f"the case's platform: mr_relaxed={k.mr_relaxed}, nic_relaxed_ordering={k.nic_relaxed_ordering}, "
-               f"atomic_mode={k.atomic_mode}, hca_o920={k.hca_o920}, ido={k.ido}")
-    return out
+    line = (f"the case's platform: mr_relaxed={k.mr_relaxed}, nic_relaxed_ordering={k.nic_relaxed_ordering}, "
+            f"atomic_mode={k.atomic_mode}, hca_o920={k.hca_o920}, ido={k.ido}")
+    sets = [f"{e.name} sets {path.split('.', 1)[1]}={value}" for e in proto.edits for path, value in e.scenario.items()
+            if path.startswith("knobs.") and scn.get_path(path) != value]
+    out.append(line + "".join(f"; {s}" for s in sets))
+    return out, explored
 
 
 def check(label: str, scn: Scenario, proto: Repaired, max_states: int) -> Check:
@@ -208,13 +272,17 @@ def prove(scn: Scenario, proto: Repaired, campaign_execs: int = CAMPAIGN_EXECS, 
     from epfuzz.sim.explore import bounds
 
     held = ar_held(scn, proto)
-    here = proto.scenario(scn)  # the case with the repair's own pins (strict-window's MR)
-    proof = Proof(bounds=held_fixed(here, held, bounds(here)), ar_held=held)
+    fixed, explored = held_fixed(scn, proto, held, bounds(proto.scenario(scn)))  # explored with the edits' pins
+    proof = Proof(bounds=fixed, ar_held=held, ar_explored=explored)
     todo: list[tuple[str, Scenario, bool]] = []
     for label, s in [("the case", scn), *neighbours(scn)]:
         todo.append((label, s, False))
-        on = None if held else with_ar(s)
-        if on is not None:
+        if held:
+            continue
+        on = with_ar(s)
+        if on is None:
+            proof.ar_missing.append(label)
+        else:
             todo.append((label + AR_SUFFIX, on, True))
     for label, s, adaptive in todo:
         proof.checks.append(check(label, s, proto, max_states))

@@ -2,7 +2,8 @@
 
 An edit applies to a case when it changes what the protocol does there (`wrap.observable`), or the
 platform field it pins; a combination is skipped when one of its edits changes nothing beside the
-others, or when it contains a repair already found (only minimal repairs are reported). Each
+others, or when it contains a repair already proven (only minimal repairs are reported; one that only a
+weaker status holds for leaves its supersets to be tried, as they may be proven outright). Each
 candidate is first explored on the case alone (the cheap refutation), then given the full proof
 (`epfuzz.repair.proof.prove`).
 """
@@ -110,6 +111,13 @@ def finding(scn: Scenario, proto: Protocol, max_states: int) -> tuple[str, str]:
         return ("" if v is None else v.summary()), f"the case's own schedule (explore: {e})"
 
 
+def _no_stronger(cand: Candidate, repairs: list[Candidate]) -> bool:
+    """Whether a repair of a subset of `cand`'s edits already holds with a status as strong as `cand`'s."""
+    rank = STATUSES.index(cand.proof.status)
+    return any({e.name for e in r.edits} <= {e.name for e in cand.edits} and STATUSES.index(r.proof.status) <= rank
+               for r in repairs)
+
+
 def repair(scn: Scenario, proto: Protocol, max_edits: int = 1, only: list[str] | None = None,
            campaign_execs: int = CAMPAIGN_EXECS, max_states: int = MAX_STATES) -> RepairReport:
     """Every minimal set of at most `max_edits` catalogue edits that the proof does not refute.
@@ -128,7 +136,8 @@ def repair(scn: Scenario, proto: Protocol, max_edits: int = 1, only: list[str] |
     for k in sizes:
         for combo in combinations(edits, k):
             names = tuple(e.name for e in combo)
-            if only is None and any({e.name for e in r.edits} <= set(names) for r in report.repairs):
+            if only is None and any({e.name for e in r.edits} <= set(names) for r in report.repairs
+                                    if r.proof.status == "proven"):
                 continue
             rep = Repaired(proto, combo)
             effects[names] = eff = _effect(scn, rep)
@@ -140,7 +149,10 @@ def repair(scn: Scenario, proto: Protocol, max_edits: int = 1, only: list[str] |
                 continue
             proof = prove(scn, rep, campaign_execs, max_states)
             cand = Candidate(combo, proof, *_cost(scn, proto, rep))
-            (report.refuted if proof.status == "refuted" else report.repairs).append(cand)
+            if proof.status == "refuted":
+                report.refuted.append(cand)
+            elif only is not None or not _no_stronger(cand, report.repairs):
+                report.repairs.append(cand)
     report.repairs.sort(key=lambda c: (len(c.edits), STATUSES.index(c.proof.status), c.extra_ops))
     report.seconds = time.perf_counter() - t0
     return report

@@ -6,7 +6,7 @@ import argparse
 import shlex
 from pathlib import Path
 
-from epfuzz.repair.proof import AR_SUFFIX, Proof
+from epfuzz.repair.proof import Proof, undecided_groups
 from epfuzz.repair.search import Candidate, RepairReport, repair
 
 
@@ -36,16 +36,18 @@ def loading_options(a: argparse.Namespace, protocol: str) -> str:
 
 
 def proof_lines(p: Proof) -> list[str]:
-    """A proof's scenarios, those explore could not decide (the ones with adaptive routing on in one line:
-    they are undecided alike, for their packet count), and what it held fixed."""
-    again = " (each again with adaptive routing on)" if any(k.adaptive for k in p.checks) else ""
+    """A proof's scenarios, those explore could not decide grouped by why (each group with its remedy), what it
+    did with adaptive routing where it explored it on as well, and what it held fixed."""
+    again = ""
+    if any(k.adaptive for k in p.checks):
+        again = " (each again with adaptive routing on" + (
+            f", but {', '.join(p.ar_missing)}: adaptive routing makes no valid scenario there)" if p.ar_missing
+            else ")")
     out = [f"  proof: {p.size()}; neighbourhood: " + ", ".join(k.label for k in p.checks if not k.adaptive) + again]
-    open_ = [k for k in p.checks if k.verdict == "undecided"]
-    out += [f"    not decided for {k.label}: {k.detail}" for k in open_ if not k.adaptive]
-    ar = [k for k in open_ if k.adaptive]
-    if ar:
-        out.append(f"    not decided with adaptive routing on for {len(ar)} scenario(s), "
-                   f"{', '.join(k.label.removesuffix(AR_SUFFIX) for k in ar)}; {ar[0].label}: {ar[0].detail}")
+    for why, remedy, labels in undecided_groups(p):
+        out.append(f"    not decided, {why}, for {len(labels)} scenario(s): {', '.join(labels)}; remedy: {remedy}")
+    if p.ar_explored:
+        out.append(f"  adaptive routing: {p.ar_explored}")
     out.append("  the proof held fixed: " + "; ".join(p.bounds))
     return out
 
@@ -59,7 +61,7 @@ def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int
         out.append(f"no repair of at most {r.max_edits} edit(s) in the catalogue survives its proof")
     for i, c in enumerate(r.repairs, 1):
         out.append("")
-        out.append(f"repair {i}: {c.names} [{c.proof.status}]")
+        out.append(f"repair {i}: {c.names} [{c.proof.status_text}]")
         for e in c.edits:
             out.append(f"  {e.name}: {e.doc} (as {e.mirrors})")
         out.append(f"  cost: {c.cost()}")
@@ -69,9 +71,8 @@ def render(r: RepairReport, case_path: str, campaign_execs: int, max_states: int
         out.append("")
         out.append("refuted:")
         for c in r.refuted:
-            where = next((f"{k.label}: {k.detail}" for k in c.proof.checks if k.verdict == "reachable"),
-                         f"guided campaign: {c.proof.campaign_finding}")
-            out.append(f"  {c.names}: still reachable on {where}")
+            where, what = c.proof.refuted_on
+            out.append(f"  {c.names}: still reachable on {where}: {what}")
     out.append("")
     out.append(f"{r.seconds:.1f} s; safe is claimed only for the scenarios each proof lists")
     return out

@@ -12,7 +12,7 @@ from epfuzz.cli.commands import main
 from epfuzz.encoding import codec
 from epfuzz.protocols import get_protocol
 from epfuzz.repair import repair
-from epfuzz.repair.proof import PROVEN_WITHOUT_AR, campaign
+from epfuzz.repair.proof import PROVEN_AR_IN_PART, ar_held, campaign, prove, with_ar
 from epfuzz.repair.search import applicable
 from epfuzz.repair.wrap import Repaired
 from tests.conftest import ROOT
@@ -44,7 +44,7 @@ def test_with_the_flag_an_add_on_the_data_qp_the_proof_covers_adaptive_routing(c
     out = capsys.readouterr().out
     assert "repair 1: signal-on-data-qp + atomic-signal [proven]" in out
     assert "(each again with adaptive routing on)" in out
-    assert "adaptive_routing=off as in the case, and on: each scenario explored again" in out
+    assert "  adaptive routing: off as in the case, and on: each scenario explored again" in out
     assert "the case's platform: mr_relaxed=False, nic_relaxed_ordering=False" in out
 
 
@@ -55,7 +55,7 @@ def test_where_explore_cannot_decide_adaptive_routing_the_status_carries_the_bou
     r = repair(case, get_protocol("dispatch_any"), only=["signal-on-data-qp", "atomic-signal"], campaign_execs=0,
                max_states=20_000)
     (c,) = r.repairs
-    assert c.proof.status == PROVEN_WITHOUT_AR
+    assert c.proof.status == PROVEN_AR_IN_PART
     undecided = [k for k in c.proof.checks if k.verdict == "undecided"]
     assert undecided and all(k.adaptive for k in undecided)
     assert all(k.verdict == "unreachable" for k in c.proof.checks if not k.adaptive)
@@ -80,3 +80,26 @@ def test_the_campaign_draws_adaptive_routing_where_the_proof_explores_it():
     proto = get_protocol("dispatch_any")
     rep = Repaired(proto, [e for e in applicable(case, proto) if e.name == "signal-on-data-qp"])
     assert campaign(case, rep, [case.replace(schedule=())], 200, ar=True)[0]
+
+
+def test_a_protocol_that_pins_adaptive_routing_off_keeps_it_off_and_says_so():
+    """The deep zoo's protocols pin it off (`_PLATFORM`): no scenario is explored with it on, and the bound
+    says by what it was held."""
+    case = codec.load_dict({"protocol": "deep_flag_write", "knobs": {"nic_relaxed_ordering": True,
+                            "reorder_window": 4}, "chunking": {"tokens_per_wr": 1, "splits_per_token": 2},
+                            "payload": {"num_tokens": 1}})
+    proto = get_protocol("deep_flag_write")
+    rep = Repaired(proto, [e for e in applicable(case, proto) if e.name == "strict-window"])
+    assert ar_held(case, rep) == "off, pinned by the protocol" and with_ar(case) is None
+    p = prove(case, rep, campaign_execs=0, max_states=20_000)
+    assert p.status == "proven" and p.ar_held == "off, pinned by the protocol" and not p.ar_explored
+    assert not any(k.adaptive for k in p.checks)
+    assert any(b.startswith("adaptive_routing=off, pinned by the protocol: ") for b in p.bounds)
+
+
+def test_a_case_whose_fields_make_no_scenario_with_adaptive_routing_keeps_it_off():
+    """A case the codec would not load (here: a field out of its bounds, as a --raw input's may be) has no form
+    with adaptive routing on: the proof holds it off and says why."""
+    case = _flag_on_other_qp().with_path("payload.num_tokens", 0)
+    proto = get_protocol("dispatch_any")
+    assert ar_held(case, proto) == "off: the case's fields allow no adaptive routing"
