@@ -224,6 +224,19 @@ def test_a_linked_sibling_package_travels_through_the_link(plugin_folder, tmp_pa
     assert "\n" not in str(e.value) and "guestplug_link" in str(e.value)
 
 
+def test_an_object_the_plugin_puts_in_sys_modules_runs_no_code_when_its_files_are_looked_for(plugin_folder):
+    """Any object may sit in sys.modules (a lazy module's stand-in): its file was read with getattr(mod,
+    "__file__"), which ran its __getattr__, and what that raised ended the shipment."""
+    from epfuzz.protocols import load_plugin
+
+    (plugin_folder / "guestplug_lazy.py").write_text(
+        "import sys\nclass Lazy:\n    def __getattr__(self, name):\n        raise RuntimeError(f'ran for {name}')\n"
+        "sys.modules['guestplug_lazyobj'] = Lazy()\n")
+    _plugin_importing(plugin_folder, "import guestplug_lazy")
+    load_plugin("guestplug_one:SeqFlag")
+    assert _members("guestplug_one:SeqFlag") == ["guestplug_lazy.py", "guestplug_one.py"]
+
+
 def test_a_sibling_module_that_is_not_source_or_too_much_source_is_refused_in_one_line(plugin_folder,
                                                                                          monkeypatch):
     """A module imported beside the plug-in that is no Python source cannot run on the guest's Python (a
@@ -279,6 +292,10 @@ def test_a_package_of_sources_travels_and_one_with_other_files_is_refused_before
         assert sorted(m.name for m in tar.getmembers()) == ["guestplug_pkg/__init__.py",
                                                             "guestplug_pkg/sub/__init__.py",
                                                             "guestplug_pkg/sub/proto.py"]
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 50)  # one check, for the package and what it imports
+    with pytest.raises(Unsupported, match=r"\(.*guestplug_pkg\) and the modules it imports beside it .* too much"):
+        vm_tree.plugin_shipment("guestplug_pkg:SeqFlag")
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 4 << 20)
     (pkg / "table.bin").write_bytes(b"\0")
     monkeypatch.setattr(vm, "run", lambda *a, **k: pytest.fail("a guest was booted"))
     scn = codec.load_dict({"protocol": "guestplug_pkg:SeqFlag"})
