@@ -105,57 +105,67 @@ def plugin_root(spec: str) -> Path | None:
     return root
 
 
-def _plugin_files(spec: str, root: Path) -> list[Path]:
-    """The files of a plug-in package, if it is Python sources alone of modest size; else `Unsupported`
-    in one line, before a guest boots."""
-    files, size = [], 0
-    for p in sorted(root.rglob("*")):
-        if SKIP_ANY.intersection(p.relative_to(root).parts) or p.is_dir() and not p.is_symlink():
-            continue
-        if p.is_symlink() or p.suffix != ".py":
-            raise Unsupported(f"backend verbs: plug-in {spec!r} is the package {root}, which holds {p.name} as well "
-                              "as Python sources; only single-file plug-ins (or packages of .py files alone) run "
-                              "on verbs")
-        files.append(p)
-        size += p.stat().st_size
-    if size > PLUGIN_MAX_BYTES:
-        raise Unsupported(f"backend verbs: plug-in {spec!r} is the package {root} of {size >> 10} KiB of sources "
-                          f"(more than {PLUGIN_MAX_BYTES >> 20} MiB); only single-file plug-ins run on verbs")
-    return files
+def _package_files(spec: str, pkg: Path, arc: str, verb: str) -> dict[str, Path]:
+    """The files of package folder `pkg` (`arc` in the tar), if it holds Python sources alone: name in the tar
+    -> file, by the path as imported (a link to a .py file or a folder ships what it points to, under the link's
+    name); anything else (a data file, an extension, a link to nothing, a folder linked twice) is `Unsupported` in
+    one line, before a guest boots. `verb`: "is" for the plug-in's own package, "imports" for one it imports."""
+    out: dict[str, Path] = {}
+    seen: set[str] = set()
+    for here, dirs, names in os.walk(pkg, followlinks=True):
+        real = os.path.realpath(here)
+        if real in seen:
+            raise Unsupported(f"backend verbs: plug-in {spec!r} {verb} the package {pkg}, whose "
+                              f"{Path(here).relative_to(pkg)} links to a folder already in it (a loop); only "
+                              "packages of .py files run on verbs")
+        seen.add(real)
+        dirs[:] = [d for d in dirs if d not in SKIP_ANY]
+        for name in names:
+            p = Path(here, name)
+            if p.suffix != ".py" or not p.is_file():
+                raise Unsupported(f"backend verbs: plug-in {spec!r} {verb} the package {pkg}, which holds "
+                                  f"{p.relative_to(pkg)} as well as Python sources; only single-file plug-ins (or "
+                                  "packages of .py files alone) run on verbs")
+            out[f"{arc}/{p.relative_to(pkg).as_posix()}"] = p
+    return out
 
 
-def _siblings(spec: str, root: Path) -> list[Path]:
-    """The source files of the modules the host imported from the plug-in's own folder beside it (a
-    `myproto.py` doing `import myhelpers`): that folder was on sys.path while the plug-in was imported, so
-    the guest needs them there too. A module counts when its top-level name is a file or package folder
-    directly in that folder (the folder holding a virtual environment or a checkout does not make their
-    modules siblings); one that is not Python source is refused in one line, before a guest boots."""
-    folder = root.parent
-    out: set[Path] = set()
-    for name, mod in list(sys.modules.items()):
-        file = getattr(mod, "__file__", None)
-        top = name.split(".")[0]
-        if not file or top == root.stem:
-            continue
-        here = Path(os.path.abspath(file))  # as imported: a sibling may be a link to a file elsewhere
-        try:
-            rel = here.parent.resolve().relative_to(folder) / here.name
-        except ValueError:
-            continue
-        if rel.parts[0] != top and rel.parts[0].split(".")[0] != top:  # top.py, top/..., an extension top.*.so
-            continue
-        if here.suffix != ".py":
-            raise Unsupported(f"backend verbs: plug-in {spec!r} imports {name} from {here}, which is not Python "
+def _shipped(spec: str, root: Path) -> dict[str, Path]:
+    """Name in the tar -> file: the plug-in (its module file, or its package whole) and the modules its import
+    brought in from the folder put on sys.path for it (registry's `plugin_modules`: a `myproto.py` doing `import
+    myhelpers`), each by its dotted name's path as imported; a package among them travels whole, for the
+    submodules it imports later (`importlib.import_module("mypkg.later")` in sender()). A module the plug-in
+    imports that is not Python source is `Unsupported` in one line."""
+    from epfuzz.protocols import REGISTRY
+    from epfuzz.protocols.trust import check_spec
+
+    mod_name = check_spec(spec)[0]
+    top = mod_name.split(".")[0]
+    brought = {n: Path(f) for n, f in REGISTRY.plugin_modules.get(mod_name, {}).items()}
+    if top not in brought:  # found elsewhere (site-packages), or imported before: as the host found it
+        brought[top] = root / "__init__.py" if root.is_dir() else root
+    out: dict[str, Path] = {}
+    for name, file in sorted(brought.items()):
+        parts = name.split(".")
+        if any(".".join(parts[:i]) in brought for i in range(1, len(parts))):
+            continue  # in a package that travels whole
+        verb = "is" if parts[0] == top else "imports"
+        arc = "/".join(parts)
+        if file.name.startswith("__init__."):
+            out |= _package_files(spec, file.parent, arc, verb)
+        elif file.suffix != ".py":
+            raise Unsupported(f"backend verbs: plug-in {spec!r} {verb} {name} from {file}, which is not Python "
                               "source; only .py sources travel to the guest")
-        out.add(folder / rel)
-    return sorted(out)
+        else:
+            out[f"{arc}.py"] = file
+    return out
 
 
 def plugin_shipment(spec: str) -> tuple[dict[str, bytes], str]:
     """What a guest command needs for protocol `spec` that the project tree lacks: the files for the
-    command share (a tar of the plug-in's module file or package folder, as the host found it, and the
-    sources of the modules it imported from its folder, `_siblings`) and the shell line that unpacks them
-    and enters their folder, so the guest resolves the names as the host did (in the current folder;
+    command share (a tar of the plug-in's module file or package folder and the modules its import brought in
+    from its folder, `_shipped`, 4 MiB of sources at most) and the shell line that unpacks them and enters
+    their folder, so the guest resolves the names as the host did (in the current folder;
     `python3 -P` keeps it off sys.path but for the plug-in's import). Nothing for a built-in protocol or
     one the tree carries."""
     if ":" not in spec:
@@ -166,16 +176,16 @@ def plugin_shipment(spec: str) -> tuple[dict[str, bytes], str]:
     if not root.is_dir() and root.suffix != ".py":
         raise Unsupported(f"backend verbs: plug-in {spec!r} is {root}, not Python source; only single-file "
                           "plug-ins run on verbs")
-    files = (_plugin_files(spec, root) if root.is_dir() else [root]) + _siblings(spec, root)
-    size = sum(f.stat().st_size for f in files)
+    files = _shipped(spec, root)
+    size = sum(f.stat().st_size for f in files.values())
     if size > PLUGIN_MAX_BYTES:
-        raise Unsupported(f"backend verbs: plug-in {spec!r} and the modules it imports from {root.parent} are "
+        raise Unsupported(f"backend verbs: plug-in {spec!r} ({root}) and the modules it imports beside it are "
                           f"{size >> 10} KiB of sources (more than {PLUGIN_MAX_BYTES >> 20} MiB), too much to "
-                          "send to the guest")
+                          "send to the guest; only single-file plug-ins (or packages of .py files) run on verbs")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w", format=tarfile.PAX_FORMAT) as tar:
-        for f in files:
-            info = tar.gettarinfo(str(f.resolve()), arcname=str(f.relative_to(root.parent)))
+        for arc, f in sorted(files.items()):
+            info = tar.gettarinfo(str(f.resolve()), arcname=arc)
             info.uid = info.gid = 0
             info.uname = info.gname = "root"
             with f.open("rb") as fh:

@@ -39,6 +39,30 @@ def describe(e: BaseException) -> str:
     return f"{type(e).__name__}: {e}"
 
 
+def _from_folder(names: Iterable[str], folder: Path) -> dict[str, str]:
+    """Of the modules `names` (new in sys.modules), those imported from `folder` by their dotted names (a.b.c from
+    a/b/c.py, a/b/c/__init__.py or an extension a/b/c.*.so there): name -> its file, by the path as imported (a
+    link in `folder` stays a link). A module of a folder below it (a checkout's epfuzz/epfuzz/, a virtual
+    environment) is not one. Read off `__spec__.origin`, any exception caught: a lazy module's __getattr__ is
+    never run."""
+    base = os.path.abspath(folder)
+    out = {}
+    for name in names:
+        try:
+            origin = sys.modules[name].__spec__.origin  # type: ignore[union-attr]
+        except Exception:  # noqa: BLE001 - an arbitrary module object: whatever it raises, it has no file here
+            continue
+        if not isinstance(origin, str) or origin in ("built-in", "frozen"):
+            continue
+        here = os.path.abspath(origin)
+        rel = Path(os.path.relpath(here, base)).parts
+        parts = tuple(name.split("."))
+        if rel[:-1] == parts and rel[-1].split(".")[0] == "__init__" or rel[:-1] == parts[:-1] and (
+                rel[-1].split(".")[0] == parts[-1]):
+            out[name] = here
+    return out
+
+
 class ZooRow(NamedTuple):
     """One bug-zoo pattern: its number, title, and the names of its buggy and fixed protocols."""
 
@@ -113,6 +137,9 @@ class Registry:
     builtin: dict[str, str] = field(default_factory=dict)
     plugin_files: set[str] = field(default_factory=set)   # source files of the loaded plug-ins
     plugin_roots: set[Path] = field(default_factory=set)  # their top-level module files or package folders
+    #: plug-in module -> the modules its import brought in from the folder put on sys.path for it (`_from_folder`),
+    #: itself among them when found there: what a guest needs beside it (epfuzz.guest.vm_tree)
+    plugin_modules: dict[str, dict[str, str]] = field(default_factory=dict)
     policy: PluginPolicy = field(default_factory=PluginPolicy)  # which plug-ins may be imported
 
     def add(self, proto: Protocol) -> Protocol:
@@ -193,7 +220,10 @@ class Registry:
                 self.plugin_roots.add(root)
             if only_there and (root is None or not inside(str(root), folder)):
                 raise InputError(f"{what}: module {mod_name} is not in the allowed folder {folder}")
+            before = set(sys.modules)
             mod = importlib.import_module(mod_name)
+            if mod_name not in before:
+                self.plugin_modules[mod_name] = _from_folder([n for n in list(sys.modules) if n not in before], folder)
             if only_there and not inside(getattr(mod, "__file__", None) or "", folder):
                 raise InputError(f"{what}: module {mod_name} was imported already from "
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")

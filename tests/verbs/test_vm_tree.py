@@ -12,6 +12,8 @@ import tarfile
 import pytest
 
 from epfuzz.guest import vm_tree
+from epfuzz.infra.errors import Unsupported
+from epfuzz.protocols import REGISTRY
 from tests.conftest import ROOT
 
 
@@ -66,14 +68,13 @@ def test_a_checkout_is_shipped_whole_and_an_installed_package_alone(tmp_path):
 def plugin_folder(tmp_path, monkeypatch):
     """A user's folder holding a copy of the tutorial's plug-in (as guestplug_one.py), made the current
     folder as the user's is; the process forgets the plug-in afterwards."""
-    from epfuzz.protocols import REGISTRY
-
     folder = tmp_path / "user"
     folder.mkdir()
     shutil.copy(ROOT / "examples" / "seqflag.py", folder / "guestplug_one.py")
     monkeypatch.chdir(folder)
     monkeypatch.setattr(REGISTRY, "loaded", dict(REGISTRY.loaded))
     monkeypatch.setattr(REGISTRY.policy, "named", set(REGISTRY.policy.named))
+    monkeypatch.setattr(REGISTRY, "plugin_modules", dict(REGISTRY.plugin_modules))
     yield folder
     for name in [m for m in sys.modules if m.startswith("guestplug_")]:
         del sys.modules[name]
@@ -107,7 +108,8 @@ def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_fold
     """`myproto.py` doing `import myhelpers` loaded on the host (its folder is on sys.path while it is imported)
     and failed in the guest with "No module named 'myhelpers'": only the plug-in's own file travelled
     (new-user trial, leftover item 2). The sources of the modules it imported from its folder, a module and a
-    package's imported files, travel beside it; a file there that it does not import stays home."""
+    package whole (a submodule it imports later is there too), travel beside it; a file of the folder that it
+    does not import stays home."""
     from epfuzz.protocols import load_plugin
 
     (plugin_folder / "guestplug_help.py").write_text("BASE = 1\n")
@@ -115,7 +117,7 @@ def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_fold
     (plugin_folder / "guestplug_hpkg" / "__init__.py").write_text("")
     (plugin_folder / "guestplug_hpkg" / "sub" / "__init__.py").write_text("")
     (plugin_folder / "guestplug_hpkg" / "sub" / "epoch.py").write_text("def flag(e):\n    return e + 1\n")
-    (plugin_folder / "guestplug_hpkg" / "unused.py").write_text("raise SystemExit('never imported')\n")
+    (plugin_folder / "guestplug_hpkg" / "later.py").write_text("LATER = 2\n")
     (plugin_folder / "notes.py").write_text("raise SystemExit('not the plug-in's')\n")
     src = (plugin_folder / "guestplug_one.py").read_text()
     (plugin_folder / "guestplug_one.py").write_text(
@@ -125,43 +127,140 @@ def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_fold
     files, enter = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
     with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
         assert sorted(m.name for m in tar.getmembers()) == [
-            "guestplug_help.py", "guestplug_hpkg/__init__.py", "guestplug_hpkg/sub/__init__.py",
-            "guestplug_hpkg/sub/epoch.py", "guestplug_one.py"]
+            "guestplug_help.py", "guestplug_hpkg/__init__.py", "guestplug_hpkg/later.py",
+            "guestplug_hpkg/sub/__init__.py", "guestplug_hpkg/sub/epoch.py", "guestplug_one.py"]
     share = tmp_path / "cmd"
     share.mkdir()
     (share / vm_tree.PLUGIN_TAR).write_bytes(files[vm_tree.PLUGIN_TAR])
     guest = tmp_path / "guest-plugin"
     shell = enter.replace(vm_tree.GUEST_PLUGIN, str(guest)).replace("/mnt/cmd", str(share))
     load = (f"{sys.executable} -P -c 'from epfuzz.protocols import load_plugin; "
-            "load_plugin(\"guestplug_one:SeqFlag\"); import sys; print(sys.modules[\"guestplug_help\"].__file__)'")
+            "load_plugin(\"guestplug_one:SeqFlag\"); import sys, importlib; "
+            "print(sys.modules[\"guestplug_help\"].__file__); "
+            "print(importlib.import_module(\"guestplug_hpkg.later\").__file__)'")
     out = subprocess.run(["sh", "-c", shell + load], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_help.py")], out.stderr
+    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_help.py"),
+                                                           str(guest / "guestplug_hpkg" / "later.py")], out.stderr
+
+
+def _members(spec):
+    files, _ = vm_tree.plugin_shipment(spec)
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        return sorted(m.name for m in tar.getmembers())
+
+
+def _plugin_importing(folder, *lines):
+    src = (folder / "guestplug_one.py").read_text()
+    (folder / "guestplug_one.py").write_text(src + "".join(f"\n{line}  # noqa: E402, F401" for line in lines) + "\n")
+
+
+def test_a_checkout_or_environment_beside_the_plugin_sends_none_of_its_modules(plugin_folder, monkeypatch):
+    """A module counted as a sibling when its file sat anywhere under a folder of its name: a plug-in beside a
+    checkout laid out work/epfuzz/epfuzz/... shipped the checkout's sources it imported (or was refused for
+    its extension module). Only a module found in the plug-in's folder by its dotted name's path travels."""
+    from epfuzz.protocols import load_plugin
+
+    checkout = plugin_folder / "guestplug_co"
+    (checkout / "guestplug_co").mkdir(parents=True)
+    (checkout / "pyproject.toml").write_text("")
+    (checkout / "guestplug_co" / "__init__.py").write_text("")
+    (checkout / "guestplug_co" / "util.py").write_text("U = 1\n")
+    venv = plugin_folder / ".venv" / "site"
+    (venv / "guestplug_deep").mkdir(parents=True)
+    (venv / "guestplug_deep" / "__init__.py").write_text("")
+    monkeypatch.syspath_prepend(str(checkout))  # installed editable, as the checkout's package is
+    monkeypatch.syspath_prepend(str(venv))
+    _plugin_importing(plugin_folder, "import guestplug_co.util", "import guestplug_deep")
+    load_plugin("guestplug_one:SeqFlag")
+    assert sys.modules["guestplug_co.util"].__file__ == str(checkout / "guestplug_co" / "util.py")
+    assert _members("guestplug_one:SeqFlag") == ["guestplug_one.py"]
+
+
+def test_an_installed_plugin_package_sends_itself_alone(plugin_folder, tmp_path, monkeypatch):
+    """A pip-installed plug-in package (its folder is site-packages) was refused: "imports numpy._core.
+    _multiarray_umath ... not Python source", numpy being imported by epfuzz, not by it. What else sits in
+    site-packages, imported or not, stays home."""
+    import types
+
+    from epfuzz.protocols import load_plugin
+
+    site = tmp_path / "site-packages"
+    (site / "guestplug_inst").mkdir(parents=True)
+    (site / "guestplug_inst" / "__init__.py").write_text("from guestplug_inst.proto import SeqFlag\n")
+    shutil.move(plugin_folder / "guestplug_one.py", site / "guestplug_inst" / "proto.py")
+    (site / "guestplug_np" / "_core").mkdir(parents=True)
+    ext = types.ModuleType("guestplug_np._core._umath")
+    ext.__file__ = str(site / "guestplug_np" / "_core" / "_umath.cpython-311-x86_64-linux-gnu.so")
+    monkeypatch.setitem(sys.modules, ext.__name__, ext)
+    monkeypatch.syspath_prepend(str(site))
+    load_plugin("guestplug_inst:SeqFlag")
+    assert _members("guestplug_inst:SeqFlag") == ["guestplug_inst/__init__.py", "guestplug_inst/proto.py"]
+
+
+def test_a_linked_sibling_package_travels_through_the_link(plugin_folder, tmp_path):
+    """A sibling package that is a link to a folder elsewhere resolved outside the plug-in's folder and was
+    left out: the guest said "No module named ...". It travels under the name it was imported by, its files
+    (links among them) as what they point to."""
+    from epfuzz.protocols import load_plugin
+
+    elsewhere = tmp_path / "elsewhere" / "hpkg"
+    elsewhere.mkdir(parents=True)
+    (elsewhere / "__init__.py").write_text("")
+    (elsewhere / "mod.py").write_text("M = 1\n")
+    (tmp_path / "elsewhere" / "shared.py").write_text("S = 1\n")
+    (elsewhere / "shared.py").symlink_to(tmp_path / "elsewhere" / "shared.py")
+    (plugin_folder / "guestplug_link").symlink_to(elsewhere)
+    _plugin_importing(plugin_folder, "import guestplug_link.mod")
+    load_plugin("guestplug_one:SeqFlag")
+    files, _ = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
+        got = {m.name: tar.extractfile(m).read() for m in tar.getmembers() if m.isfile()}
+    assert got == {"guestplug_link/__init__.py": b"", "guestplug_link/mod.py": b"M = 1\n",
+                   "guestplug_link/shared.py": b"S = 1\n", "guestplug_one.py": (plugin_folder / "guestplug_one.py")
+                   .read_bytes()}
+    (elsewhere / "loop").symlink_to(elsewhere)
+    with pytest.raises(Unsupported, match="loop") as e:
+        vm_tree.plugin_shipment("guestplug_one:SeqFlag")
+    assert "\n" not in str(e.value) and "guestplug_link" in str(e.value)
+
+
+def test_an_object_the_plugin_puts_in_sys_modules_runs_no_code_when_its_files_are_looked_for(plugin_folder):
+    """Any object may sit in sys.modules (a lazy module's stand-in): its file was read with getattr(mod,
+    "__file__"), which ran its __getattr__, and what that raised ended the shipment."""
+    from epfuzz.protocols import load_plugin
+
+    (plugin_folder / "guestplug_lazy.py").write_text(
+        "import sys\nclass Lazy:\n    def __getattr__(self, name):\n        raise RuntimeError(f'ran for {name}')\n"
+        "sys.modules['guestplug_lazyobj'] = Lazy()\n")
+    _plugin_importing(plugin_folder, "import guestplug_lazy")
+    load_plugin("guestplug_one:SeqFlag")
+    assert _members("guestplug_one:SeqFlag") == ["guestplug_lazy.py", "guestplug_one.py"]
 
 
 def test_a_sibling_module_that_is_not_source_or_too_much_source_is_refused_in_one_line(plugin_folder,
                                                                                          monkeypatch):
-    """An extension module beside the plug-in cannot run on the guest's Python; modules of a folder
-    below it (a checkout or a virtual environment inside the plug-in's folder) are not its siblings."""
-    import types
+    """A module imported beside the plug-in that is no Python source cannot run on the guest's Python (a
+    bytecode-only module here; an extension alike); the 4 MiB bound holds for the plug-in and its modules
+    together, in one check."""
+    import py_compile
 
-    from epfuzz.infra.errors import Unsupported
     from epfuzz.protocols import load_plugin
 
     load_plugin("guestplug_one:SeqFlag")
-    deep = types.ModuleType("guestplug_deep")
-    deep.__file__ = str(plugin_folder / ".venv" / "guestplug_deep" / "__init__.py")
-    monkeypatch.setitem(sys.modules, "guestplug_deep", deep)
-    files, _ = vm_tree.plugin_shipment("guestplug_one:SeqFlag")
-    with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
-        assert [m.name for m in tar.getmembers()] == ["guestplug_one.py"]
     monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 1000)
     with pytest.raises(Unsupported, match="too much to send to the guest") as e:
         vm_tree.plugin_shipment("guestplug_one:SeqFlag")
     assert "\n" not in str(e.value) and str(plugin_folder.resolve()) in str(e.value)
-    ext = types.ModuleType("guestplug_ext")
-    ext.__file__ = str(plugin_folder / "guestplug_ext.cpython-311-x86_64-linux-gnu.so")
-    monkeypatch.setitem(sys.modules, "guestplug_ext", ext)
-    with pytest.raises(Unsupported, match="guestplug_ext.*not Python source") as e:
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 4 << 20)
+    del sys.modules["guestplug_one"]
+    monkeypatch.setattr(REGISTRY, "loaded", {n: p for n, p in REGISTRY.loaded.items() if "guestplug" not in n})
+    (plugin_folder / "guestplug_bc_src.py").write_text("B = 1\n")
+    py_compile.compile(str(plugin_folder / "guestplug_bc_src.py"), cfile=str(plugin_folder / "guestplug_bc.pyc"))
+    (plugin_folder / "guestplug_bc_src.py").unlink()
+    _plugin_importing(plugin_folder, "import guestplug_bc")
+    load_plugin("guestplug_one:SeqFlag")
+    with pytest.raises(Unsupported, match="plug-in 'guestplug_one:SeqFlag' imports guestplug_bc from .*not Python "
+                                          "source") as e:
         vm_tree.plugin_shipment("guestplug_one:SeqFlag")
     assert "\n" not in str(e.value)
 
@@ -193,6 +292,10 @@ def test_a_package_of_sources_travels_and_one_with_other_files_is_refused_before
         assert sorted(m.name for m in tar.getmembers()) == ["guestplug_pkg/__init__.py",
                                                             "guestplug_pkg/sub/__init__.py",
                                                             "guestplug_pkg/sub/proto.py"]
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 50)  # one check, for the package and what it imports
+    with pytest.raises(Unsupported, match=r"\(.*guestplug_pkg\) and the modules it imports beside it .* too much"):
+        vm_tree.plugin_shipment("guestplug_pkg:SeqFlag")
+    monkeypatch.setattr(vm_tree, "PLUGIN_MAX_BYTES", 4 << 20)
     (pkg / "table.bin").write_bytes(b"\0")
     monkeypatch.setattr(vm, "run", lambda *a, **k: pytest.fail("a guest was booted"))
     scn = codec.load_dict({"protocol": "guestplug_pkg:SeqFlag"})
