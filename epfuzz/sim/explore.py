@@ -100,10 +100,14 @@ def explore(scn: Scenario, proto: Protocol, max_states: int = 500_000) -> Explor
                          f"{MAX_AR_PACKETS}): minimize the case first (epfuzz minimize CASE -o SMALL.json) and "
                          "explore the minimized case")
     states = 0
-    for combo in itertools.product(*[itertools.permutations(range(len(g))) for g in per_epoch]):
-        perms = [list(c) for c in combo]
-        if not all(_fences_kept([g[i] for i in perm]) for g, perm in zip(per_epoch, perms)):
-            continue  # nothing sent behind a completion arrives before what it needed (known_arrived)
+    # nothing sent behind a completion arrives before what it needed (known_arrived): an epoch's orders are
+    # filtered once, before the product (at most 5,040 each), in the order the product takes them, so the kept
+    # combinations are the same, in the same order; filtered inside the product, each dropped combination cost
+    # no state, and two epochs of fenced packets spent minutes in 5,040^2 checks before the budget counted one
+    kept = [[list(c) for c in itertools.permutations(range(len(g))) if _fences_kept([g[i] for i in c])]
+            for g in per_epoch]
+    for combo in itertools.product(*kept):
+        perms = list(combo)
 
         def arrival(ps: list[Packet], perms: list[list[int]] = perms) -> list[Packet]:
             out: list[Packet] = []

@@ -211,3 +211,40 @@ def test_too_many_packets_for_adaptive_routing_names_the_case_and_says_minimize_
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"epfuzz: {path}: ") and "too many to enumerate adaptive-routing orders (limit 7)" in err
     assert "minimize the case first (epfuzz minimize CASE -o SMALL.json)" in err and "\n" not in err, err
+
+
+#: counts explore's completion-order checks on the pure path (a compiled module calls its own functions
+#: directly, past a monkeypatch): two epochs of six packets behind a Flush, 4 of each epoch's 720 orders kept
+_FILTER_PROBE = """
+from epfuzz.encoding import codec
+from epfuzz.protocols import get_protocol
+from epfuzz.sim import explore as ex
+calls = [0]
+real = ex._fences_kept
+def counted(order):
+    calls[0] += 1
+    if calls[0] > 10_000:
+        raise SystemExit("the completion-order check ran per combination of the epochs' orders")
+    return real(order)
+ex._fences_kept = counted
+scn = codec.load_dict({"protocol": "flush_other_qp_fixed", "knobs": {"adaptive_routing": True},
+                       "payload": {"epochs": 2, "num_tokens": 3}})
+res = ex.explore(scn, get_protocol(scn.protocol))
+print(res.violation is None, res.states > 0, calls[0])
+"""
+
+
+def test_adaptive_routing_filters_each_epochs_orders_once_not_per_combination():
+    """Review of the repair proof's adaptive routing: explore dropped a combination of per-epoch packet orders
+    that broke a completion's order inside the product, at no state, so the state budget did not bound the
+    work (here 720^2 checks). Each epoch's orders are filtered once now; the same combinations are explored,
+    in the same order."""
+    import os
+    import subprocess
+    import sys
+
+    env = {**os.environ, "EPFUZZ_PURE": "1"}
+    res = subprocess.run([sys.executable, "-c", _FILTER_PROBE], capture_output=True, text=True, env=env,
+                         timeout=600)
+    assert res.returncode == 0, res.stderr[-2000:]
+    assert res.stdout.split() == ["True", "True", str(2 * 720)]
