@@ -84,17 +84,23 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
     return head + _TRAILER.pack(epoch, sc, token, crc32(head))
 
 
-def _token_image_wide(epoch: int, sc: int, token: int, n: int) -> bytes:
-    """`token_image` of n >= 1 chunks in one pass: the chunk prefix (epoch, sc, token, 0) repeated by bytes
-    multiplication plus the ramp of index words (no carry: each word is 0 in one of the two), then the
-    trailer's CRC in place of the last index word."""
+def index_ramp(n: int) -> np.ndarray:
+    """u32 words of n chunks that hold their index in the last word and 0 in the others (a view of `_RAMP`,
+    read-only by convention): what a chunk prefix (epoch, sc, token, 0) repeated n times is added to."""
     ramp = _RAMP[0]
     if len(ramp) < 4 * n:
         m = max(n, len(ramp) // 2)  # doubling: a run of growing tokens rebuilds it a few times, not per token
         ramp = np.zeros(4 * m, dtype="<u4")
         ramp[3::4] = np.arange(m, dtype="<u4")
         _RAMP[0] = ramp
-    words = np.frombuffer(_TRAILER.pack(epoch, sc, token, 0) * n, dtype="<u4") + ramp[:4 * n]
+    return ramp[:4 * n]
+
+
+def _token_image_wide(epoch: int, sc: int, token: int, n: int) -> bytes:
+    """`token_image` of n >= 1 chunks in one pass: the chunk prefix (epoch, sc, token, 0) repeated by bytes
+    multiplication plus the ramp of index words (no carry: each word is 0 in one of the two), then the
+    trailer's CRC in place of the last index word."""
+    words = np.frombuffer(_TRAILER.pack(epoch, sc, token, 0) * n, dtype="<u4") + index_ramp(n)
     words[4 * n - 1] = crc32(words[:4 * n - 4])
     return words.tobytes()
 

@@ -69,11 +69,20 @@ def test_expected_data_equals_the_vectorised_reference() -> None:
                      tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
         e, src = rng.randrange(0, 5), rng.randrange(0, 3)
         got = ep.expected_data(lay, e, src)
-        assert got.tobytes() == _vectorised_reference(lay, e, src).tobytes()
+        want = _vectorised_reference(lay, e, src).tobytes()
+        assert got.tobytes() == want
         assert not got.flags.writeable
+        # the all-at-once construction, which expected_data takes from SLOTS_AT_ONCE bytes of tokens, on all
+        at_once = ep._expected_slots(nc, spc, lay.token_bytes, lay.tokens_in_channel, e, src,
+                                     canary(e, nc * spc * lay.token_bytes).tobytes())
+        assert at_once.tobytes() == want
+        assert not at_once.flags.writeable
     for tokens in ((12, 0), (3, 7), (0, 0)):  # the deep zoo's 14,400-byte DeepEP slots
         lay = Layout(2, 12, 14400, 1, tokens)
         assert ep.expected_data(lay, 3, 1).tobytes() == _vectorised_reference(lay, 3, 1).tobytes()
+    big = Layout(3, 4, 4096, 1, (4, 1, 0))  # past SLOTS_AT_ONCE, with an unused channel and unused slots
+    assert sum(big.tokens_in_channel) * big.token_bytes >= ep.SLOTS_AT_ONCE
+    assert ep.expected_data(big, 2, 0).tobytes() == _vectorised_reference(big, 2, 0).tobytes()
 
 
 def test_classify_chunks_at_once_equals_one_by_one() -> None:
