@@ -14,7 +14,7 @@ from typing import Final
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.ir.payload import CHUNK, canary_bytes, crc32, index_ramp, token_image
+from epfuzz.ir.payload import CHUNK, canary_view, crc32, index_ramp, token_image
 from epfuzz.protocols.base import Layout
 
 #: regions the receiver zeroes before an epoch (behind the epoch barrier)
@@ -47,7 +47,7 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     size, tb = layout.sizes[ops.DATA], layout.token_bytes
     nc, spc = layout.num_channels, layout.slots_per_channel
     per = layout.tokens_in_channel
-    poison = canary_bytes(epoch, size)  # the same call as the epoch-start image's: a cache hit
+    poison = canary_view(epoch, size)  # a view of the same canary as the epoch-start image's
     if tb <= 0 or tb % CHUNK or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc]):
         return _expected_by_copies(layout, epoch, src, poison)
     if (sum(per[:nc]) * tb >= SLOTS_AT_ONCE and 0 <= epoch <= _U32 and src >= 0 and (src << 16) + nc <= _U32
@@ -65,7 +65,7 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
 
 
 def _expected_slots(nc: int, spc: int, tb: int, per: tuple[int, ...], epoch: int, src: int,
-                    poison: bytes) -> np.ndarray:
+                    poison: bytes | memoryview) -> np.ndarray:
     """`expected_data` of whole chunks whose words fit u32: every used slot at once, then one join.
 
     The used slots' chunk prefixes (epoch, src << 16 | channel, token, 0), 16 bytes packed per slot, are
@@ -104,7 +104,7 @@ def _expected_slots(nc: int, spc: int, tb: int, per: tuple[int, ...], epoch: int
     return np.frombuffer(b"".join(parts), np.uint8)  # over bytes: read-only
 
 
-def _expected_by_copies(layout: Layout, epoch: int, src: int, poison: bytes) -> np.ndarray:
+def _expected_by_copies(layout: Layout, epoch: int, src: int, poison: bytes | memoryview) -> np.ndarray:
     """`expected_data` of a layout that may not join to its region: poison, then each used slot's image
     copied in (a memoryview refuses an image whose size is not the slot's)."""
     tb, nc, spc = layout.token_bytes, layout.num_channels, layout.slots_per_channel
@@ -130,13 +130,14 @@ def start_writes(layout: Layout, epoch: int, poison: bool = True,
     return [(name, np.frombuffer(image, dtype=np.uint8)) for name, image in start_images(layout, epoch, poison, reset)]
 
 
-def start_images(layout: Layout, epoch: int, poison: bool = True, reset: bool = True) -> list[tuple[str, bytes]]:
+def start_images(layout: Layout, epoch: int, poison: bool = True,
+                 reset: bool = True) -> list[tuple[str, bytes | memoryview]]:
     """`start_writes` as bytes: what the sim's memory copies in (one pass over each region, not an array
     made and then copied out)."""
     sizes = layout.sizes
-    out: list[tuple[str, bytes]] = []
+    out: list[tuple[str, bytes | memoryview]] = []
     if poison or epoch == 0:
-        out.append((ops.DATA, canary_bytes(epoch, sizes[ops.DATA])))
+        out.append((ops.DATA, canary_view(epoch, sizes[ops.DATA])))
     if reset or epoch == 0:
         out += [(name, bytes(sizes[name])) for name in RESET_REGIONS]
     return out
@@ -145,5 +146,5 @@ def start_images(layout: Layout, epoch: int, poison: bool = True, reset: bool = 
 def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
     """Fresh buffers of every region (`Layout.sizes`) as epoch 0's start leaves them: `start_images(layout, 0)`
     written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
-    return {name: bytearray(canary_bytes(0, size)) if name == ops.DATA else bytearray(size)
+    return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
             for name, size in sizes.items()}

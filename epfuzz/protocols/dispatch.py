@@ -26,6 +26,8 @@ from epfuzz.protocols.memread import buf_u64, mem_u64, tail_words
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
 _DATA: Final = ops.DATA  # the region names too (`ops` is plain Python: a module attribute get per use)
 _SIGNAL: Final = ops.SIGNAL
+_CQ: Final = ops.CQ
+_RECV: Final = ops.RECV
 _WATCH_SIGNAL: Final = frozenset({ops.SIGNAL})
 _WATCH_CQ: Final = frozenset({ops.CQ})
 _MASK64: Final = (1 << 64) - 1
@@ -235,11 +237,11 @@ class DispatchReceiver(Receiver):
         ms = self.ms
         # the CQ's bytes looked up once for the channel's entries, not per entry (`mem_u32x4`'s read)
         bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-        cq = bufs[ops.CQ] if bufs is not None else None
+        cq = bufs[_CQ] if bufs is not None else None
         while self.next_cqe[c] < ms:
             k = self.next_cqe[c]
             off = (c * ms + k) * 16
-            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(ops.CQ, off)
+            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(_CQ, off)
             valid: int = entry[0]
             lo: int = entry[1]
             if valid != epoch + 1:
@@ -247,7 +249,7 @@ class DispatchReceiver(Receiver):
             if self.kind == "write_imm":
                 seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = mem_u64(mem, ops.RECV, (c * ms + k) * 16)
+                msg = mem_u64(mem, _RECV, (c * ms + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:
@@ -282,7 +284,7 @@ class DispatchReceiver(Receiver):
                 for finish, tail in self._observe(mem, c, epoch):
                     if finish == -1:
                         base = (c * self.ms + tail) * 16
-                        out.append(consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+                        out.append(consume(_RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                         continue
                     self._accept(out, c, n, finish, tail)
         finally:  # the view's bytes may be replaced before the next poll: an `_observe` outside one reads anew
