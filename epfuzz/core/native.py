@@ -53,7 +53,7 @@ COMPILED: tuple[str, ...] = (
     # what their receivers make their accepts with, without `Consume`'s plain-Python __init__ (consmake)
     "epfuzz.protocols.consmake", "epfuzz.protocols.dispatchops",
     "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
-    "epfuzz.protocols.shared_counter",
+    "epfuzz.protocols.shared_counter", "epfuzz.protocols.memread",
     # what those senders make their ops with, without the op classes' plain-Python __init__ (`epfuzz.ir.opmake`)
     "epfuzz.ir.opmake",
     # the scenario decoder's loop over a plan as data (issue 31.3: `epfuzz.encoding.plancore` says why a loop)

@@ -7,17 +7,25 @@ the two backends meaning the same thing by "epoch start".
 
 from __future__ import annotations
 
+import struct
 from functools import lru_cache
 from typing import Final
 
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.ir.payload import CHUNK, canary_bytes, token_image
+from epfuzz.ir.payload import CHUNK, canary_view, crc32, index_ramp, token_image
 from epfuzz.protocols.base import Layout
 
 #: regions the receiver zeroes before an epoch (behind the epoch barrier)
 RESET_REGIONS: Final = (ops.SIGNAL, ops.CQ, ops.RECV)
+_U32: Final = 0xFFFFFFFF
+_PREFIX: Final = struct.Struct("<4I")  # a chunk's words: epoch, src << 16 | channel, token, index
+_CRC_WORD: Final = struct.Struct("<I")
+_WORD: Final = np.dtype("<u4")
+#: bytes of used slots from which `expected_data` makes them all at once (`_expected_slots`)
+SLOTS_AT_ONCE: Final = 4096
+_CHUNK16: Final = np.dtype("V16")  # a chunk as one item: copied 16 bytes a store
 
 
 @lru_cache(maxsize=256)
@@ -28,17 +36,23 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     region written once. Poison copied into a bytearray, then each token copied over it through a slice,
     wrote the used slots twice and cost a slice object and an assignment per token (issue 31). The images
     come from that function's cache: a guided search's fresh configurations keep making layouts this cache
-    has not seen (one per epoch), but of slots whose (epoch, channel, token, size) it has. A layout this
-    cannot join to the region's size (a token size not a positive multiple of 16 bytes, or more tokens in a
-    channel than it has slots) is copied token by token as before, which raises where the sizes disagree.
-    tests/oracle/test_payload.py holds it to the vectorised construction on random layouts.
+    has not seen (one per epoch), but of slots whose (epoch, channel, token, size) it has. From
+    `SLOTS_AT_ONCE` bytes of tokens the used slots are made all at once (`_expected_slots`): a token's join
+    costs ~50 instructions a 16-byte chunk, that construction's few numpy calls a fixed ~10 us, which
+    only a larger region repays. A layout this cannot join to the region's size (a token size not a positive
+    multiple of 16 bytes, or more tokens in a channel than it has slots) is copied token by token as
+    before, which raises where the sizes disagree; one whose words do not fit u32 is made of `token_image`s
+    (numpy's error). tests/oracle/test_payload.py holds it to the vectorised construction on random layouts.
     """
     size, tb = layout.sizes[ops.DATA], layout.token_bytes
     nc, spc = layout.num_channels, layout.slots_per_channel
     per = layout.tokens_in_channel
-    poison = canary_bytes(epoch, size)  # the same call as the epoch-start image's: a cache hit
+    poison = canary_view(epoch, size)  # a view of the same canary as the epoch-start image's
     if tb <= 0 or tb % CHUNK or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc]):
         return _expected_by_copies(layout, epoch, src, poison)
+    if (sum(per[:nc]) * tb >= SLOTS_AT_ONCE and 0 <= epoch <= _U32 and src >= 0 and (src << 16) + nc <= _U32
+            and nc * spc <= _U32):
+        return _expected_slots(nc, spc, tb, per, epoch, src, poison)
     rest = memoryview(poison)  # the poison is 16-periodic and every slot 16-aligned: any slice of it will do
     parts: list[bytes | memoryview] = []
     for c in range(nc):
@@ -47,11 +61,50 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
             parts.append(token_image(epoch, src, c, s * nc + c, tb))
         if k < spc:
             parts.append(rest[:(spc - k) * tb])
-    out = np.frombuffer(b"".join(parts), dtype=np.uint8)  # over bytes: read-only
-    return out
+    return np.frombuffer(b"".join(parts), dtype=np.uint8)  # over bytes: read-only
 
 
-def _expected_by_copies(layout: Layout, epoch: int, src: int, poison: bytes) -> np.ndarray:
+def _expected_slots(nc: int, spc: int, tb: int, per: tuple[int, ...], epoch: int, src: int,
+                    poison: bytes | memoryview) -> np.ndarray:
+    """`expected_data` of whole chunks whose words fit u32: every used slot at once, then one join.
+
+    The used slots' chunk prefixes (epoch, src << 16 | channel, token, 0), 16 bytes packed per slot, are
+    repeated across each slot by one numpy copy from a zero-stride view (16 bytes a store, no call per
+    chunk), the index ramp added to all of them in one pass (`index_ramp`: no carry, the prefix's last word
+    is 0), each slot's trailer given the CRC-32 of the rest of it in place of its index, and the region
+    joined from those slots and the poison. What `token_image` makes of each used slot, to the byte
+    (tests/oracle/test_payload.py)."""
+    n = tb // CHUNK
+    pack = _PREFIX.pack
+    prefixes: list[bytes] = []
+    for c in range(nc):
+        sc = (src << 16) | c
+        for s in range(per[c]):
+            prefixes.append(pack(epoch, sc, s * nc + c, 0))
+    if not prefixes:  # a view with a zero in its shape casts to no bytes
+        return np.frombuffer(poison, np.uint8)
+    rest = memoryview(poison)  # the poison is 16-periodic and every slot 16-aligned: any slice of it will do
+    words = np.ndarray((len(prefixes), n), _CHUNK16, b"".join(prefixes), 0, (CHUNK, 0)).copy().view(_WORD)
+    words += index_ramp(n)
+    view = words.data.cast("B")
+    body = tb - CHUNK
+    put = _CRC_WORD.pack_into
+    parts: list[memoryview] = []
+    off = 0
+    for c in range(nc):
+        k = per[c]
+        first = off
+        for _ in range(k):
+            put(view, off + tb - 4, crc32(view[off:off + body]))
+            off += tb
+        if k:
+            parts.append(view[first:off])
+        if k < spc:
+            parts.append(rest[:(spc - k) * tb])
+    return np.frombuffer(b"".join(parts), np.uint8)  # over bytes: read-only
+
+
+def _expected_by_copies(layout: Layout, epoch: int, src: int, poison: bytes | memoryview) -> np.ndarray:
     """`expected_data` of a layout that may not join to its region: poison, then each used slot's image
     copied in (a memoryview refuses an image whose size is not the slot's)."""
     tb, nc, spc = layout.token_bytes, layout.num_channels, layout.slots_per_channel
@@ -77,13 +130,14 @@ def start_writes(layout: Layout, epoch: int, poison: bool = True,
     return [(name, np.frombuffer(image, dtype=np.uint8)) for name, image in start_images(layout, epoch, poison, reset)]
 
 
-def start_images(layout: Layout, epoch: int, poison: bool = True, reset: bool = True) -> list[tuple[str, bytes]]:
+def start_images(layout: Layout, epoch: int, poison: bool = True,
+                 reset: bool = True) -> list[tuple[str, bytes | memoryview]]:
     """`start_writes` as bytes: what the sim's memory copies in (one pass over each region, not an array
     made and then copied out)."""
     sizes = layout.sizes
-    out: list[tuple[str, bytes]] = []
+    out: list[tuple[str, bytes | memoryview]] = []
     if poison or epoch == 0:
-        out.append((ops.DATA, canary_bytes(epoch, sizes[ops.DATA])))
+        out.append((ops.DATA, canary_view(epoch, sizes[ops.DATA])))
     if reset or epoch == 0:
         out += [(name, bytes(sizes[name])) for name in RESET_REGIONS]
     return out
@@ -92,5 +146,5 @@ def start_images(layout: Layout, epoch: int, poison: bool = True, reset: bool = 
 def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
     """Fresh buffers of every region (`Layout.sizes`) as epoch 0's start leaves them: `start_images(layout, 0)`
     written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
-    return {name: bytearray(canary_bytes(0, size)) if name == ops.DATA else bytearray(size)
+    return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
             for name, size in sizes.items()}

@@ -77,7 +77,7 @@ class Consume:
 class MemoryView(TypingProtocol):
     """What a receiver reads memory through. The emulator's (`epfuzz.sim.memory.Memory`) also exposes
     `bufs` (region -> bytearray), which the built-in receivers read directly
-    (`epfuzz.protocols.dispatch.mem_u64`); a view without it is read through these methods."""
+    (`epfuzz.protocols.memread.mem_u64`); a view without it is read through these methods."""
 
     def u64(self, region: str, offset: int) -> int: ...
     def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]: ...

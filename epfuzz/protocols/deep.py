@@ -28,16 +28,8 @@ from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView
 from epfuzz.protocols.consmake import consume
-from epfuzz.protocols.dispatch import (
-    FINISH,
-    DispatchProtocol,
-    DispatchReceiver,
-    data_wrs,
-    mem_read,
-    mem_u32x4,
-    mem_u64,
-    pack2,
-)
+from epfuzz.protocols.dispatch import FINISH, DispatchProtocol, DispatchReceiver, data_wrs, pack2
+from epfuzz.protocols.memread import mem_read, mem_u32x4, mem_u64
 
 #: DeepEP V2 BF16 dispatch slot: 7168 bf16 hidden values, no scales, topk idx + weights
 DEEPEP_SLOT = {"payload.hidden_bytes": 14336, "payload.scale_bytes": 0, "payload.meta_bytes": 64}

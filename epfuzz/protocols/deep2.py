@@ -39,7 +39,8 @@ from epfuzz.ir.payload import CHUNK
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView
 from epfuzz.protocols.deep import _GDR_TARGETS, _RO_RMW, GuardedDispatch, GuardedReceiver
-from epfuzz.protocols.dispatch import FINISH, data_wrs, mem_u32x4, mem_u64, pack2, unpack2
+from epfuzz.protocols.dispatch import FINISH, data_wrs, pack2, unpack2
+from epfuzz.protocols.memread import mem_u32x4, mem_u64
 
 #: where a receiver looks for this call's stamp in a slot, as a chunk index of the slot
 CHECKS = ("head", "middle", "both", "trailer", "none", "stride", "packets")

@@ -20,50 +20,18 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
+from epfuzz.protocols.memread import buf_u64, mem_u64, tail_words
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
-_U64: Final = struct.Struct("<Q")
 _DATA: Final = ops.DATA  # the region names too (`ops` is plain Python: a module attribute get per use)
 _SIGNAL: Final = ops.SIGNAL
+_CQ: Final = ops.CQ
+_RECV: Final = ops.RECV
 _WATCH_SIGNAL: Final = frozenset({ops.SIGNAL})
 _WATCH_CQ: Final = frozenset({ops.CQ})
+_MASK64: Final = (1 << 64) - 1
 
-
-# What the compiled receivers read memory through: a view with `bufs` (region -> bytearray, as `Memory`) is read
-# directly, any other (a backend's, a test's) through its methods; the same bytes and expressions as `Memory`'s
-# methods, whose call from compiled code cost a lookup, argument parsing and boxing per word (issue 31).
-def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
-    """`mem.u64(region, offset)`."""
-    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-    if bufs is None:
-        return mem.u64(region, offset)
-    return buf_u64(bufs[region], offset)
-
-
-def buf_u64(buf: bytearray, offset: int) -> int:
-    """The little-endian u64 at `offset` of a region's bytes, as `Memory.u64` reads it."""
-    if 0 <= offset <= len(buf) - 8:  # no slice object; the same int as the slice's int.from_bytes
-        u: int = _U64.unpack_from(buf, offset)[0]
-        return u
-    return int.from_bytes(buf[offset:offset + 8], "little")
-
-
-def mem_u32x4(mem: MemoryView, region: str, offset: int) -> tuple[int, int, int, int]:
-    """`mem.u32x4(region, offset)`."""
-    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-    if bufs is None:
-        return mem.u32x4(region, offset)
-    a, b, c, d = _U32X4.unpack_from(bufs[region], offset)
-    return a, b, c, d
-
-
-def mem_read(mem: MemoryView, region: str, offset: int, length: int) -> bytes:
-    """`mem.read(region, offset, length)`."""
-    bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-    if bufs is None:
-        return mem.read(region, offset, length)
-    return bytes(bufs[region][offset:offset + length])
 
 #: the strict same-QP fetch-and-add signal (DeepEP's pack2): the baseline most bug-zoo protocols pin
 STRICT_SAME_QP = {"knobs.mr_relaxed": False, "signal.other_qp": False, "signal.kind": "faa",
@@ -269,11 +237,11 @@ class DispatchReceiver(Receiver):
         ms = self.ms
         # the CQ's bytes looked up once for the channel's entries, not per entry (`mem_u32x4`'s read)
         bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
-        cq = bufs[ops.CQ] if bufs is not None else None
+        cq = bufs[_CQ] if bufs is not None else None
         while self.next_cqe[c] < ms:
             k = self.next_cqe[c]
             off = (c * ms + k) * 16
-            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(ops.CQ, off)
+            entry = _U32X4.unpack_from(cq, off) if cq is not None else mem.u32x4(_CQ, off)
             valid: int = entry[0]
             lo: int = entry[1]
             if valid != epoch + 1:
@@ -281,7 +249,7 @@ class DispatchReceiver(Receiver):
             if self.kind == "write_imm":
                 seen.append((lo & 1, (lo >> 1) & 0x7FFFFF))
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = mem_u64(mem, ops.RECV, (c * ms + k) * 16)
+                msg = mem_u64(mem, _RECV, (c * ms + k) * 16)
                 if msg >> 48 != epoch + 1:
                     seen.append((-1, k))  # a stale message: report as a bad accept
                 else:
@@ -302,6 +270,11 @@ class DispatchReceiver(Receiver):
         finished = self.finished
         if self.word:  # the signal bytes, for `_observe` (a subclass's too: it may call this one)
             bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+            if bufs is not None and type(self) is DispatchReceiver:
+                words = bufs[_SIGNAL]
+                if len(words) == 8 * self.nch:
+                    self._poll_words(out, words)
+                    return out
             self._view, self._words = mem, None if bufs is None else bufs[_SIGNAL]
         try:
             for c in range(self.nch):
@@ -311,12 +284,34 @@ class DispatchReceiver(Receiver):
                 for finish, tail in self._observe(mem, c, epoch):
                     if finish == -1:
                         base = (c * self.ms + tail) * 16
-                        out.append(consume(ops.RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
+                        out.append(consume(_RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
                         continue
                     self._accept(out, c, n, finish, tail)
         finally:  # the view's bytes may be replaced before the next poll: an `_observe` outside one reads anew
             self._view = self._words = None
         return out
+
+    def _poll_words(self, out: list[Consume], words: bytearray) -> None:
+        """`poll` of this very class over tail words in signal memory (`words`, one u64 per channel): every word
+        read by one struct call and `_word` written out, not an `_observe` per channel, each a list, a tuple
+        and a struct call (~2k instructions a channel, issue 31). A subclass may override `_observe` or
+        `_word`: it polls through them (`poll`)."""
+        vals: tuple[int, ...] = tail_words(self.nch).unpack_from(words, 0)
+        counts = self.counts
+        finished = self.finished
+        pack, base = self.pack, self.epoch_base
+        for c in range(self.nch):
+            if finished[c]:
+                continue
+            n = counts[c]
+            word = vals[c]
+            if base:  # `_word`
+                word -= self.epoch * (pack2(FINISH, n) if pack else n)
+            if pack:
+                word &= _MASK64
+                self._accept(out, c, n, word & 0xFFFFFFFF, word >> 32)
+            else:
+                self._accept(out, c, n, int(word >= n), word)
 
     def _accept(self, out: list[Consume], c: int, n: int, finish: int, tail: int) -> None:
         """Consume the slots channel c's observation (finish, tail) announces beyond those it consumed."""

@@ -17,7 +17,8 @@ from epfuzz.ir.payload import CHUNK, token_checksum_ok
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Receiver
 from epfuzz.protocols.consmake import consume
-from epfuzz.protocols.dispatch import DispatchProtocol, mem_read, mem_u32x4
+from epfuzz.protocols.dispatch import DispatchProtocol
+from epfuzz.protocols.memread import mem_read, mem_u32x4
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

@@ -14,7 +14,8 @@ from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
-from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver, mem_u64
+from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
+from epfuzz.protocols.memread import mem_u64
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)

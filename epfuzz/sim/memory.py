@@ -18,6 +18,7 @@ from epfuzz.sim.packets import A_ADD, A_COPY, A_CQE, A_FETCH, A_READ, A_STALE, A
 MASK64: Final = (1 << 64) - 1
 _U32X4: Final = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
 _U64: Final = struct.Struct("<Q")
+_DATA: Final = ops.DATA  # `ops` is plain Python: `ops.DATA` from compiled code is a module attribute get
 
 __all__ = ["Memory", "Starts", "expected_data"]
 
@@ -47,7 +48,7 @@ class Starts:
     def __init__(self, sizes: dict[str, int] | None = None) -> None:
         #: `Layout.sizes`, made once (the property builds a dict per call), or given by the form's build
         self.sizes = sizes
-        self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes]]] = {}
+        self.writes: dict[tuple[int, bool, bool], list[tuple[str, bytes | memoryview]]] = {}
         self.images: dict[int, np.ndarray] = {}
         self._first: list[tuple[str, bytearray]] | None = None
         self._used = False
@@ -71,7 +72,7 @@ class Starts:
             sizes = self.sizes = layout.sizes
         return sizes
 
-    def start(self, layout: Layout, epoch: int, poison: bool, reset: bool) -> list[tuple[str, bytes]]:
+    def start(self, layout: Layout, epoch: int, poison: bool, reset: bool) -> list[tuple[str, bytes | memoryview]]:
         key = (epoch, poison, reset)
         w = self.writes.get(key)
         if w is None:
@@ -186,7 +187,7 @@ class Memory:
         test through both buffers (twice the instructions at a slot's size). The caller keeps the range in the
         region (where it is not, a too short region's `startswith` is False where the slices' test compared
         what was there)."""
-        return self.bufs[ops.DATA].startswith(self._src[offset:offset + length], offset)
+        return self.bufs[_DATA].startswith(self._src[offset:offset + length], offset)
 
     def u64(self, region: str, offset: int) -> int:
         return int.from_bytes(self.bufs[region][offset:offset + 8], "little")

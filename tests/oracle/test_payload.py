@@ -69,11 +69,20 @@ def test_expected_data_equals_the_vectorised_reference() -> None:
                      tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
         e, src = rng.randrange(0, 5), rng.randrange(0, 3)
         got = ep.expected_data(lay, e, src)
-        assert got.tobytes() == _vectorised_reference(lay, e, src).tobytes()
+        want = _vectorised_reference(lay, e, src).tobytes()
+        assert got.tobytes() == want
         assert not got.flags.writeable
+        # the all-at-once construction, which expected_data takes from SLOTS_AT_ONCE bytes of tokens, on all
+        at_once = ep._expected_slots(nc, spc, lay.token_bytes, lay.tokens_in_channel, e, src,
+                                     canary(e, nc * spc * lay.token_bytes).tobytes())
+        assert at_once.tobytes() == want
+        assert not at_once.flags.writeable
     for tokens in ((12, 0), (3, 7), (0, 0)):  # the deep zoo's 14,400-byte DeepEP slots
         lay = Layout(2, 12, 14400, 1, tokens)
         assert ep.expected_data(lay, 3, 1).tobytes() == _vectorised_reference(lay, 3, 1).tobytes()
+    big = Layout(3, 4, 4096, 1, (4, 1, 0))  # past SLOTS_AT_ONCE, with an unused channel and unused slots
+    assert sum(big.tokens_in_channel) * big.token_bytes >= ep.SLOTS_AT_ONCE
+    assert ep.expected_data(big, 2, 0).tobytes() == _vectorised_reference(big, 2, 0).tobytes()
 
 
 def test_classify_chunks_at_once_equals_one_by_one() -> None:
@@ -165,6 +174,7 @@ def test_expected_data_of_layouts_that_do_not_join() -> None:
     the next channel's slots, and an error past the region; a well-formed layout joins to the same bytes."""
     import pytest
 
+    from epfuzz.ir.payload import canary_bytes
     from epfuzz.model import epoch as ep
     from epfuzz.protocols.base import Layout
 
@@ -172,12 +182,12 @@ def test_expected_data_of_layouts_that_do_not_join() -> None:
         ep.expected_data(Layout(2, 2, 24, 1, (1, 0)), 1)
     over = Layout(2, 2, 32, 1, (3, 0))  # channel 0 says 3 tokens in 2 slots: the third lands in channel 1's
     got = ep.expected_data(over, 2)
-    assert got.tobytes() == ep._expected_by_copies(over, 2, 0, ep.canary_bytes(2, 128)).tobytes()
+    assert got.tobytes() == ep._expected_by_copies(over, 2, 0, canary_bytes(2, 128)).tobytes()
     assert got.tobytes()[64:96] == token_image(2, 0, 0, 4, 32) and not got.flags.writeable
     with pytest.raises(ValueError):
         ep.expected_data(Layout(2, 2, 32, 1, (0, 3)), 2)
     fine = Layout(3, 4, 48, 1, (4, 0, 2))
-    assert ep.expected_data(fine, 5).tobytes() == ep._expected_by_copies(fine, 5, 0, ep.canary_bytes(5, 576)).tobytes()
+    assert ep.expected_data(fine, 5).tobytes() == ep._expected_by_copies(fine, 5, 0, canary_bytes(5, 576)).tobytes()
 
 
 def test_trailer_crc_is_zlibs_crc32_whichever_library_computes_it() -> None:
@@ -203,3 +213,17 @@ def test_trailer_crc_is_zlibs_crc32_whichever_library_computes_it() -> None:
         from isal import isal_zlib
 
         assert payload.crc32 is isal_zlib.crc32
+
+
+def test_canary_view_is_canary_bytes() -> None:
+    """`canary_view` (a prefix of one growing canary per epoch) holds `canary_bytes`' bytes at every size, in any
+    order of sizes and epochs, past its epoch bound and for epochs that share their low 16 bits."""
+    import random
+
+    from epfuzz.ir.payload import canary_bytes, canary_view
+
+    rng = random.Random(5)
+    for _ in range(400):
+        epoch = rng.choice([rng.randrange(0, 40), 0x10000 + rng.randrange(0, 3)])
+        nbytes = rng.choice([0, 15, 16, 17, rng.randrange(0, 5000), rng.randrange(0, 200_000)])
+        assert bytes(canary_view(epoch, nbytes)) == canary_bytes(epoch, nbytes), (epoch, nbytes)

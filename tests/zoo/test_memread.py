@@ -1,4 +1,4 @@
-"""The compiled receivers' memory reads (`epfuzz.protocols.dispatch.mem_u64` and friends) read a view's
+"""The compiled receivers' memory reads (`epfuzz.protocols.memread.mem_u64` and friends) read a view's
 `bufs` directly where it has them (`epfuzz.sim.memory.Memory`): the same values as the view's methods at
 every offset, in range or not, and a view without `bufs` is read through its methods."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from epfuzz.protocols.dispatch import mem_read, mem_u32x4, mem_u64
+from epfuzz.protocols.memread import mem_read, mem_u32x4, mem_u64
 
 
 class Bufs:
