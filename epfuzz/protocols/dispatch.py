@@ -67,7 +67,7 @@ class DispatchProtocol(Protocol):
     _memo_scn: object = None
     _memo_lay: object = None
     _memo_epoch: int = -1
-    _memo: list[list[ops.Op]] = []
+    _memo: tuple[tuple[ops.Op, ...], ...] = ()  # a constant default: mypyc warned of a list's
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
@@ -175,7 +175,7 @@ class DispatchProtocol(Protocol):
             programs.append(prog)
         if own and kind != "send" and epoch + 1 < scn.payload.epochs:
             self._memo_scn, self._memo_lay, self._memo_epoch = scn, lay, epoch
-            self._memo = [list(p) for p in programs]
+            self._memo = tuple(tuple(p) for p in programs)
         return programs
 
     def _signal(self, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int, epoch: int) -> ops.Op:
