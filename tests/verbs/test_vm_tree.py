@@ -92,16 +92,12 @@ def test_a_single_file_plugin_travels_and_loads_in_its_folder_as_on_the_host(plu
     assert set(files) == {vm_tree.PLUGIN_TAR}
     with tarfile.open(fileobj=io.BytesIO(files[vm_tree.PLUGIN_TAR])) as tar:
         assert [(m.name, m.uid) for m in tar.getmembers()] == [("guestplug_one.py", 0)]
-    share = tmp_path / "cmd"
-    share.mkdir()
-    (share / vm_tree.PLUGIN_TAR).write_bytes(files[vm_tree.PLUGIN_TAR])
-    guest = tmp_path / "guest-plugin"
-    shell = enter.replace(vm_tree.GUEST_PLUGIN, str(guest)).replace("/mnt/cmd", str(share))
-    load = (f"{sys.executable} -P -c 'from epfuzz.protocols import load_plugin, REGISTRY; "
-            "p = load_plugin(\"guestplug_one:SeqFlag\"); import sys; print(sys.modules[\"guestplug_one\"].__file__); "
-            "print(any(\"guest-plugin\" in x for x in sys.path))'")
-    out = subprocess.run(["sh", "-c", shell + load], capture_output=True, text=True, cwd=ROOT, check=True)
-    assert out.stdout.split() == [str(guest / "guestplug_one.py"), "False"], out.stderr
+    out, guest = _as_guest(files, enter, tmp_path,
+                           "from epfuzz.protocols import load_plugin, REGISTRY; "
+                           "p = load_plugin(\"guestplug_one:SeqFlag\"); import sys; "
+                           "print(sys.modules[\"guestplug_one\"].__file__); "
+                           "print(any(\"guest-plugin\" in x for x in sys.path))")
+    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_one.py"), "False"], out.stderr
 
 
 def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_folder, tmp_path):
@@ -129,18 +125,26 @@ def test_the_modules_a_plugin_imports_from_its_folder_travel_with_it(plugin_fold
         assert sorted(m.name for m in tar.getmembers()) == [
             "guestplug_help.py", "guestplug_hpkg/__init__.py", "guestplug_hpkg/later.py",
             "guestplug_hpkg/sub/__init__.py", "guestplug_hpkg/sub/epoch.py", "guestplug_one.py"]
+    out, guest = _as_guest(files, enter, tmp_path,
+                           "from epfuzz.protocols import load_plugin; "
+                           "load_plugin(\"guestplug_one:SeqFlag\"); import sys, importlib; "
+                           "print(sys.modules[\"guestplug_help\"].__file__); "
+                           "print(importlib.import_module(\"guestplug_hpkg.later\").__file__)")
+    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_help.py"),
+                                                           str(guest / "guestplug_hpkg" / "later.py")], out.stderr
+
+
+def _as_guest(files, enter, tmp_path, code):
+    """Unpack a plug-in shipment as the guest's command share would and run `code` as the guest runs its
+    commands (`python3 -P` in the unpacked folder): (the finished process, the unpacked folder)."""
     share = tmp_path / "cmd"
     share.mkdir()
     (share / vm_tree.PLUGIN_TAR).write_bytes(files[vm_tree.PLUGIN_TAR])
     guest = tmp_path / "guest-plugin"
     shell = enter.replace(vm_tree.GUEST_PLUGIN, str(guest)).replace("/mnt/cmd", str(share))
-    load = (f"{sys.executable} -P -c 'from epfuzz.protocols import load_plugin; "
-            "load_plugin(\"guestplug_one:SeqFlag\"); import sys, importlib; "
-            "print(sys.modules[\"guestplug_help\"].__file__); "
-            "print(importlib.import_module(\"guestplug_hpkg.later\").__file__)'")
-    out = subprocess.run(["sh", "-c", shell + load], capture_output=True, text=True, cwd=ROOT)
-    assert out.returncode == 0 and out.stdout.split() == [str(guest / "guestplug_help.py"),
-                                                           str(guest / "guestplug_hpkg" / "later.py")], out.stderr
+    out = subprocess.run(["sh", "-c", shell + f"{sys.executable} -P -c '{code}'"], capture_output=True, text=True,
+                         cwd=ROOT)
+    return out, guest
 
 
 def _members(spec):
