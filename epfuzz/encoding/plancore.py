@@ -105,8 +105,9 @@ class Program:
         return self.run(Cursor(data), {})
 
     def run(self, cur: Cursor, values: dict[str, Any]) -> Any:
-        """The instance decoded from `cur` on; `values` records what each field decoded to, up to where the
-        input ends (where there is a `tail`)."""
+        """The instance decoded from `cur` on; `values` records what the fields a bound reads decoded to (the
+        steps marked `keep`: every field where some bound's reads are unknown), up to where the input ends
+        (where there is a `tail`)."""
         tail = self.tail is not None
         if tail and cur.pos >= cur.end:
             return self.tail

@@ -85,13 +85,14 @@ def token_image(epoch: int, src: int, channel: int, token: int, token_bytes: int
 
 
 def index_ramp(n: int) -> np.ndarray:
-    """u32 words of n chunks that hold their index in the last word and 0 in the others (a view of `_RAMP`,
-    read-only by convention): what a chunk prefix (epoch, sc, token, 0) repeated n times is added to."""
+    """u32 words of n chunks that hold their index in the last word and 0 in the others (a read-only view of
+    `_RAMP`): what a chunk prefix (epoch, sc, token, 0) repeated n times is added to."""
     ramp = _RAMP[0]
     if len(ramp) < 4 * n:
         m = max(n, len(ramp) // 2)  # doubling: a run of growing tokens rebuilds it a few times, not per token
         ramp = np.zeros(4 * m, dtype="<u4")
         ramp[3::4] = np.arange(m, dtype="<u4")
+        ramp.flags.writeable = False  # shared by every token image made after it: no caller may write it
         _RAMP[0] = ramp
     return ramp[:4 * n]
 
@@ -126,9 +127,10 @@ def canary(epoch: int, nbytes: int) -> np.ndarray:
 
     One 16-byte chunk repeated by bytes multiplication (a single C loop) and viewed, not filled column by
     column: four numpy assignments cost more than the rest of it at the sizes a scenario has, and a fresh
-    scenario makes two of these (issue 31). Not cached across runs: a cache's miss path would make
-    atheris coverage depend on what ran before (`make prune` compares coverage of differently ordered
-    corpora).
+    scenario makes two of these (issue 31). Its bytes come from `canary_bytes`' cache. This module's caches
+    (and `expected_data`'s) have lines that run only on a miss: accepted because no harness line-instruments
+    epfuzz (`epfuzz.continuous.harness`: libFuzzer's coverage is the search's semantic features, the same
+    whatever ran before); line coverage of the pure path (`--feedback lines`) does see them.
     """
     return np.frombuffer(canary_bytes(epoch, nbytes), dtype=np.uint8)  # over bytes: read-only
 

@@ -20,7 +20,10 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
-from epfuzz.protocols.memread import buf_u64, mem_u64, tail_words
+from epfuzz.protocols.memread import buf_u64, mem_read, mem_u32x4, mem_u64, tail_words  # noqa: F401
+
+# mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
+# and plug-ins import them from here
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
@@ -63,7 +66,9 @@ class DispatchProtocol(Protocol):
 
     #: the last sender call's scenario, layout, epoch and programs (copies) where a later epoch of that scenario
     #: will ask (an exact DispatchProtocol, no SEND signal): the build asks per epoch for ops equal to the first
-    #: epoch's, which a multi-epoch scenario made anew each time (a third of the sender's calls, issue 31)
+    #: epoch's, which a multi-epoch scenario made anew each time (a third of the sender's calls, issue 31).
+    #: It holds because the options are set once, in `__init__`, and ops are frozen values that nothing keys by
+    #: identity (the same op objects now serve every epoch of a scenario)
     _memo_scn: object = None
     _memo_lay: object = None
     _memo_epoch: int = -1

@@ -104,3 +104,12 @@ def test_a_subclassed_sender_runs_its_own_receiver_through_the_emulator() -> Non
     run = simulate(scn, proto)
     assert run.violation is None and polled and polled[-1].checked == [0, 1] and polled[-1].done()
     assert any(isinstance(op, ops.Flush) for op in proto.sender(scn, proto.layout(scn), 0)[0])
+
+
+def test_the_memory_readers_still_import_from_dispatch():
+    """Plug-ins read memory with `epfuzz.protocols.dispatch.mem_u64` and its siblings (base.MemoryView's
+    docstring named that path until issue 31 moved them to `memread`): the old path still serves all four."""
+    from epfuzz.protocols import dispatch, memread
+
+    for name in ("mem_u64", "buf_u64", "mem_u32x4", "mem_read"):
+        assert getattr(dispatch, name) is getattr(memread, name), name
