@@ -109,12 +109,12 @@ def _bundled_replay_line_runs(fuzzer: Path, tmp: Path) -> None:
 
 def test_bundle_names_what_the_compiled_modules_import():
     """PyInstaller cannot read imports out of a mypyc extension: the bundle's arguments name them (stdlib ones
-    such as heapq, and the submodule of `from isal import isal_zlib` where isal is installed), never a name
+    such as bisect, and the submodule of `from isal import isal_zlib` where isal is installed), never a name
     that is no module (`from typing import Any`) nor an epfuzz module (collected whole)."""
     args = bundle_args()
     assert args[:4] == ["--collect-submodules", "epfuzz", "--collect-binaries", "epfuzz"]
     hidden = {args[i + 1] for i, a in enumerate(args) if a == "--hidden-import"}
-    assert {"heapq", "bisect", "zlib", "numpy"} <= hidden
+    assert {"bisect", "zlib", "numpy"} <= hidden
     assert "typing.Any" not in hidden and "typing" in hidden
     assert not any(m.startswith(("epfuzz", "__future__")) for m in hidden)
     assert ("isal.isal_zlib" in hidden) == (importlib.util.find_spec("isal") is not None)
