@@ -71,17 +71,11 @@ def port_and_wire(queues: list[list[Packet]], port_rate_div: int, lat: list[int]
         if queues[q]:
             used += 1
             oq = q
-    if used <= 1:  # one QP: port order and arrival order are its PSN order
-        only = queues[oq] if nq else []
-        free = 0
-        la = lat[oq] if nq else 0
-        for p in only:
-            dep = p.ready if p.ready > free else free
-            free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div \
-                // LINK_BYTES_PER_NS
-            p.depart, p.arrive = dep, dep + la
-        return list(only)
+    if used == 0:
+        return []
     sent = _depart(queues, port_rate_div, lat)
+    if used == 1:  # one QP: port order and arrival order are its PSN order
+        return sent
     la = lat[oq]
     for q in range(nq):
         if queues[q] and lat[q] != la:
