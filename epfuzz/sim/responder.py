@@ -70,6 +70,11 @@ RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 _MODELS: Final[dict[str, str]] = {name: model_of(name) for name in PRESETS}
 
 
+#: whether the responder's TLPs carry RO (`device.tlp_ro` of the MR's `device.mr_relaxed`, no strong fence), by
+#: 4 if the MR asks for RO + 2 if the preset's model is RO-only + 1 if the NIC sets RO (two interpreted calls a run)
+_RO: Final[list[bool]] = [tlp_ro(mr_relaxed(bool(i & 4), bool(i & 2))[0], bool(i & 1), False) for i in range(8)]
+
+
 def preset_model(preset: str) -> str:
     """`model_of(preset)`, from the table made of it; a name no preset has is asked of `model_of` itself.
     tests/sim/test_built_form.py holds the two equal for every preset and an unknown name."""
@@ -92,8 +97,8 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        mr_ro = mr_relaxed(k.mr_relaxed, preset_model(scn.preset) == RO_ONLY_MODEL)[0]
-        self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
+        self.ro = _RO[(4 if k.mr_relaxed else 0) + (2 if preset_model(scn.preset) == RO_ONLY_MODEL else 0)
+                      + (1 if k.nic_relaxed_ordering else 0)]
         self.nf = k.num_functions
         self.ido = k.ido
         self.o920 = k.hca_o920
