@@ -60,6 +60,11 @@ _ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
     (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
     for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}
 _LOCAL_ATTRS: Final = _ATTRS[(TlpType.POSTED, False, False, 0)]
+#: the same objects by ((index in `_TYPES` * 2 + RO) * 2 + IDO) * 2 + requester ID, for runs of at most two
+#: requester IDs (`Knobs.num_functions`): what `emit` reads per TLP. A per-run table filled through `attrs`
+#: hashed a tuple with an enum member in it (Enum's `__hash__` is interpreted) per entry, ~3k a fresh scenario
+_BY_INDEX: Final[list[Attrs]] = [_ATTRS[(tp, ro, ido, rid)] for tp in _TYPES for ro in (False, True)
+                                 for ido in (False, True) for rid in (0, 1)]
 #: every Attrs object the responder hands out (the adversary's pass table is precomputed over these)
 RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
@@ -106,8 +111,8 @@ class Responder:
         self.next_seq = tlp_base
         self.out: list[Tlp] = []
         self._attrs: dict[tuple[TlpType, bool, int], Attrs] = {}
-        #: `attrs` by ((type index * 2 + RO) * functions + requester ID): what `emit` reads per TLP
-        self._tab: list[Attrs | None] = [None] * (len(_TYPES) * 2 * self.nf)
+        #: `_BY_INDEX`'s offset of this run's IDO, where its requester IDs are 0 and 1 (else -1: `attrs`)
+        self.ido_at = (2 if k.ido else 0) if self.nf <= 2 else -1
         # per-QP in-order execution, indexed by QP (`run` sizes them): PSNs arrived, lowest PSN not yet
         # arrived, packets waiting for it
         self.arrived: list[set[int] | None] = []
@@ -170,11 +175,8 @@ class Responder:
              value: int, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
         """A TLP run of type `_TYPES[ti]` made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
         qp = p.qp
-        nf = self.nf
-        k = ((ti * 2 + ro) * nf) + qp % nf
-        a = self._tab[k]
-        if a is None:
-            a = self._tab[k] = self.attrs(_TYPES[ti], ro, qp)
+        at = self.ido_at
+        a = _BY_INDEX[(ti * 2 + ro) * 4 + at + qp % self.nf] if at >= 0 else self.attrs(_TYPES[ti], ro, qp)
         t = Tlp()
         t.seq, t.n, t.mps = self.next_seq, n, self.mps
         self.next_seq += n
