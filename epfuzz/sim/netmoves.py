@@ -42,10 +42,15 @@ class SeqIndex:
             self.by = {s: i for i, s in enumerate(seqs)}
 
     def at(self, seq: int) -> int:
+        """The position of the element of seq `seq`; KeyError if none has it (as the dict raised)."""
         by = self.by
-        if by is None:
-            return self.pos[seq - self.lo]
-        return by[seq]
+        if by is not None:
+            return by[seq]
+        i = seq - self.lo
+        pos = self.pos
+        if 0 <= i < len(pos) and pos[i] >= 0:
+            return pos[i]
+        raise KeyError(seq)
 
 
 def apply_packet_overtakes(items: Sequence[Packet], moves: Sequence[tuple[int, int]],

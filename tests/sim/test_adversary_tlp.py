@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from epfuzz.encoding import codec
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
@@ -253,3 +255,6 @@ def test_the_seq_index_finds_positions_of_dense_and_sparse_seqs() -> None:
         idx = SeqIndex(seqs)
         assert [idx.at(s) for s in seqs] == list(range(len(seqs)))
     assert SeqIndex([0, 10**9]).by is not None and SeqIndex([5, 3, 4]).by is None
+    for seqs, missing in (([5, 3, 9], 4), ([5, 3, 9], 2), ([5, 3, 9], 10), ([0, 10**9], 7)):
+        with pytest.raises(KeyError):
+            SeqIndex(seqs).at(missing)
