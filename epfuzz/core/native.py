@@ -41,8 +41,9 @@ else:  # mypy_extensions comes with mypy (the `core` extra): a pure install runs
 PACKAGE_DIR = Path(__file__).resolve().parent.parent
 #: the modules mypyc compiles, in dependency order (`epfuzz.core.corebuild` builds exactly these)
 COMPILED: tuple[str, ...] = (
-    "epfuzz.sim.packets", "epfuzz.sim.adversary", "epfuzz.sim.responder", "epfuzz.sim.pass_rules",
-    "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.sendq", "epfuzz.sim.requester", "epfuzz.sim.memory",
+    "epfuzz.sim.packets", "epfuzz.sim.netmoves", "epfuzz.sim.adversary", "epfuzz.sim.responder",
+    "epfuzz.sim.pass_rules", "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.sendq", "epfuzz.sim.requester",
+    "epfuzz.sim.memory",
     "epfuzz.sim.receive", "epfuzz.sim.run", "epfuzz.sim.built", "epfuzz.sim.engine", "epfuzz.sim.explore",
     "epfuzz.protocols.opcheck", "epfuzz.ir.payload", "epfuzz.model.epoch", "epfuzz.model.oracle",
     "epfuzz.search.featcore", "epfuzz.search.schedcore",

@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from epfuzz.sim.netmoves import SeqIndex
 from epfuzz.sim.packets import Packet, Tlp
 
 T = TypeVar("T", Packet, Tlp)
@@ -203,15 +204,15 @@ def surviving(order: Sequence[T], inversions: Sequence[tuple[T, T, str]]) -> lis
     # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
     # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
     # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
-    at = {x.seq: i for i, x in enumerate(order)}
+    at = SeqIndex([x.seq for x in order])
     width = len(order)
     out: list[tuple[T, T, str]] = []
     seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        ra = at.at(a.seq)  # the passer is one unit, never split: the piece of its seq is itself
         s, end = b.seq, b.seq + b.n
         while s < end:
-            i = at[s]
+            i = at.at(s)
             x = order[i]
             if ra < i and ra * width + i not in seen:
                 seen.add(ra * width + i)
@@ -291,60 +292,18 @@ def surviving_tlps(order: list[Tlp],
     # every unit is in exactly one piece of `order`, each piece named by its first unit's seq, and a passed
     # run is a union of pieces (a split only ever refines them), so its pieces are found by walking seqs up
     # from its first (tests/sim/test_adversary_tlp.py holds this to the search by sorted seqs it replaced)
-    at = {x.seq: i for i, x in enumerate(order)}
+    at = SeqIndex([x.seq for x in order])
     width = len(order)
     out: list[tuple[Tlp, Tlp, str]] = []
     seen: set[int] = set()  # (passer, piece) as passer * width + piece
     for a, b, r in inversions:
-        ra = at[a.seq]  # the passer is one unit, never split: the piece of its seq is itself
+        ra = at.at(a.seq)  # the passer is one unit, never split: the piece of its seq is itself
         s, end = b.seq, b.seq + b.n
         while s < end:
-            i = at[s]
+            i = at.at(s)
             x = order[i]
             if ra < i and ra * width + i not in seen:
                 seen.add(ra * width + i)
                 out.append((a, x, r))
             s += x.n
     return out
-
-
-def apply_packet_overtakes(items: Sequence[Packet], moves: Sequence[tuple[int, int]], can_pass: PassRule,
-                           window: int) -> tuple[list[Packet], list[tuple[Packet, Packet, str]]]:
-    """`apply_overtakes` for packets, typed: a packet is one unit, so no run is ever isolated or split, a
-    move's unit is its position, and every step passes exactly one packet. The generic body read each
-    packet's fields by generic attribute look-up (issue 31: three quarters of a fresh scenario's net moves);
-    tests/sim/test_adversary_tlp.py holds the two to the same orders and inversions."""
-    order: list[Packet] = list(items)
-    inversions: list[tuple[Packet, Packet, str]] = []
-    total = len(order)
-    if total < 2:
-        return order, inversions
-    for index, distance in moves:
-        pos = index % total
-        item = order[pos]
-        remaining = distance
-        while remaining > 0 and pos > 0:
-            prev = order[pos - 1]
-            if prev.seq > item.seq:
-                rule = "restore"
-            else:
-                r = can_pass(item, prev)
-                if r is None or prev.seq + 1 - (item.seq - window) <= 0:  # the window: oldest passable is seq - window
-                    break
-                rule = r
-                inversions.append((item, prev, rule))
-            order[pos - 1], order[pos] = item, prev
-            pos -= 1
-            remaining -= 1
-    if not inversions:
-        return order, inversions
-    at = {x.seq: i for i, x in enumerate(order)}  # `surviving`: a packet is never split, its piece is itself
-    width = len(order)
-    out: list[tuple[Packet, Packet, str]] = []
-    seen: set[int] = set()
-    for a, b, r in inversions:
-        ra, i = at[a.seq], at[b.seq]
-        if ra < i and ra * width + i not in seen:
-            seen.add(ra * width + i)
-            out.append((a, order[i], r))
-    return order, out

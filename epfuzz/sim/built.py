@@ -12,8 +12,9 @@ from epfuzz.ir.opmake import insert_spins
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
 from epfuzz.protocols.opcheck import check_programs
-from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes
+from epfuzz.sim.adversary import PassRule, QpStreams
 from epfuzz.sim.memory import Starts
+from epfuzz.sim.netmoves import apply_packet_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule

@@ -134,6 +134,16 @@ class FormKey:
                 and self.cfg == other.cfg)
 
 
+def _same(a: tuple[object, ...], b: tuple[object, ...]) -> bool:
+    """Whether two configurations hold the very same section objects, position by position."""
+    if len(a) != len(b):
+        return False
+    for i in range(len(a)):  # noqa: SIM110 - a loop mypyc compiles; all() over a generator is an object per call
+        if a[i] is not b[i]:
+            return False
+    return True
+
+
 #: per position of the configuration, the section object last hashed there and its hash (they keep at most
 #: one configuration's sections alive)
 _PREV_OBJ: Final[list[object]] = []
@@ -170,28 +180,34 @@ class FormCache:
         #: the last form returned, with its protocol and configuration: the most recent entry of `forms` when
         #: it is kept there (a hit through it leaves the LRU order as it is), else a one-off only this holds
         self._last: tuple[Protocol, tuple[object, ...], Built] | None = None
+        self._last_h = 0  # `_last`'s key hash (`FormKey.h`)
 
     def get(self, scn: Scenario, proto: Protocol) -> Built:
         cfg = self.key(scn)
         last = self._last
         # the search's next scenario mostly shares its configuration's very objects with the last one
-        # (`Scenario.replace(schedule=...)`): tuple equality checks identity first, so this costs no hash
-        # of the sections, and where they are equal but not identical it is the dict's own equality test
-        if last is not None and last[0] is proto and last[1] == cfg and last[2].proto is proto:
+        # (`Scenario.replace(schedule=...)`): those are compared by identity alone, no hash of the sections
+        mine = last is not None and last[0] is proto and last[2].proto is proto
+        if mine and last is not None and _same(last[1], cfg):
             self.hits += 1
             return last[2]
         key = FormKey(id(proto), cfg)
+        # equal but not identical sections: the key's hash first, which a miss needs anyway, so that a fresh
+        # configuration costs no interpreted dataclass `__eq__` against the last one (issue 31)
+        if mine and last is not None and key.h == self._last_h and last[1] == cfg:
+            self.hits += 1
+            return last[2]
         forms = self.forms
         f = forms.get(key)
         if f is not None and f.proto is proto:  # the identity check: an id may be reused after a protocol dies
             forms.move_to_end(key)
             self.hits += 1
-            self._last = (proto, cfg, f)
+            self._last, self._last_h = (proto, cfg, f), key.h
             return f
         self.misses += 1
         stale = f is not None
         built = build_form(scn, proto)
-        self._last = (proto, cfg, built)
+        self._last, self._last_h = (proto, cfg, built), key.h
         if not (stale or self.keep_first or self._second(key.h)):
             return built
         forms[key] = built
@@ -245,7 +261,7 @@ class FormCache:
         forms.move_to_end(key)
         while len(forms) > self.maxsize:
             forms.popitem(last=False)
-        self._last = (proto, cfg, f)
+        self._last, self._last_h = (proto, cfg, f), key.h
 
     def clear(self) -> None:
         self.forms.clear()

@@ -60,6 +60,11 @@ _ATTRS: dict[tuple[TlpType, bool, bool, int], Attrs] = {
     (tp, ro, ido, rid): Attrs(tp, ro=ro, ido=ido, rid=rid)
     for tp in TlpType for ro in (False, True) for ido in (False, True) for rid in (0, 1)}
 _LOCAL_ATTRS: Final = _ATTRS[(TlpType.POSTED, False, False, 0)]
+#: the same objects by ((index in `_TYPES` * 2 + RO) * 2 + IDO) * 2 + requester ID, for runs of at most two
+#: requester IDs (`Knobs.num_functions`): what `emit` reads per TLP. A per-run table filled through `attrs`
+#: hashed a tuple with an enum member in it (Enum's `__hash__` is interpreted) per entry, ~3k a fresh scenario
+_BY_INDEX: Final[list[Attrs]] = [_ATTRS[(tp, ro, ido, rid)] for tp in _TYPES for ro in (False, True)
+                                 for ido in (False, True) for rid in (0, 1)]
 #: every Attrs object the responder hands out (the adversary's pass table is precomputed over these)
 RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 
@@ -68,6 +73,11 @@ RESPONDER_ATTRS: tuple[Attrs, ...] = tuple(_ATTRS.values())
 #: scenario asks four times (the responder's RO, the arrival's and the receiver's NVLink test, the pass rule),
 #: and each call of `model_of` from compiled code is an interpreted frame (issue 31); Final: a C static
 _MODELS: Final[dict[str, str]] = {name: model_of(name) for name in PRESETS}
+
+
+#: whether the responder's TLPs carry RO (`device.tlp_ro` of the MR's `device.mr_relaxed`, no strong fence), by
+#: 4 if the MR asks for RO + 2 if the preset's model is RO-only + 1 if the NIC sets RO (two interpreted calls a run)
+_RO: Final[list[bool]] = [tlp_ro(mr_relaxed(bool(i & 4), bool(i & 2))[0], bool(i & 1), False) for i in range(8)]
 
 
 def preset_model(preset: str) -> str:
@@ -92,8 +102,8 @@ class Responder:
         self.prologue = prologue or {}
         self.max_signals = layout_max_signals
         self.mps = scn.chunking.max_payload
-        mr_ro = mr_relaxed(k.mr_relaxed, preset_model(scn.preset) == RO_ONLY_MODEL)[0]
-        self.ro = tlp_ro(mr_ro, k.nic_relaxed_ordering, False)
+        self.ro = _RO[(4 if k.mr_relaxed else 0) + (2 if preset_model(scn.preset) == RO_ONLY_MODEL else 0)
+                      + (1 if k.nic_relaxed_ordering else 0)]
         self.nf = k.num_functions
         self.ido = k.ido
         self.o920 = k.hca_o920
@@ -101,8 +111,8 @@ class Responder:
         self.next_seq = tlp_base
         self.out: list[Tlp] = []
         self._attrs: dict[tuple[TlpType, bool, int], Attrs] = {}
-        #: `attrs` by ((type index * 2 + RO) * functions + requester ID): what `emit` reads per TLP
-        self._tab: list[Attrs | None] = [None] * (len(_TYPES) * 2 * self.nf)
+        #: `_BY_INDEX`'s offset of this run's IDO, where its requester IDs are 0 and 1 (else -1: `attrs`)
+        self.ido_at = (2 if k.ido else 0) if self.nf <= 2 else -1
         # per-QP in-order execution, indexed by QP (`run` sizes them): PSNs arrived, lowest PSN not yet
         # arrived, packets waiting for it
         self.arrived: list[set[int] | None] = []
@@ -165,11 +175,8 @@ class Responder:
              value: int, n: int = 1, dep: int = -1, hold: bool = False) -> Tlp:
         """A TLP run of type `_TYPES[ti]` made for packet `p`: `new_tlp` inlined, as this runs once per packet."""
         qp = p.qp
-        nf = self.nf
-        k = ((ti * 2 + ro) * nf) + qp % nf
-        a = self._tab[k]
-        if a is None:
-            a = self._tab[k] = self.attrs(_TYPES[ti], ro, qp)
+        at = self.ido_at
+        a = _BY_INDEX[(ti * 2 + ro) * 4 + at + qp % self.nf] if at >= 0 else self.attrs(_TYPES[ti], ro, qp)
         t = Tlp()
         t.seq, t.n, t.mps = self.next_seq, n, self.mps
         self.next_seq += n

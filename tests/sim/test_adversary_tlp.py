@@ -6,12 +6,14 @@ from __future__ import annotations
 
 import random
 
+import pytest
+
 from epfuzz.encoding import codec
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import BUILTIN, get_protocol
 from epfuzz.sim import engine
 from epfuzz.sim.adversary import QpStreams, apply_overtakes, apply_tlp_overtakes, surviving_tlps
-from epfuzz.sim.packets import Tlp
+from epfuzz.sim.packets import Packet, Tlp
 
 
 def _pieces(order: list[Tlp]) -> list[tuple[int, int, int, int]]:
@@ -140,7 +142,7 @@ def test_the_packet_copy_agrees_with_the_generic_adversary() -> None:
     """`apply_packet_overtakes` (the engine's net moves) gives the generic body's order and surviving passes,
     packet for packet, on the send-order packets of random scenarios under random net schedules (windows
     small and large: the window check is the one branch the copy folds)."""
-    from epfuzz.sim.adversary import apply_packet_overtakes
+    from epfuzz.sim.netmoves import apply_packet_overtakes
     from epfuzz.sim.pass_rules import packet_pass_rule
 
     rng = random.Random(13)
@@ -220,3 +222,39 @@ def test_the_pair_memo_answers_as_the_table() -> None:
     asked += [p for p in asked[:500] for _ in range(2)]
     assert all(memo.rule(a, b) == _table_rule(a, b) for a, b in asked)
     assert {_table_rule(a, b) for a, b in pairs} - {None}  # some pairs pass: the comparison is not all None
+
+
+def _packet(seq: int) -> Packet:
+    p = Packet()
+    p.seq, p.epoch, p.qp, p.wr, p.psn = seq, 0, 0, seq, seq
+    return p
+
+
+def test_a_packet_passing_in_two_moves_keeps_one_pass_per_pair() -> None:
+    """`apply_packet_overtakes` checks for a pass recorded twice only where a packet passes in two moves; here
+    one does, over the same packet, with that packet put back in front between the two ("restore"): the pass
+    survives once, as in the generic body."""
+    from epfuzz.sim.netmoves import apply_packet_overtakes
+    from epfuzz.sim.pass_rules import packet_pass_rule
+
+    pkts = [_packet(i) for i in range(4)]
+    moves = [(2, 1), (2, 1), (2, 1)]  # p2 passes p1; p1 back in front of p2 (restore); p2 passes p1 again
+    generic = apply_overtakes(pkts, moves, packet_pass_rule(True), 64)
+    typed = apply_packet_overtakes(pkts, moves, packet_pass_rule(True), 64)
+    assert [p.seq for p in typed[0]] == [p.seq for p in generic[0]] == [0, 2, 1, 3]
+    assert [(a.seq, b.seq, r) for a, b, r in typed[1]] == [(a.seq, b.seq, r) for a, b, r in generic[1]] \
+        == [(2, 1, "AR")]
+
+
+def test_the_seq_index_finds_positions_of_dense_and_sparse_seqs() -> None:
+    """`SeqIndex` gives each seq's position by a list where the seqs are dense (the emulator's) and by a dict
+    where they spread wide (no memory by the span)."""
+    from epfuzz.sim.netmoves import SeqIndex
+
+    for seqs in ([3, 0, 2, 1], [7, 5, 9], [0, 10**9, 12], [-4, 2, -1]):
+        idx = SeqIndex(seqs)
+        assert [idx.at(s) for s in seqs] == list(range(len(seqs)))
+    assert SeqIndex([0, 10**9]).by is not None and SeqIndex([5, 3, 4]).by is None
+    for seqs, missing in (([5, 3, 9], 4), ([5, 3, 9], 2), ([5, 3, 9], 10), ([0, 10**9], 7)):
+        with pytest.raises(KeyError):
+            SeqIndex(seqs).at(missing)

@@ -142,9 +142,9 @@ def test_a_protocol_is_keyed_by_identity() -> None:
 
 
 def test_the_last_form_shortcut_checks_the_configuration() -> None:
-    """`FormCache.get` answers a repeat of the last configuration without hashing it: a schedule-only
-    change (the very section objects) and an equal configuration made anew both hit, while a change of
-    one field right after, or another protocol object, does not get the last form."""
+    """`FormCache.get` answers a repeat of the last configuration: a schedule-only change (the very section
+    objects, no hash) and an equal configuration made anew (through its key's hash) both hit, while a change
+    of one field right after, or another protocol object, does not get the last form."""
     from epfuzz.protocols.dispatch import DispatchProtocol
 
     cache = engine.FormCache()
@@ -290,3 +290,19 @@ def test_preset_model_is_model_of() -> None:
     for name in [*PRESETS, "no-such-preset"]:
         assert preset_model(name) == model_of(name), name
     assert {preset_model(n) for n in PRESETS} >= {"pcie", "nvlink", "mixed"}
+
+
+def test_the_responder_attrs_by_index_are_its_shared_objects() -> None:
+    """`emit` reads a TLP's Attrs from `_BY_INDEX` where a run has at most two requester IDs: the very objects
+    `Responder.attrs` hands out (the adversary's pass table is keyed by their identity), for every type, RO,
+    IDO and requester ID."""
+    from epfuzz.sim.responder import _BY_INDEX, _TYPES, Responder
+
+    for ido in (False, True):
+        for nf in (1, 2):
+            scn = Scenario().with_path("knobs.ido", ido).with_path("knobs.num_functions", nf)
+            r = Responder(scn, 4, 0)
+            for ti, tp in enumerate(_TYPES):
+                for ro in (False, True):
+                    for qp in range(4):
+                        assert _BY_INDEX[(ti * 2 + ro) * 4 + r.ido_at + qp % nf] is r.attrs(tp, ro, qp)
