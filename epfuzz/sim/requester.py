@@ -102,7 +102,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 f.clause = f.clause or _FLUSH_CLAUSE.get(type(w.op), "IB-ack")
                 # the QP's latest READ it waited for (IB-sq-order); a stale quiet waits for fewer WRs than
                 # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
-                i = bisect_right(sq.reads[q], f.wr)
+                i = bisect_right(sq.reads[q], f.wr) if sq.reads else 0  # (no list before the epoch's first READ)
                 after[c] = sq.reads[q][i - 1] if i else after[c]
                 # every packet of the QP's WRs up to f.wr has arrived once it resumes: its later packets come
                 # after them (a new list: the packets posted before share the old one)
@@ -141,7 +141,7 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
     pending fence or Flush (`SendQueues.bound`), so the port departs up to the least of them;
     a resumed Flush or a started WR may move that point, hence the loop.
     """
-    nq = len(sq.waiting)
+    nq = len(sq.waiting)  # 0 until a WR first waited
     while True:
         horizon = at[e] if (e := _earliest(at)) >= 0 else NEVER  # the next post's time
         for q in range(nq):
@@ -149,7 +149,7 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
                 horizon = min(horizon, sq.bound(q))
         for _, _, f in parked:
             horizon = min(horizon, sq.bound(f.qp, f.wr))
-        sq.port.advance(horizon)
+        sq.the_port().advance(horizon)
         changed = False
         for q in range(nq):
             if sq.waiting[q] and sq.pump(q):

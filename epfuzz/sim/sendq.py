@@ -50,15 +50,19 @@ class SendQueues:
         self.wrs: list[Wr] = []
         #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
         self.queues: list[list[Packet]] = [[] for _ in range(nq)]
-        self.port = Port(f.port_rate_div, self.lat, self.queues)
+        self.port_rate_div: int = f.port_rate_div
+        #: made on first use (`the_port`): most epochs have no Flush and no fence, which alone read it early
+        self._port: Port | None = None
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
         #: by WR (id - wr_base), a started WR's last packet, else None (what a Flush waits for)
         self.last_of: list[Packet | None] = []
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
-        self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
-        #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
-        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = [[] for _ in range(nq)]
+        #: every READ posted per QP (what a Flush orders); [] until the epoch's first READ (most have none)
+        self.reads: list[list[int]] = []
+        #: per QP, posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type;
+        #: [] until a WR first waits (most epochs have no fence)
+        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = []
         self.stalled = 0  # WRs waiting, over all QPs
 
     def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1,
@@ -79,18 +83,35 @@ class SendQueues:
         self.last_wr[qp] = w.id
         if kind == pk.K_READ:
             self.last_read[qp] = w.id
+            if not self.reads:
+                self.reads = [[] for _ in range(len(self.free))]
             self.reads[qp].append(w.id)
-        if self.waiting[qp] or (fence and not self.fence_clear(qp)):
+        waiting = self.waiting
+        if (waiting and waiting[qp]) or (fence and not self.fence_clear(qp)):
             # the send queue is in order: all behind a stalled fence waits
-            self.waiting[qp].append((w, op, kind, fence))
+            if not waiting:
+                waiting = self.waiting = [[] for _ in range(len(self.free))]
+            waiting[qp].append((w, op, kind, fence))
             self.stalled += 1
             return
         self.start(w, op, kind, fence)
 
+    def the_port(self) -> Port:
+        """The port, made on first use: until it departs anything, a new one is what it would have been."""
+        p = self._port
+        if p is None:
+            p = self._port = Port(self.port_rate_div, self.lat, self.queues)
+        return p
+
+    def gone(self, qp: int) -> int:
+        """The PSN of the QP's last packet departed from the port (-1: none yet)."""
+        p = self._port
+        return -1 if p is None else p.gone[qp]
+
     def fence_clear(self, qp: int) -> bool:
         """Whether the QP's latest ATOMIC has left the port, so that its response time is known."""
         a = self.atomic_pkt[qp]
-        return a is None or self.port.gone[qp] >= a.psn
+        return a is None or self.gone(qp) >= a.psn
 
     def pump(self, qp: int) -> bool:
         """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
@@ -107,7 +128,7 @@ class SendQueues:
         """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
         started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
         last = self.last_of[wr - self.wr_base]
-        return last is not None and self.port.gone[last.qp] >= last.psn
+        return last is not None and self.gone(last.qp) >= last.psn
 
     def completion(self, wr: int) -> int:
         """When WR `wr` has completed: the ACK or the response of its last packet is back."""
@@ -122,7 +143,8 @@ class SendQueues:
         if last is not None:
             return last.ready + 1
         a = self.atomic_pkt[qp]
-        return a.ready + 1 if self.waiting[qp] and a is not None else NEVER
+        waiting = self.waiting
+        return a.ready + 1 if waiting and waiting[qp] and a is not None else NEVER
 
     def start(self, w: Wr, op: Posted, kind: int, fence: bool) -> None:
         """The NIC starts WR `w` (of `op`, its `op_kind` `kind`): after the QP's earlier WRs and, `fence`d,
