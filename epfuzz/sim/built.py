@@ -12,7 +12,7 @@ from epfuzz.ir.opmake import insert_spins
 from epfuzz.ir.ops import Op
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
-from epfuzz.protocols.opcheck import check_programs
+from epfuzz.protocols.opcheck import OutsideLayout, check_programs
 from epfuzz.sim.adversary import PassRule, QpStreams, apply_packet_overtakes
 from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
@@ -128,16 +128,20 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     pkts: list[Packet] = []
     flushes: list[FlushWait] = []
     spins = scn.faults.spins
+    max_signals, num_channels = lay.max_signals, lay.num_channels
     programs: list[list[Op]] = []
     for e in range(scn.payload.epochs):
         ops = proto.sender(scn, lay, e)
         # a later epoch whose sender made the very ops of the one before (the dispatch family's memo) posts the
-        # same programs: spun and checked already (no spins: the programs are copies of those op lists)
+        # same programs (no spins: the programs are copies of those op lists)
         if not (e and not spins and same_ops(ops, programs)):
             programs = insert_spins(ops, spins)  # `apply_spins`, compiled
+        try:  # the requester checks each op against the layout as it reads its fields
+            w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, sizes, max_signals, num_channels)
+        except OutsideLayout:  # the op check names the first op outside the layout, in program order
             check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes,
                            proto.sender)
-        w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes)
+            raise
         wrs += w
         pkts += ps
     for i, p in enumerate(pkts):

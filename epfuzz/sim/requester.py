@@ -24,6 +24,7 @@ from typing import Final, cast
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.source import SrcEvent
+from epfuzz.protocols.opcheck import require_fits
 from epfuzz.sim import packets as pk
 from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import FlushWait, Packet, Wr, op_kind
@@ -54,23 +55,24 @@ def _earliest(at: list[int]) -> int:
     return best
 
 
-def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
-                  psn: list[int], flushes: list[FlushWait] | None = None) -> tuple[list[Wr], list[Packet]]:
+def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int, psn: list[int],
+                  flushes: list[FlushWait] | None = None, sizes: dict[str, int] | None = None, max_signals: int = 0,
+                  num_channels: int = 0) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
     The next op is the earliest channel's (ties: the lowest channel), by each channel's next op and time (`at`,
     `nxt`: a heap of tuples cost a generic call and a tuple per op, issue 31). A Flush parks its channel until
-    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`.
+    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`. Given
+    the layout's `sizes`, `max_signals`, `num_channels`: `OutsideLayout` for an op outside it (`opcheck`).
     """
     nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn)
+    sq = SendQueues(scn, epoch, wr_base, psn, sizes, max_signals, num_channels)
     at = [0 if prog else NEVER for prog in programs]  # per channel: when its next op posts (NEVER: not ready)
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     acked = [pk.NO_ACKS] * len(programs)  # per channel and QP: the last WR its Flushes waited for (IB-ack)
-    # channel * QPs + QP -> the QP's last WR before the channel's first on it (_UNSET: none posted yet); a list,
-    # where a dict's setdefault per WR posted cost a boxed key and a hash (issue 31)
+    # channel * QPs + QP -> the QP's last WR before the channel's first on it (_UNSET: none yet; a list, not a dict)
     frontier = [_UNSET] * (len(programs) * nq)
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
@@ -83,6 +85,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         prog = programs[c]
         op = prog[idx]
         kind = op_kind(op)
+        if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:  # (`SendQueues.start` checks the rest)
+            require_fits(op, c, max_signals, num_channels, sizes)
         if kind == pk.K_SPIN:
             t += cast(ops.Spin, op).ns
         elif kind == pk.K_FLUSH:

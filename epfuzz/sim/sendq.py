@@ -13,6 +13,7 @@ from typing import Any, Final
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
+from epfuzz.protocols.opcheck import OutsideLayout, span_fits
 from epfuzz.sim import packets as pk
 from epfuzz.sim.packets import Packet, PacketKind, Wr
 from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port
@@ -35,8 +36,12 @@ class SendQueues:
     that a Flush or a fence waits for that completion and not for an estimate that ignores the queue.
     """
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int]) -> None:
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], sizes: dict[str, int] | None = None,
+                 max_signals: int = 0, num_channels: int = 0) -> None:
         f = scn.faults
+        #: the layout's region sizes, signals and channels where the ops' fields are checked as they are read
+        #: (`OutsideLayout`; None: not checked here)
+        self.sizes, self.max_signals, self.num_channels = sizes, max_signals, num_channels
         nq = scn.topology.num_qps
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
         self.mtu = scn.chunking.mtu
@@ -163,30 +168,45 @@ class SendQueues:
             w.acked = pk.with_acked(w.acked, len(self.free), qp, a.wr)  # that response needed every earlier
             # packet of the QP (o9-20)
         w.start = start
-        if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
-            ready = self._payload(o.region, o.offset, o.length, pk.P_WRITE, o.shift if kind == pk.K_WRITE
-                                  else 0, 0, channel, index, qp, wid, start)
-        elif kind == pk.K_IMM:
-            ready = self._payload(o.region, o.offset, o.length, pk.P_IMM, o.imm, o.cq_slot, channel, index, qp,
-                                  wid, start)
-        else:  # one packet: an 8-byte value, an atomic or a send
+        # the op check's rules (`epfuzz.protocols.opcheck`) on the fields as they are read, before any packet
+        sizes = self.sizes
+        if kind <= pk.K_IMM:  # a WRITE, a copy-engine copy (timed as a WRITE on its lane) or a WRITE_WITH_IMM
+            region: str = o.region
+            off: int = o.offset
+            length: int = o.length
+            cq = o.cq_slot if kind == pk.K_IMM else 0
+            if sizes is not None and not (span_fits(sizes, region, off, length) and (
+                    kind != pk.K_IMM or (0 <= cq < self.max_signals and channel < self.num_channels))):
+                raise OutsideLayout
+            ready = self._payload(region, off, length, pk.P_IMM if kind == pk.K_IMM else pk.P_WRITE,
+                                  o.imm if kind == pk.K_IMM else o.shift if kind == pk.K_WRITE else 0, cq, channel,
+                                  index, qp, wid, start)
+        elif kind <= pk.K_READ:  # one packet: an 8-byte value, an atomic, a READ request
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            region = o.region
+            off = o.offset
+            length = o.length if kind == pk.K_READ else 8
+            if sizes is not None and not (span_fits(sizes, region, off, length) and (
+                    kind != pk.K_ATOMIC or off % 8 == 0)):
+                raise OutsideLayout
             # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
-            if kind in (pk.K_VALUE, pk.K_CEVALUE):
-                self._packet(channel, index, qp, wid, pk.P_VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
+            if kind <= pk.K_CEVALUE:
+                self._packet(channel, index, qp, wid, pk.P_VALUE, region, off, 8, o.value, True, ready, 0,
                              kind == pk.K_VALUE and o.strong)
             elif kind == pk.K_ATOMIC:
-                self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
-                             o.strong)
+                self._packet(channel, index, qp, wid, pk.P_ATOMIC, region, off, 8, o.delta, True, ready, 0, o.strong)
                 self.atomic_pkt[qp] = mine[-1]
-            elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
-                self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
-                             False)
+            else:  # the request; its response is the completion (IB-read-response)
+                self._packet(channel, index, qp, wid, pk.P_READ, region, off, length, 0, True, ready, 0, False)
                 self.atomic_pkt[qp] = mine[-1]
-            else:
-                slot: int = o.slot
-                self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
-                             False)
+        else:  # a SEND (an op of no known class starts as one: `post_and_send` checked it)
+            ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            slot: int = o.slot
+            if sizes is not None and kind == pk.K_SEND and not (0 <= slot < self.max_signals
+                                                                 and channel < self.num_channels):
+                raise OutsideLayout
+            self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+                         False)
         self.free[qp] = ready
         self.last_of[wid - self.wr_base] = mine[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
