@@ -78,9 +78,14 @@ def port_and_wire(queues: list[list[Packet]], port_rate_div: int, lat: list[int]
             oq = q
     if used == 0:
         return []
+    if used == 1:  # one QP: port order and arrival order are its PSN order (the queue's own list: its owner,
+        # the send queues of one epoch, is done with it)
+        qu = queues[oq]
+        free, la = 0, lat[oq]
+        for p in qu:
+            free = depart(p, free, port_rate_div, la)
+        return qu
     sent = _depart(queues, port_rate_div, lat)
-    if used == 1:  # one QP: port order and arrival order are its PSN order
-        return sent
     la = lat[oq]
     for q in range(nq):
         if queues[q] and lat[q] != la:
