@@ -18,7 +18,7 @@ from epfuzz.sim.memory import Starts
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
-from epfuzz.sim.requester import post_and_send
+from epfuzz.sim.requester import Nic, post_and_send
 from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
@@ -128,7 +128,7 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     pkts: list[Packet] = []
     flushes: list[FlushWait] = []
     spins = scn.faults.spins
-    max_signals, num_channels = lay.max_signals, lay.num_channels
+    nic = Nic(scn, sizes, lay.max_signals, lay.num_channels)  # the scenario's numbers the requester reads, once
     programs: list[list[Op]] = []
     for e in range(scn.payload.epochs):
         ops = proto.sender(scn, lay, e)
@@ -137,7 +137,7 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
         if not (e and not spins and same_ops(ops, programs)):
             programs = insert_spins(ops, spins)  # `apply_spins`, compiled
         try:  # the requester checks each op against the layout as it reads its fields
-            w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, sizes, max_signals, num_channels)
+            w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, nic)
         except OutsideLayout:  # the op check names the first op outside the layout, in program order
             check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes,
                            proto.sender)

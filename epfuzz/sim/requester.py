@@ -30,9 +30,9 @@ from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import FlushWait, Packet, Wr, op_kind
 from epfuzz.sim.port import port_and_wire
 from epfuzz.sim.sender_side import gpu_op, mark_stale
-from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Posted, SendQueues
+from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Nic, Posted, SendQueues
 
-__all__ = ["BASE_LATENCY_NS", "POST_NS", "SendQueues", "post_and_send"]
+__all__ = ["BASE_LATENCY_NS", "POST_NS", "Nic", "SendQueues", "post_and_send"]
 
 POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 _UNSET: Final = -2           # `frontier` of a channel and QP before the channel's first WR there (WR ids are >= -1)
@@ -56,17 +56,17 @@ def _earliest(at: list[int]) -> int:
 
 
 def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int, psn: list[int],
-                  flushes: list[FlushWait] | None = None, sizes: dict[str, int] | None = None, max_signals: int = 0,
-                  num_channels: int = 0) -> tuple[list[Wr], list[Packet]]:
+                  flushes: list[FlushWait] | None = None, nic: Nic | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
     The next op is the earliest channel's (ties: the lowest channel), by each channel's next op and time (`at`,
     `nxt`: a heap of tuples cost a generic call and a tuple per op, issue 31). A Flush parks its channel until
-    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`. Given
-    the layout's `sizes`, `max_signals`, `num_channels`: `OutsideLayout` for an op outside it (`opcheck`).
+    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`. `nic`:
+    the scenario's numbers read once per build; with the layout's, `OutsideLayout` for an op outside it (`opcheck`).
     """
-    nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn, sizes, max_signals, num_channels)
+    sq = SendQueues(scn, epoch, wr_base, psn, nic)
+    nq = len(sq.free)
+    sizes, max_signals, num_channels = sq.sizes, sq.max_signals, sq.num_channels
     at = [0 if prog else NEVER for prog in programs]  # per channel: when its next op posts (NEVER: not ready)
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
@@ -128,7 +128,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             at[c], nxt[c] = t, idx + 1
         else:
             at[c] = NEVER
-    pkts = port_and_wire(sq.queues, scn.faults.port_rate_div, sq.lat)
+    pkts = port_and_wire(sq.queues, sq.port_rate_div, sq.lat)
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]

@@ -26,6 +26,27 @@ _NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an i
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
 
 
+class Nic:
+    """What the send queues read of a scenario (and of its layout, for the op check) once per build, not once per
+    epoch: each field of the interpreted scenario is a generic attribute look-up from compiled code. Its lists
+    are only read (every epoch's `SendQueues` shares them)."""
+
+    def __init__(self, scn: Scenario, sizes: dict[str, int] | None = None, max_signals: int = 0,
+                 num_channels: int = 0) -> None:
+        #: the layout's region sizes, signals and channels where the ops' fields are checked as they are read
+        #: (`OutsideLayout`; None: not checked here)
+        self.sizes, self.max_signals, self.num_channels = sizes, max_signals, num_channels
+        f = scn.faults
+        nq = scn.topology.num_qps
+        self.mtu: int = scn.chunking.mtu
+        rates: tuple[int, ...] = f.qp_rate_div
+        delays: tuple[int, ...] = f.qp_delay_ns
+        base = BASE_LATENCY_NS + f.port_delay_ns
+        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]  # per QP, its rate's divisor
+        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]  # per QP, one way
+        self.port_rate_div: int = f.port_rate_div
+
+
 class SendQueues:
     """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
 
@@ -36,26 +57,16 @@ class SendQueues:
     that a Flush or a fence waits for that completion and not for an estimate that ignores the queue.
     """
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], sizes: dict[str, int] | None = None,
-                 max_signals: int = 0, num_channels: int = 0) -> None:
-        f = scn.faults
-        #: the layout's region sizes, signals and channels where the ops' fields are checked as they are read
-        #: (`OutsideLayout`; None: not checked here)
-        self.sizes, self.max_signals, self.num_channels = sizes, max_signals, num_channels
-        nq = scn.topology.num_qps
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], nic: Nic | None = None) -> None:
+        n = nic if nic is not None else Nic(scn)
+        self.sizes, self.max_signals, self.num_channels = n.sizes, n.max_signals, n.num_channels
+        self.mtu, self.qdiv, self.lat, self.port_rate_div = n.mtu, n.qdiv, n.lat, n.port_rate_div
+        nq = len(n.qdiv)
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
-        self.mtu = scn.chunking.mtu
-        # each field of the interpreted scenario read once (a generic attribute look-up from compiled code)
-        rates: tuple[int, ...] = f.qp_rate_div
-        delays: tuple[int, ...] = f.qp_delay_ns
-        base = BASE_LATENCY_NS + f.port_delay_ns
-        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]
         self.free = [0] * nq         # when the QP's send queue is next idle
-        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]
         self.wrs: list[Wr] = []
         #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
         self.queues: list[list[Packet]] = [[] for _ in range(nq)]
-        self.port_rate_div: int = f.port_rate_div
         #: made on first use (`the_port`): most epochs have no Flush and no fence, which alone read it early
         self._port: Port | None = None
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)

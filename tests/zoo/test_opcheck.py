@@ -21,7 +21,7 @@ from epfuzz.ir import ops
 from epfuzz.protocols import opcheck
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.opcheck import _problem, check_programs, shape_of
-from epfuzz.sim.requester import post_and_send
+from epfuzz.sim.requester import Nic, post_and_send
 
 REGIONS = st.sampled_from([*ops.REGIONS, "nowhere"])
 #: offsets and lengths around every region's edges, negatives and misaligned words included
@@ -141,9 +141,9 @@ def test_the_requester_refuses_exactly_what_the_check_refuses(lay: Layout, progr
     names the first op in program order): it must refuse a program set iff an op breaks a rule."""
     scn = codec.decode(b"", "dispatch_any")
     bad = any(reference(op, c, lay) is not None for c, prog in enumerate(programs) for op in prog)
-    limits = {"sizes": lay.sizes, "max_signals": lay.max_signals, "num_channels": lay.num_channels}
+    nic = Nic(scn, lay.sizes, lay.max_signals, lay.num_channels)
     if bad:
         with pytest.raises(opcheck.OutsideLayout):
-            post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, **limits)
+            post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
     else:
-        post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, **limits)
+        post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
