@@ -94,6 +94,24 @@ def _problem(op: ops.Op, shape: Shape, channel: int, max_signals: int, num_chann
     return None
 
 
+class OutsideLayout(Exception):
+    """An op the requester found outside the layout as it read the op's fields (`epfuzz.sim.sendq`, issue 31:
+    one read of each field, where a check before posting read them once more): the builder then runs
+    `check_programs`, which raises the `ProtocolError` naming the first such op in program order."""
+
+
+def span_fits(sizes: dict[str, int], region: str, off: int, length: int) -> bool:
+    """Whether [off, off + length) lies in `region` of the layout (`sizes`): `_problem`'s span rule."""
+    size = sizes.get(region)
+    return size is not None and off >= 0 and length >= 0 and off + length <= size
+
+
+def require_fits(op: ops.Op, channel: int, max_signals: int, num_channels: int, sizes: dict[str, int]) -> None:
+    """Raise `OutsideLayout` unless `op` (of any class) keeps to the layout: every rule of `check_programs`."""
+    if _problem(op, shape_of(op), channel, max_signals, num_channels, sizes) is not None:
+        raise OutsideLayout
+
+
 def check_programs(programs: Sequence[Sequence[ops.Op]], layout: Layout, protocol: str, epoch: int,
                    sizes: dict[str, int] | None = None, sender: object = None) -> None:
     """Raise `ProtocolError` for the first op that addresses outside `layout`; `sizes` is `layout.sizes` where

@@ -20,6 +20,14 @@ LINK_BYTES_PER_NS: Final = 25  # 200 Gb/s
 MIN_PKT_BYTES: Final = 64      # headers: even a zero-length packet takes wire time
 
 
+def depart(p: Packet, free: int, rate_div: int, lat: int) -> int:
+    """`p` leaves a port idle from `free` (at its ready time or then, whichever is later) and arrives `lat`
+    later; when the port is next idle: after its wire time at the port's (throttled) rate."""
+    dep = p.ready if p.ready > free else free
+    p.depart, p.arrive = dep, dep + lat
+    return dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * rate_div // LINK_BYTES_PER_NS
+
+
 class Port:
     """The port FIFO, departed as far as it is decided: what a Flush or a fence needs to know early.
 
@@ -53,10 +61,7 @@ class Port:
                 return
             p = queues[best][pos[best]]
             pos[best] = pos[best] + 1
-            dep = when if when > self.free else self.free
-            self.free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * self.rate_div \
-                // LINK_BYTES_PER_NS
-            p.depart, p.arrive = dep, dep + lat[best]
+            self.free = depart(p, self.free, self.rate_div, lat[best])
             self.gone[best] = p.psn
 
 
@@ -73,9 +78,14 @@ def port_and_wire(queues: list[list[Packet]], port_rate_div: int, lat: list[int]
             oq = q
     if used == 0:
         return []
+    if used == 1:  # one QP: port order and arrival order are its PSN order (the queue's own list: its owner,
+        # the send queues of one epoch, is done with it)
+        qu = queues[oq]
+        free, la = 0, lat[oq]
+        for p in qu:
+            free = depart(p, free, port_rate_div, la)
+        return qu
     sent = _depart(queues, port_rate_div, lat)
-    if used == 1:  # one QP: port order and arrival order are its PSN order
-        return sent
     la = lat[oq]
     for q in range(nq):
         if queues[q] and lat[q] != la:
@@ -104,10 +114,8 @@ def _depart(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> l
             h = heads[j]
             if h.ready < p.ready:
                 best, p = j, h
-        dep = p.ready if p.ready > free else free
-        free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
         q = act[best]
-        p.depart, p.arrive = dep, dep + lat[q]
+        free = depart(p, free, port_rate_div, lat[q])
         sent.append(p)
         i = pos[best] + 1
         qu = queues[q]
@@ -123,9 +131,7 @@ def _depart(queues: list[list[Packet]], port_rate_div: int, lat: list[int]) -> l
     la = lat[q]
     for i in range(pos[0], len(qu)):  # one QP left: its PSN order
         p = qu[i]
-        dep = p.ready if p.ready > free else free
-        free = dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * port_rate_div // LINK_BYTES_PER_NS
-        p.depart, p.arrive = dep, dep + la
+        free = depart(p, free, port_rate_div, la)
         sent.append(p)
     return sent
 

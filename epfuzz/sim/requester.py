@@ -24,14 +24,15 @@ from typing import Final, cast
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.source import SrcEvent
+from epfuzz.protocols.opcheck import require_fits
 from epfuzz.sim import packets as pk
 from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import FlushWait, Packet, Wr, op_kind
 from epfuzz.sim.port import port_and_wire
 from epfuzz.sim.sender_side import gpu_op, mark_stale
-from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Posted, SendQueues
+from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Nic, Posted, SendQueues
 
-__all__ = ["BASE_LATENCY_NS", "POST_NS", "SendQueues", "post_and_send"]
+__all__ = ["BASE_LATENCY_NS", "POST_NS", "Nic", "SendQueues", "post_and_send"]
 
 POST_NS: Final = 20          # one ibv_post_send from a GPU thread (doorbell batched)
 _UNSET: Final = -2           # `frontier` of a channel and QP before the channel's first WR there (WR ids are >= -1)
@@ -54,23 +55,24 @@ def _earliest(at: list[int]) -> int:
     return best
 
 
-def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int,
-                  psn: list[int], flushes: list[FlushWait] | None = None) -> tuple[list[Wr], list[Packet]]:
+def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int, psn: list[int],
+                  flushes: list[FlushWait] | None = None, nic: Nic | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
     The next op is the earliest channel's (ties: the lowest channel), by each channel's next op and time (`at`,
     `nxt`: a heap of tuples cost a generic call and a tuple per op, issue 31). A Flush parks its channel until
-    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`.
+    every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`. `nic`:
+    the scenario's numbers read once per build; with the layout's, `OutsideLayout` for an op outside it (`opcheck`).
     """
-    nq = scn.topology.num_qps
-    sq = SendQueues(scn, epoch, wr_base, psn)
+    sq = SendQueues(scn, epoch, wr_base, psn, nic)
+    nq = len(sq.free)
+    sizes, max_signals, num_channels = sq.sizes, sq.max_signals, sq.num_channels
     at = [0 if prog else NEVER for prog in programs]  # per channel: when its next op posts (NEVER: not ready)
     nxt = [0] * len(programs)  # per channel: its next op's index
     parked: list[tuple[int, int, FlushWait]] = []  # (channel, op index, the Flush's record)
     after = [-1] * len(programs)  # per channel: the READ its last Flush waited for (IB-read-response)
     acked = [pk.NO_ACKS] * len(programs)  # per channel and QP: the last WR its Flushes waited for (IB-ack)
-    # channel * QPs + QP -> the QP's last WR before the channel's first on it (_UNSET: none posted yet); a list,
-    # where a dict's setdefault per WR posted cost a boxed key and a hash (issue 31)
+    # channel * QPs + QP -> the QP's last WR before the channel's first on it (_UNSET: none yet; a list, not a dict)
     frontier = [_UNSET] * (len(programs) * nq)
     src: list[SrcEvent] = []                   # the GPU's accesses to the send buffer (`epfuzz.model.source`)
     while True:
@@ -83,6 +85,8 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
         prog = programs[c]
         op = prog[idx]
         kind = op_kind(op)
+        if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:  # (`SendQueues.start` checks the rest)
+            require_fits(op, c, max_signals, num_channels, sizes)
         if kind == pk.K_SPIN:
             t += cast(ops.Spin, op).ns
         elif kind == pk.K_FLUSH:
@@ -102,7 +106,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 f.clause = f.clause or _FLUSH_CLAUSE.get(type(w.op), "IB-ack")
                 # the QP's latest READ it waited for (IB-sq-order); a stale quiet waits for fewer WRs than
                 # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
-                i = bisect_right(sq.reads[q], f.wr)
+                i = bisect_right(sq.reads[q], f.wr) if sq.reads else 0  # (no list before the epoch's first READ)
                 after[c] = sq.reads[q][i - 1] if i else after[c]
                 # every packet of the QP's WRs up to f.wr has arrived once it resumes: its later packets come
                 # after them (a new list: the packets posted before share the old one)
@@ -124,7 +128,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             at[c], nxt[c] = t, idx + 1
         else:
             at[c] = NEVER
-    pkts = port_and_wire(sq.queues, scn.faults.port_rate_div, sq.lat)
+    pkts = port_and_wire(sq.queues, sq.port_rate_div, sq.lat)
     for p in pkts:
         if p.last:
             sq.wrs[p.wr - wr_base].done = p.arrive + sq.lat[p.qp]
@@ -141,7 +145,7 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
     pending fence or Flush (`SendQueues.bound`), so the port departs up to the least of them;
     a resumed Flush or a started WR may move that point, hence the loop.
     """
-    nq = len(sq.waiting)
+    nq = len(sq.waiting)  # 0 until a WR first waited
     while True:
         horizon = at[e] if (e := _earliest(at)) >= 0 else NEVER  # the next post's time
         for q in range(nq):
@@ -149,7 +153,7 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
                 horizon = min(horizon, sq.bound(q))
         for _, _, f in parked:
             horizon = min(horizon, sq.bound(f.qp, f.wr))
-        sq.port.advance(horizon)
+        sq.the_port().advance(horizon)
         changed = False
         for q in range(nq):
             if sq.waiting[q] and sq.pump(q):

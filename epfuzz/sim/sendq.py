@@ -13,6 +13,7 @@ from typing import Any, Final
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
+from epfuzz.protocols.opcheck import OutsideLayout, span_fits
 from epfuzz.sim import packets as pk
 from epfuzz.sim.packets import Packet, PacketKind, Wr
 from epfuzz.sim.port import LINK_BYTES_PER_NS, MIN_PKT_BYTES, Port
@@ -25,6 +26,27 @@ _NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an i
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
 
 
+class Nic:
+    """What the send queues read of a scenario (and of its layout, for the op check) once per build, not once per
+    epoch: each field of the interpreted scenario is a generic attribute look-up from compiled code. Its lists
+    are only read (every epoch's `SendQueues` shares them)."""
+
+    def __init__(self, scn: Scenario, sizes: dict[str, int] | None = None, max_signals: int = 0,
+                 num_channels: int = 0) -> None:
+        #: the layout's region sizes, signals and channels where the ops' fields are checked as they are read
+        #: (`OutsideLayout`; None: not checked here)
+        self.sizes, self.max_signals, self.num_channels = sizes, max_signals, num_channels
+        f = scn.faults
+        nq = scn.topology.num_qps
+        self.mtu: int = scn.chunking.mtu
+        rates: tuple[int, ...] = f.qp_rate_div
+        delays: tuple[int, ...] = f.qp_delay_ns
+        base = BASE_LATENCY_NS + f.port_delay_ns
+        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]  # per QP, its rate's divisor
+        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]  # per QP, one way
+        self.port_rate_div: int = f.port_rate_div
+
+
 class SendQueues:
     """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
 
@@ -35,30 +57,28 @@ class SendQueues:
     that a Flush or a fence waits for that completion and not for an estimate that ignores the queue.
     """
 
-    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int]) -> None:
-        f = scn.faults
-        nq = scn.topology.num_qps
+    def __init__(self, scn: Scenario, epoch: int, wr_base: int, psn: list[int], nic: Nic | None = None) -> None:
+        n = nic if nic is not None else Nic(scn)
+        self.sizes, self.max_signals, self.num_channels = n.sizes, n.max_signals, n.num_channels
+        self.mtu, self.qdiv, self.lat, self.port_rate_div = n.mtu, n.qdiv, n.lat, n.port_rate_div
+        nq = len(n.qdiv)
         self.epoch, self.wr_base, self.psn = epoch, wr_base, psn
-        self.mtu = scn.chunking.mtu
-        # each field of the interpreted scenario read once (a generic attribute look-up from compiled code)
-        rates: tuple[int, ...] = f.qp_rate_div
-        delays: tuple[int, ...] = f.qp_delay_ns
-        base = BASE_LATENCY_NS + f.port_delay_ns
-        self.qdiv = [rates[q] if q < len(rates) else 1 for q in range(nq)]
         self.free = [0] * nq         # when the QP's send queue is next idle
-        self.lat = [base + (delays[q] if q < len(delays) else 0) for q in range(nq)]
         self.wrs: list[Wr] = []
         #: per QP, its packets in PSN order (what `port.port_and_wire` merges, and `Port` departs as it goes)
         self.queues: list[list[Packet]] = [[] for _ in range(nq)]
-        self.port = Port(f.port_rate_div, self.lat, self.queues)
+        #: made on first use (`the_port`): most epochs have no Flush and no fence, which alone read it early
+        self._port: Port | None = None
         self.atomic_pkt: list[Packet | None] = [None] * nq  # the QP's latest ATOMIC or READ (what a fence waits for)
         #: by WR (id - wr_base), a started WR's last packet, else None (what a Flush waits for)
         self.last_of: list[Packet | None] = []
         self.last_wr = [-1] * nq                            # the QP's latest WR posted, started or not
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
-        self.reads: list[list[int]] = [[] for _ in range(nq)]  # every READ posted per QP (what a Flush orders)
-        #: posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type
-        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = [[] for _ in range(nq)]
+        #: every READ posted per QP (what a Flush orders); [] until the epoch's first READ (most have none)
+        self.reads: list[list[int]] = []
+        #: per QP, posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type;
+        #: [] until a WR first waits (most epochs have no fence)
+        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = []
         self.stalled = 0  # WRs waiting, over all QPs
 
     def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1,
@@ -79,18 +99,35 @@ class SendQueues:
         self.last_wr[qp] = w.id
         if kind == pk.K_READ:
             self.last_read[qp] = w.id
+            if not self.reads:
+                self.reads = [[] for _ in range(len(self.free))]
             self.reads[qp].append(w.id)
-        if self.waiting[qp] or (fence and not self.fence_clear(qp)):
+        waiting = self.waiting
+        if (waiting and waiting[qp]) or (fence and not self.fence_clear(qp)):
             # the send queue is in order: all behind a stalled fence waits
-            self.waiting[qp].append((w, op, kind, fence))
+            if not waiting:
+                waiting = self.waiting = [[] for _ in range(len(self.free))]
+            waiting[qp].append((w, op, kind, fence))
             self.stalled += 1
             return
         self.start(w, op, kind, fence)
 
+    def the_port(self) -> Port:
+        """The port, made on first use: until it departs anything, a new one is what it would have been."""
+        p = self._port
+        if p is None:
+            p = self._port = Port(self.port_rate_div, self.lat, self.queues)
+        return p
+
+    def gone(self, qp: int) -> int:
+        """The PSN of the QP's last packet departed from the port (-1: none yet)."""
+        p = self._port
+        return -1 if p is None else p.gone[qp]
+
     def fence_clear(self, qp: int) -> bool:
         """Whether the QP's latest ATOMIC has left the port, so that its response time is known."""
         a = self.atomic_pkt[qp]
-        return a is None or self.port.gone[qp] >= a.psn
+        return a is None or self.gone(qp) >= a.psn
 
     def pump(self, qp: int) -> bool:
         """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
@@ -107,7 +144,7 @@ class SendQueues:
         """Whether WR `wr` (the last posted on its QP before a Flush) has a known completion: it has
         started and its last packet has left the port (IB-sq-order: that covers the QP's earlier WRs)."""
         last = self.last_of[wr - self.wr_base]
-        return last is not None and self.port.gone[last.qp] >= last.psn
+        return last is not None and self.gone(last.qp) >= last.psn
 
     def completion(self, wr: int) -> int:
         """When WR `wr` has completed: the ACK or the response of its last packet is back."""
@@ -122,7 +159,8 @@ class SendQueues:
         if last is not None:
             return last.ready + 1
         a = self.atomic_pkt[qp]
-        return a.ready + 1 if self.waiting[qp] and a is not None else NEVER
+        waiting = self.waiting
+        return a.ready + 1 if waiting and waiting[qp] and a is not None else NEVER
 
     def start(self, w: Wr, op: Posted, kind: int, fence: bool) -> None:
         """The NIC starts WR `w` (of `op`, its `op_kind` `kind`): after the QP's earlier WRs and, `fence`d,
@@ -141,30 +179,45 @@ class SendQueues:
             w.acked = pk.with_acked(w.acked, len(self.free), qp, a.wr)  # that response needed every earlier
             # packet of the QP (o9-20)
         w.start = start
-        if kind <= pk.K_CECOPY:  # a WRITE or a copy-engine copy, timed as a WRITE on its lane
-            ready = self._payload(o.region, o.offset, o.length, pk.P_WRITE, o.shift if kind == pk.K_WRITE
-                                  else 0, 0, channel, index, qp, wid, start)
-        elif kind == pk.K_IMM:
-            ready = self._payload(o.region, o.offset, o.length, pk.P_IMM, o.imm, o.cq_slot, channel, index, qp,
-                                  wid, start)
-        else:  # one packet: an 8-byte value, an atomic or a send
+        # the op check's rules (`epfuzz.protocols.opcheck`) on the fields as they are read, before any packet
+        sizes = self.sizes
+        if kind <= pk.K_IMM:  # a WRITE, a copy-engine copy (timed as a WRITE on its lane) or a WRITE_WITH_IMM
+            region: str = o.region
+            off: int = o.offset
+            length: int = o.length
+            cq = o.cq_slot if kind == pk.K_IMM else 0
+            if sizes is not None and not (span_fits(sizes, region, off, length) and (
+                    kind != pk.K_IMM or (0 <= cq < self.max_signals and channel < self.num_channels))):
+                raise OutsideLayout
+            ready = self._payload(region, off, length, pk.P_IMM if kind == pk.K_IMM else pk.P_WRITE,
+                                  o.imm if kind == pk.K_IMM else o.shift if kind == pk.K_WRITE else 0, cq, channel,
+                                  index, qp, wid, start)
+        elif kind <= pk.K_READ:  # one packet: an 8-byte value, an atomic, a READ request
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            region = o.region
+            off = o.offset
+            length = o.length if kind == pk.K_READ else 8
+            if sizes is not None and not (span_fits(sizes, region, off, length) and (
+                    kind != pk.K_ATOMIC or off % 8 == 0)):
+                raise OutsideLayout
             # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
-            if kind in (pk.K_VALUE, pk.K_CEVALUE):
-                self._packet(channel, index, qp, wid, pk.P_VALUE, o.region, o.offset, 8, o.value, True, ready, 0,
+            if kind <= pk.K_CEVALUE:
+                self._packet(channel, index, qp, wid, pk.P_VALUE, region, off, 8, o.value, True, ready, 0,
                              kind == pk.K_VALUE and o.strong)
             elif kind == pk.K_ATOMIC:
-                self._packet(channel, index, qp, wid, pk.P_ATOMIC, o.region, o.offset, 8, o.delta, True, ready, 0,
-                             o.strong)
+                self._packet(channel, index, qp, wid, pk.P_ATOMIC, region, off, 8, o.delta, True, ready, 0, o.strong)
                 self.atomic_pkt[qp] = mine[-1]
-            elif kind == pk.K_READ:  # the request; its response is the completion (IB-read-response)
-                self._packet(channel, index, qp, wid, pk.P_READ, o.region, o.offset, o.length, 0, True, ready, 0,
-                             False)
+            else:  # the request; its response is the completion (IB-read-response)
+                self._packet(channel, index, qp, wid, pk.P_READ, region, off, length, 0, True, ready, 0, False)
                 self.atomic_pkt[qp] = mine[-1]
-            else:
-                slot: int = o.slot
-                self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
-                             False)
+        else:  # a SEND (an op of no known class starts as one: `post_and_send` checked it)
+            ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
+            slot: int = o.slot
+            if sizes is not None and kind == pk.K_SEND and not (0 <= slot < self.max_signals
+                                                                 and channel < self.num_channels):
+                raise OutsideLayout
+            self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+                         False)
         self.free[qp] = ready
         self.last_of[wid - self.wr_base] = mine[-1]
         batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch

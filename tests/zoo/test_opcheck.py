@@ -15,11 +15,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from epfuzz.encoding import codec
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
 from epfuzz.protocols import opcheck
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.opcheck import _problem, check_programs, shape_of
+from epfuzz.sim.requester import Nic, post_and_send
 
 REGIONS = st.sampled_from([*ops.REGIONS, "nowhere"])
 #: offsets and lengths around every region's edges, negatives and misaligned words included
@@ -130,3 +132,18 @@ def test_each_class_has_the_shape_of_its_rules() -> None:
     shape = shape_of(ops.ProxyFence())
     assert (shape.span, shape.src, shape.aligned, shape.slot) == (opcheck.NO_SPAN, False, False, opcheck.NO_SLOT)
     assert shape_of(TaggedWrite(0, ops.DATA, 0, 1)) is not shape_of(ops.Write(0, ops.DATA, 0, 1))  # per exact type
+
+
+@settings(max_examples=500, deadline=None)
+@given(layouts(), st.lists(st.lists(OPS, max_size=4), min_size=1, max_size=4))
+def test_the_requester_refuses_exactly_what_the_check_refuses(lay: Layout, programs: list[list[ops.Op]]) -> None:
+    """The sim's build checks each op as the requester reads its fields (`OutsideLayout`, then `check_programs`
+    names the first op in program order): it must refuse a program set iff an op breaks a rule."""
+    scn = codec.decode(b"", "dispatch_any")
+    bad = any(reference(op, c, lay) is not None for c, prog in enumerate(programs) for op in prog)
+    nic = Nic(scn, lay.sizes, lay.max_signals, lay.num_channels)
+    if bad:
+        with pytest.raises(opcheck.OutsideLayout):
+            post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
+    else:
+        post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
