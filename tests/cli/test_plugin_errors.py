@@ -334,3 +334,23 @@ def test_replaying_a_folder_whose_plugin_cannot_be_imported_says_so_once(tmp_pat
     assert first.startswith("epfuzz: fromci/finding-") and why in first, p.stderr
     assert more.startswith(f"epfuzz: 2 more file(s) failed the same way: {why}"), p.stderr
     assert "3 unreadable" in p.stdout
+
+
+@pytest.mark.parametrize("body", ["import numpyy_not_installed", "from epfuzz.ir import no_such_name",
+                                  "raise RuntimeError('boom at import')"])
+def test_an_import_that_fails_inside_a_plugin_names_its_line_like_any_exception_there(tmp_path, body):
+    """Trial 0205 item 2: `import numpyy` in the plug-in said "cannot load protocol 'imperr:X': No module named
+    'numpyy'", exit 2, no file nor line: as if the plug-in itself were missing. A RuntimeError there was exit 3
+    with its line; an import the plug-in's own code makes that fails is now said the same way."""
+    (tmp_path / "imperr.py").write_text(f"import os\n{body}\n")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "imperr:X", "--max-execs", "10", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = one_line(p)
+    assert line.startswith("epfuzz: protocol error (a bug in the protocol plug-in): cannot import protocol "
+                           "'imperr:X': "), line
+    assert line.endswith(f"(at {tmp_path / 'imperr.py'}:2, in <module>)"), line
+    assert not (tmp_path / "r").exists()
+    (tmp_path / "imperr.py").unlink()  # the plug-in's own module missing is still the one-line input error
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "imperr:X", "--max-execs", "10")
+    assert p.returncode == 2 and one_line(p).startswith("epfuzz: cannot load protocol 'imperr:X': No module named "
+                                                        "'imperr' (a plug-in is looked for in"), p.stderr
