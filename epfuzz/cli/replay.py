@@ -56,8 +56,10 @@ def cmd_replay(a: argparse.Namespace) -> int:
             out = ran.run(scn, get_protocol(scn.protocol))
         except (limits.OverLimit, MemoryError) as e:  # the plug-in looped, hogged memory or exited on this case,
             changed += 1  # or asked at once for more than the machine has (not seen growing: oom): a verdict
-            got = f"{e.kind} ({e})" if isinstance(e, limits.OverLimit) else f"oom (MemoryError{REGISTRY.where(e)})"
-            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, got {got}")
+            kind, got = (e.kind, f"{e.kind} ({e})") if isinstance(e, limits.OverLimit) else (
+                "oom", f"oom (MemoryError{REGISTRY.where(e)})")
+            want = expect.verdict if expect and expect.verdict else ""
+            _tell_changed(f"CHANGED {path}: expected {want or 'a verdict'}, got {got}", path, want, kind)
             continue
         except BackendUnavailable as e:  # available when asked, not when run: its later cases are skipped too
             if backend:
@@ -93,7 +95,8 @@ def cmd_replay(a: argparse.Namespace) -> int:
             first_unchecked, why_unchecked = first_unchecked or line, why_unchecked or expect.source
         elif out.verdict != expect.verdict:
             changed += 1
-            print(_changed(path, expect.verdict, expect.source, out, ran, scn))
+            line = _changed(path, expect.verdict, expect.source, out, ran, scn)
+            _tell_changed(line, path, expect.verdict, out.verdict)
         else:
             ok += 1
             if a.verbose:
@@ -135,6 +138,15 @@ class _Said:
         for why, n in self.more.items():
             if n:
                 print(f"epfuzz: {n} more file(s) failed the same way: {why}", file=sys.stderr)
+
+
+def _tell_changed(line: str, path: Path, expected: str, got: str) -> None:
+    """A CHANGED line on stdout; in a JSON log a `replay.changed` event too (path, expected and got: verdicts),
+    for the CI job that reads the log (it had the text alone: trial 0205 item 4). For people the line is it."""
+    print(line)
+    log = elog.get_logger()
+    (log.info if elog.json_lines() else log.debug)("replay.changed", path=str(path), expected=expected or None,
+                                                   got=got, line=line)
 
 
 def _changed(path: Path, verdict: str, source: str, out: Outcome, ran: Backend, scn: Scenario) -> str:
@@ -188,6 +200,11 @@ def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int],
         rc = EXIT_FINDING
     else:
         rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors or damaged else EXIT_CLEAN
+    log = elog.get_logger()  # the summary line's numbers as an event, for a program reading a JSON log
+    (log.info if elog.json_lines() else log.debug)(
+        "replay.summary", replayed=ok + changed + unchecked, as_expected=ok, changed=changed, unchecked=unchecked,
+        unreadable=errors, protocol_errors=plugin_bugs, harness_errors=broken, not_run=not_run,
+        manifest_problems=len(problems), not_inputs=len(skipped), passed=rc == EXIT_CLEAN, exit=rc)
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"

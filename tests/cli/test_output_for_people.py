@@ -317,3 +317,26 @@ def test_under_a_json_log_usage_errors_are_json_too():
         assert len(events) == 1 and events[0]["event"] == "error", p.stderr
     p = epfuzz("fuzz", "x", "--nosuch")
     assert p.returncode == 2 and p.stderr.startswith("epfuzz: ") and not p.stderr.startswith("{")
+
+
+def test_a_json_log_has_each_changed_verdict_and_the_replay_summary_as_events(tmp_path):
+    """Trial 0205 item 4: `--log-format json replay` wrote its CHANGED lines and its summary as text on stdout
+    alone: a CI job reading the log had no event for either. The text stays on stdout for people."""
+    shutil.copy(C2B, tmp_path / "ok.json")
+    case = json.loads(C2B.read_text())
+    case["expect"] = "clean"
+    (tmp_path / "changed.json").write_text(json.dumps(case))
+    p = epfuzz("--log-format", "json", "replay", str(tmp_path))
+    assert p.returncode == 1, p.stdout + p.stderr
+    events = [json.loads(x) for x in p.stderr.splitlines()]          # every line is JSON
+    changed = [e for e in events if e["event"] == "replay.changed"]
+    assert [(e["path"], e["expected"], e["got"]) for e in changed] == [(str(tmp_path / "changed.json"), "clean",
+                                                                         "finding")]
+    assert changed[0]["line"] in p.stdout.splitlines()
+    end = events[-1]
+    assert end["event"] == "replay.summary", events
+    assert (end["replayed"], end["as_expected"], end["changed"], end["unreadable"], end["passed"], end["exit"]) == \
+        (2, 1, 1, 0, False, 1)
+    assert "FAIL (exit 1)" in p.stdout
+    p = epfuzz("replay", str(tmp_path))  # for people: the lines alone
+    assert "replay.changed" not in p.stderr + p.stdout and "replay.summary" not in p.stderr + p.stdout
