@@ -69,7 +69,7 @@ class _Logs:
 
 
 def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, stopped: list[int], seconds: float,
-           progress: bool, log: Any) -> str:
+           progress: bool, log: Any = None) -> str:
     """Follow the jobs until all have exited, forwarding a stop, summing their progress rows into the
     run's progress.csv and showing them as one run (the progress line, each raw finding); returns why the
     disk is full, or ""."""
