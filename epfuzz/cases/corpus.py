@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz.backends import NAMES as BACKEND_NAMES
+from epfuzz.cases.agree import agree_first
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.shipped import missing
@@ -213,22 +214,6 @@ def is_case_text(raw: bytes) -> bool:
     return "scenario" in obj or "protocol" in obj
 
 
-def _agree_first(obj: dict[str, Any], where: str) -> None:
-    """The case's copies of its scenario's protocol and preset, compared before the scenario is loaded: loaded
-    first, a case naming two protocols was refused for what the scenario's alone could not take (trial 0205
-    item 7). A scenario protocol that is no protocol at all is left to the loader: its "did you mean" is the fix."""
-    from epfuzz.protocols import REGISTRY
-
-    inner = obj.get("scenario")
-    if not isinstance(inner, dict):
-        return
-    for key in ("protocol", "preset"):
-        if key in obj and key in inner and obj[key] != inner[key]:
-            if key == "protocol" and ":" not in str(inner[key]) and not REGISTRY.known(str(inner[key])):
-                return
-            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {inner[key]!r}")
-
-
 def parse_case(raw: bytes, where: str, stem: str) -> Case:
     """A case (`scenario` + `expect` + `input`) or a bare scenario (which has no expected verdict)."""
     if not raw.strip():
@@ -242,7 +227,7 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
     for key in ("name", "input", "expect", "backend", "note", "signature", "protocol", "preset"):
         if key in obj and not isinstance(obj[key], str):  # `"input": 5` was a TypeError, exit 3
             raise InputError(f"{where}: {key!r} must be a string, not {type(obj[key]).__name__}")
-    _agree_first(obj, where)
+    agree_first(obj, where)
     try:
         if "scenario" not in obj:  # a bare scenario file
             return Case(stem, codec.load_dict(obj), b"", "", "sim")
