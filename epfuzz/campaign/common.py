@@ -68,6 +68,9 @@ class Summary:
     false_alarms: list[Path] = field(default_factory=list)
     left: list[Path] = field(default_factory=list)  # raw findings not grouped yet (see `why`)
     why: str = ""
+    #: the bound that ended the fuzzing where nothing else did: "time" (--time) or "execs" (--max-execs, or
+    #: libFuzzer's -runs, reached by every job)
+    bound: str = "time"
 
     @property
     def exec_per_s(self) -> float:
@@ -265,11 +268,17 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
 
 
 def stop_reason(summary: Summary) -> str:
-    """Why the campaign ended, one word: "time" (its budget, or its -runs), "signal" (Ctrl-C, SIGTERM),
-    "disk_full" or "harness_error" (the guided engine stops at a plug-in's first exception, exit 3); what the
-    text summary's "stopped early by ..." and "first harness error" lines say."""
+    """Why the campaign ended, one word: "time" (its --time budget), "execs" (--max-execs, or libFuzzer's
+    -runs: 500 execs in 1 s of 60 said "time", trial 0205 item 4), "signal" (Ctrl-C, SIGTERM), "disk_full" or
+    "harness_error" (the guided engine stops at a plug-in's first exception, exit 3); what the text summary's
+    "stopped early by ..." and "first harness error" lines say."""
     if summary.disk_full:
         return "disk_full"
     if summary.interrupted:
         return "signal"
-    return "harness_error" if summary.error else "time"
+    return "harness_error" if summary.error else summary.bound
+
+
+def exec_bound(max_execs: int | None, execs: list[int]) -> str:
+    """`Summary.bound` of a campaign whose jobs ran `execs` each: "execs" where each reached `max_execs`."""
+    return "execs" if max_execs is not None and execs and all(n >= max_execs for n in execs) else "time"

@@ -30,6 +30,7 @@ from epfuzz.campaign.common import (
     RUNS,
     GroupingProgress,
     Summary,
+    exec_bound,
     false_alarms,
     log_end,
     log_start,
@@ -82,10 +83,10 @@ class _Campaign:
         self.monitor = Monitor()
         self.loop = Guided(protocol, self.proto, seed, preset, feedbacks=feedbacks, moves=moves,
                            monitor=self.monitor)
-        self.console = Console()
+        self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
+        self.console = Console(log=self.log)
         self.sink = FindingSink(run_dir, protocol, self.proto, console=self.console)
         self.stop_signal = 0
-        self.log = get_logger(harness=name, backend="sim", preset=preset, engine="guided")
         self.resource: list[tuple[str, str]] = []   # (hang|oom, artifact) of inputs past a limit
         self.disk_full = ""                          # the write that found no room, if one did
         self.sync = sync
@@ -260,7 +261,8 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         summary = Summary(name, run_dir, elapsed, g.execs, len(g.corpus.seen), len(g.corpus), int(bool(camp.error)),
                           camp.findings, grouping.bugs, camp.stop_signal,
                           resource=resource_findings(camp.resource, protocol, preset), error=camp.error,
-                          false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why)
+                          false_alarms=false_alarms(paths), left=grouping.left, why=grouping.why,
+                          bound=exec_bound(max_execs, [g.execs]))
         try:
             write_bug_index(grouping, run_dir / "bugs.csv")
             write_atomic(run_dir / "stats.json", json.dumps(camp.stats(elapsed), indent=1).encode())

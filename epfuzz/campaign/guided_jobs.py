@@ -22,6 +22,7 @@ from typing import Any
 from epfuzz.campaign.common import (
     PROGRESS_HEADER,
     Summary,
+    exec_bound,
     false_alarms,
     log_end,
     log_start,
@@ -68,12 +69,12 @@ class _Logs:
 
 
 def _watch(procs: list[subprocess.Popen[bytes]], run_dir: Path, start: float, stopped: list[int], seconds: float,
-           progress: bool) -> str:
+           progress: bool, log: Any = None) -> str:
     """Follow the jobs until all have exited, forwarding a stop, summing their progress rows into the
     run's progress.csv and showing them as one run (the progress line, each raw finding); returns why the
     disk is full, or ""."""
     forwarded_at = 0.0
-    console = Console()
+    console = Console(log=log)  # its events carry the campaign's fields, as the campaign's own do
     logs = _Logs(run_dir, len(procs), console)
     try:
         with (run_dir / "progress.csv").open("a") as csv:
@@ -140,7 +141,7 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
     procs = [subprocess.Popen([sys.executable, "-m", "epfuzz.campaign.worker", json.dumps({**args, "job": j})],
                               cwd=os.getcwd(), stdout=(run_dir / f"job{j}.log").open("w"), stderr=subprocess.STDOUT,
                               start_new_session=True, preexec_fn=proc.die_with_parent) for j in range(jobs)]
-    disk_full = _watch(procs, run_dir, start, stopped, seconds, progress)
+    disk_full = _watch(procs, run_dir, start, stopped, seconds, progress, log)
     elapsed = time.monotonic() - start
     stats = []
     for j in range(jobs):
@@ -161,7 +162,8 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
     summary = Summary(name, run_dir, elapsed, total["execs"], max((s.get("features", 0) for s in stats), default=0),
                       len(os.listdir(run_dir / "corpus")), len(errors), findings, grouping.bugs, stopped[0],
                       resource=resource_findings(resource, protocol, preset),
-                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
+                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why,
+                      bound=exec_bound(max_execs, [int(s.get("execs", 0)) for s in stats]))
     crashed = [s["error"] for s in stats if s.get("error")]  # a job that stopped at the plug-in's exception
     summary.harness_errors += len(crashed)
     if crashed:

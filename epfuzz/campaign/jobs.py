@@ -166,7 +166,7 @@ class _Jobs:
         self.input_timeout = 0          # libFuzzer's -timeout of the jobs: how long a stuck input may take
         self.protocol, self.preset = "", "spec"  # what a raw artifact replays under
         self.disk_full = ""             # why the campaign stopped writing, when a disk filled
-        self.console = Console()        # the progress line and each job's raw findings, as one run's
+        self.console = Console(log=log)  # the progress line and each job's raw findings, as one run's
 
     def launch(self, j: int) -> None:
         left = max(1, int(self.deadline - time.monotonic()))

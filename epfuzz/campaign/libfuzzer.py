@@ -10,6 +10,7 @@ jobs; libFuzzer prints its final stats, and the summary still prints.
 
 from __future__ import annotations
 
+import re
 import signal
 import time
 from pathlib import Path
@@ -21,6 +22,7 @@ from epfuzz.campaign.common import (
     PROGRESS_HEADER,
     RUNS,
     Summary,
+    exec_bound,
     false_alarms,
     log_end,
     log_start,
@@ -102,7 +104,8 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend, next((s.error for s in jobs.states if s.error), ""),
                       resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset),
-                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why)
+                      false_alarms=false_alarms([p for _, p, _ in findings]), left=grouping.left, why=grouping.why,
+                      bound=exec_bound(_runs(jobs.extra), [s.execs for s in jobs.states]))
     try:
         with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
             f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
@@ -114,6 +117,12 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
         summary.disk_full = jobs.disk_full
     log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
     return summary
+
+
+def _runs(extra: list[str]) -> int | None:
+    """The -runs=N flag of the jobs (--max-execs N, or the user's own after `--`), the last one given."""
+    runs = [int(m.group(1)) for x in extra if (m := re.fullmatch(r"-runs=(\d+)", x))]
+    return runs[-1] if runs else None
 
 
 def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz.backends import NAMES as BACKEND_NAMES
+from epfuzz.cases.agree import agree_first
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.shipped import missing
@@ -226,6 +227,7 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
     for key in ("name", "input", "expect", "backend", "note", "signature", "protocol", "preset"):
         if key in obj and not isinstance(obj[key], str):  # `"input": 5` was a TypeError, exit 3
             raise InputError(f"{where}: {key!r} must be a string, not {type(obj[key]).__name__}")
+    agree_first(obj, where)
     try:
         if "scenario" not in obj:  # a bare scenario file
             return Case(stem, codec.load_dict(obj), b"", "", "sim")

@@ -173,12 +173,14 @@ def _fuzz_guided(a: argparse.Namespace) -> Summary:
 
 def cmd_explore(a: argparse.Namespace) -> int:
     from epfuzz.sim.explore import explore
+    from epfuzz.triage.minimize import too_large_to_explore
 
     case = load_any(Path(a.path), a.protocol, a.preset, a.raw)
+    proto = get_protocol(case.scenario.protocol)
     try:
-        res = explore(case.scenario, get_protocol(case.scenario.protocol), max_states=a.max_states)
-    except InputError as e:  # about this case: name it (new-user trial item 7)
-        raise InputError(f"{a.path}: {e}") from None
+        res = explore(case.scenario, proto, max_states=a.max_states)
+    except InputError as e:  # about this case: name it (new-user trial item 7), and a route that works for it
+        raise InputError(f"{a.path}: {too_large_to_explore(str(e), case.scenario, proto)}") from None
     print("search bounded by: " + "; ".join(res.bounds))
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")

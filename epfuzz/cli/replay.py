@@ -33,7 +33,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     paths, skipped = replayable([Path(p) for p in a.paths], a.protocol)
     if not paths:
         return _nothing_found(skipped)
-    get_backend(a.backend)  # one the user names that cannot run here: refused in one line, as `run` does (review)
+    _refused_at_once(a)
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
         print(f"epfuzz: {problem.line}", file=sys.stderr)
@@ -41,6 +41,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     first_unchecked = why_unchecked = ""
     no_backend: dict[str, tuple[int, str]] = {}  # cases whose own backend cannot run here: (count, why), skipped
     why_not: dict[str, str] = {}  # each backend's answer, asked once (_cannot_run)
+    said = _Said()
     for path in paths:
         expect = None
         backend = ""
@@ -53,15 +54,12 @@ def cmd_replay(a: argparse.Namespace) -> int:
                 continue
             ran = get_backend(backend, require=False)  # _cannot_run asked it already
             out = ran.run(scn, get_protocol(scn.protocol))
-        except limits.OverLimit as e:  # the plug-in looped, hogged memory or exited on this case: a verdict
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
-                  f"got {e.kind} ({e})")
-            continue
-        except MemoryError as e:  # an allocation too big for the machine at once (not seen growing): oom
-            changed += 1
-            print(f"CHANGED {path}: expected {expect.verdict if expect and expect.verdict else 'a verdict'}, "
-                  f"got oom (MemoryError{REGISTRY.where(e)})")
+        except (limits.OverLimit, MemoryError) as e:  # the plug-in looped, hogged memory or exited on this case,
+            changed += 1  # or asked at once for more than the machine has (not seen growing: oom): a verdict
+            kind, got = (e.kind, f"{e.kind} ({e})") if isinstance(e, limits.OverLimit) else (
+                "oom", f"oom (MemoryError{REGISTRY.where(e)})")
+            want = expect.verdict if expect and expect.verdict else ""
+            _tell_changed(f"CHANGED {path}: expected {want or 'a verdict'}, got {got}", path, want, kind)
             continue
         except BackendUnavailable as e:  # available when asked, not when run: its later cases are skipped too
             if backend:
@@ -73,9 +71,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
         except EpfuzzError as e:
             if isinstance(e, ProtocolError):
                 plugin_bugs += 1
-                print(f"epfuzz: {path}: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
+                said.say(path, f"protocol error (a bug in the protocol plug-in): {e}")
             else:
-                print(f"epfuzz: {e}", file=sys.stderr)
+                said.say(path, str(e).removeprefix(f"{path}: "))
                 errors += 1
             continue
         except (Exception, SystemExit) as e:  # one broken file must not hide the verdicts of the others
@@ -97,17 +95,58 @@ def cmd_replay(a: argparse.Namespace) -> int:
             first_unchecked, why_unchecked = first_unchecked or line, why_unchecked or expect.source
         elif out.verdict != expect.verdict:
             changed += 1
-            print(_changed(path, expect.verdict, expect.source, out, ran, scn))
+            line = _changed(path, expect.verdict, expect.source, out, ran, scn)
+            _tell_changed(line, path, expect.verdict, out.verdict)
         else:
             ok += 1
             if a.verbose:
                 print(f"ok {path}: {out.verdict}")
         log.debug("replay.case", path=str(path), verdict=out.verdict, expect=expect.verdict or None)
+    said.the_rest()
     if unchecked == 1 and not a.verbose:
         print(first_unchecked)
     elif unchecked > 1 and not a.verbose:  # a fresh run's corpus is ~1,000 of them: a count, not a page
         print(f"UNCHECKED {unchecked} inputs have no expected verdict (the first: {why_unchecked}); -v lists each")
     return _summary(a, (ok, changed, unchecked, errors, plugin_bugs, broken), no_backend, problems, skipped)
+
+
+def _refused_at_once(a: argparse.Namespace) -> None:
+    """What is refused before any file, in one line as `run` and `fuzz` refuse it: a backend the user names that
+    cannot run here (review), a --protocol plug-in that cannot be imported (it was one line per file: trial 0205
+    item 1)."""
+    get_backend(a.backend)
+    if a.protocol:
+        get_protocol(a.protocol)
+
+
+class _Said:
+    """Each file's error line, said once for all the files it is the same for: a run folder whose plug-in cannot
+    be imported, or names one not allowed, said one identical line per file, 339 of them (trial 0205 item 1)."""
+
+    def __init__(self) -> None:
+        self.more: dict[str, int] = {}  # an error's text after its file's path: how many more files said it
+
+    def say(self, path: Path, why: str) -> None:
+        if why in self.more:
+            self.more[why] += 1
+        else:
+            self.more[why] = 0
+            print(f"epfuzz: {path}: {why}", file=sys.stderr)
+
+    def the_rest(self) -> None:
+        """One line for each error more files than its first had, after the verdicts."""
+        for why, n in self.more.items():
+            if n:
+                print(f"epfuzz: {n} more file(s) failed the same way: {why}", file=sys.stderr)
+
+
+def _tell_changed(line: str, path: Path, expected: str, got: str) -> None:
+    """A CHANGED line on stdout; in a JSON log a `replay.changed` event too (path, expected and got: verdicts),
+    for the CI job that reads the log (it had the text alone: trial 0205 item 4). For people the line is it."""
+    print(line)
+    log = elog.get_logger()
+    (log.info if elog.json_lines() else log.debug)("replay.changed", path=str(path), expected=expected or None,
+                                                   got=got, line=line)
 
 
 def _changed(path: Path, verdict: str, source: str, out: Outcome, ran: Backend, scn: Scenario) -> str:
@@ -161,6 +200,11 @@ def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int],
         rc = EXIT_FINDING
     else:
         rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors or damaged else EXIT_CLEAN
+    log = elog.get_logger()  # the summary line's numbers as an event, for a program reading a JSON log
+    (log.info if elog.json_lines() else log.debug)(
+        "replay.summary", replayed=ok + changed + unchecked, as_expected=ok, changed=changed, unchecked=unchecked,
+        unreadable=errors, protocol_errors=plugin_bugs, harness_errors=broken, not_run=not_run,
+        manifest_problems=len(problems), not_inputs=len(skipped), passed=rc == EXIT_CLEAN, exit=rc)
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"

@@ -7,6 +7,7 @@ a mistyped harness with the close names, a missing folder as missing (user trial
 from __future__ import annotations
 
 import argparse
+import errno
 import os
 import sys
 from pathlib import Path
@@ -34,11 +35,14 @@ def known_harness(name: str) -> None:
 
 def usable_run_dir(run_dir: Path, writes: str) -> None:
     """Refuse a run folder this process may not read or write into, naming the folder: the system's refusal named
-    noperm/bugs or noperm/progress.csv, a path inside what the user gave (pip trial item 11)."""
+    noperm/bugs or noperm/progress.csv, a path inside what the user gave (pip trial item 11). In the system's
+    words, as the other commands say it: a read-only mount was "permission denied" here and "Read-only file
+    system" from fuzz and minimize (trial 0205 item 7)."""
     if not os.access(run_dir, os.R_OK | os.X_OK):
-        raise InputError(f"cannot read {run_dir}: permission denied")
+        raise InputError(f"cannot read {run_dir}: {os.strerror(errno.EACCES)}")
     if not os.access(run_dir, os.W_OK):
-        raise InputError(f"cannot write into {run_dir} ({writes} go there): permission denied")
+        why = errno.EROFS if os.statvfs(run_dir).f_flag & os.ST_RDONLY else errno.EACCES
+        raise InputError(f"cannot write into {run_dir} ({writes} go there): {os.strerror(why)}")
 
 
 def cmd_corpus(a: argparse.Namespace) -> int:

@@ -228,10 +228,12 @@ class Registry:
                 raise InputError(f"{what}: module {mod_name} was imported already from "
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr, _MISSING)
-        except (ImportError, AttributeError) as e:
-            looked = _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
-            raise InputError(f"cannot load {what}: {e}{looked}") from None
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
+            # an ImportError its own code raised (`import numpyy`) is its own too, said with its line like any
+            # other: "cannot load ...: No module named 'numpyy'" read as if the plug-in were missing (trial 0205)
+            if isinstance(e, (ImportError, AttributeError)) and not self.where(e):
+                looked = _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
+                raise InputError(f"cannot load {what}: {e}{looked}") from None
             raise ProtocolError(f"cannot import {what}: {describe(e)}{self.where(e)}") from None
         finally:
             with contextlib.suppress(ValueError):

@@ -56,10 +56,12 @@ class Console:
     progress line (rewritten in place on a terminal; elsewhere, as CI and `| tee` see it, a plain
     `progress:` line every OFF_TTY_EVERY seconds, the first after one; in a JSON log a `fuzz.progress`
     event as often), and one line per raw finding with its replay command (a `fuzz.finding` event in a
-    JSON log). Under -q nothing but false alarms, which are epfuzz's own bugs."""
+    JSON log). Under -q nothing but false alarms, which are epfuzz's own bugs. `log`: the campaign's logger, so
+    these events carry its harness, backend, preset and engine as its other events do (trial 0205 item 4)."""
 
-    def __init__(self, out: TextIO | None = None) -> None:
+    def __init__(self, out: TextIO | None = None, log: Any = None) -> None:
         self.out = out
+        self.log = log
         self.start = time.monotonic()
         self.last = 0.0         # when the last off-terminal line or event was written (0: none yet)
         self.pending = False    # a progress line stands unfinished on the terminal
@@ -69,9 +71,14 @@ class Console:
     def _out(self) -> TextIO:
         return self.out or sys.stderr   # whatever stderr is now (a test's capture may have swapped it)
 
+    def _log(self) -> Any:
+        from epfuzz.infra.log import get_logger
+
+        return self.log if self.log is not None else get_logger()
+
     def progress(self, elapsed: float, seconds: float, execs: int, features: int, corpus: int,
                  findings: int) -> None:
-        from epfuzz.infra.log import get_logger, json_lines, quiet
+        from epfuzz.infra.log import json_lines, quiet
 
         if quiet():
             return
@@ -90,7 +97,7 @@ class Console:
                 return
             self.last = now
             if json_lines():
-                get_logger().info("fuzz.progress", elapsed=round(elapsed), seconds=round(seconds), execs=execs,
+                self._log().info("fuzz.progress", elapsed=round(elapsed), seconds=round(seconds), execs=execs,
                                   exec_per_s=round(rate), features=features, corpus=corpus, findings=findings)
             else:
                 out.write(f"progress: {text.strip()}\n")
@@ -98,7 +105,7 @@ class Console:
 
     def finding(self, summary: str, replay: str, alarm: str = "") -> None:
         """One raw finding, and `alarm` where it is a false alarm."""
-        from epfuzz.infra.log import get_logger, json_lines, quiet
+        from epfuzz.infra.log import json_lines, quiet
 
         with self.lock:
             if replay in self.shown:
@@ -108,9 +115,9 @@ class Console:
             self._clear(out)
             if json_lines():
                 if not quiet():
-                    get_logger().info("fuzz.finding", summary=summary, replay=replay)
+                    self._log().info("fuzz.finding", summary=summary, replay=replay)
                 if alarm:
-                    get_logger().error("fuzz.false_alarm", text=alarm.strip("= \n"))
+                    self._log().error("fuzz.false_alarm", text=alarm.strip("= \n"))
                 return
             if quiet():  # -q: the summary says the false alarms (how many, and one of them), not each here
                 return
@@ -119,13 +126,13 @@ class Console:
 
     def alarm(self, text: str) -> None:
         """A false alarm alone (a job's, relayed)."""
-        from epfuzz.infra.log import get_logger, json_lines, quiet
+        from epfuzz.infra.log import json_lines, quiet
 
         with self.lock:
             out = self._out()
             self._clear(out)
             if json_lines():
-                get_logger().error("fuzz.false_alarm", text=text.strip("= \n"))
+                self._log().error("fuzz.false_alarm", text=text.strip("= \n"))
             elif not quiet():  # -q: the summary counts them
                 out.write(text.rstrip("\n") + "\n")
                 out.flush()

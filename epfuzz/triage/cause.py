@@ -188,6 +188,19 @@ def cause_line(scn: Scenario, outcome: Outcome, knobs: str) -> str:
 
 #: the knob column when the finding needs no knob at all (it shows on every platform)
 NO_KNOB = "no knob"
+#: the knob column when it needs none of a protocol's own `signature_knobs`, a list that leaves out knobs `explain`
+#: asks about: "no knob" there read as if the knobs explain says it needs were not needed (trial 0205 item 6)
+NO_SIGNATURE_KNOB = "no signature knob"
+
+
+def none_needed(proto: Protocol) -> str:
+    """The knob column's words where the finding needs none of the knobs asked about: NO_KNOB, or
+    NO_SIGNATURE_KNOB where the protocol's own `signature_knobs` leave out a knob of SIGNATURE_FIELDS, which
+    `explain` asks about too (a `[protocol]` pin among them)."""
+    from epfuzz.backends.base import SIGNATURE_FIELDS
+
+    own = proto.signature_knobs
+    return NO_SIGNATURE_KNOB if own and not set(SIGNATURE_FIELDS) <= set(own) else NO_KNOB
 
 
 def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol, fields: tuple[str, ...]) -> tuple[str, Needs]:
@@ -195,7 +208,7 @@ def root_cause(scn: Scenario, outcome: Outcome, proto: Protocol, fields: tuple[s
     every knob of `fields` it needs at its value ("[preset]"/"[protocol]" where that pins it)."""
     kind = outcome.violation.kind if outcome.violation else None
     got = needs(scn, proto, kind, fields, shape=False)
-    return cause_line(scn, outcome, ",".join(n.text() for n in got.knobs) or NO_KNOB), got
+    return cause_line(scn, outcome, ",".join(n.text() for n in got.knobs) or none_needed(proto)), got
 
 
 def knob_line(scn: Scenario, outcome: Outcome, proto: Protocol, keep_knob: Callable[[str], bool],
@@ -218,4 +231,4 @@ def moved_knobs_cause(scn: Scenario, outcome: Outcome, proto: Protocol) -> str:
     simplest = codec.decode(b"", scn.protocol, scn.preset)
     moved = [k for k in get_backend(outcome.backend, require=False).signature_fields(proto)
              if scn.get_path(k) != simplest.get_path(k)]
-    return knob_line(scn, outcome, proto, lambda k: k in moved, NO_KNOB)
+    return knob_line(scn, outcome, proto, lambda k: k in moved, none_needed(proto))

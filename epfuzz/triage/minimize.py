@@ -41,7 +41,10 @@ from epfuzz.protocols.base import Protocol
 from epfuzz.triage.passes import PASSES, Ctx, Pass, candidates, remove_pairs, simpler_values
 
 Predicate = Callable[[Scenario], bool]
-__all__ = ["Minimized", "candidates", "is_one_minimal", "minimize", "reduce_knobs", "reproduces", "simpler_values"]
+__all__ = ["Minimized", "candidates", "is_one_minimal", "minimize", "reduce_knobs", "reproduces", "simpler_values",
+           "too_large_to_explore"]
+#: how explore's refusal of a case too large for its adaptive-routing orders begins its advice (epfuzz.sim.explore)
+MINIMIZE_FIRST = ": minimize the case first"
 
 
 @dataclass
@@ -153,6 +156,21 @@ def minimize(scn: Scenario, proto: Protocol, backend: str = "sim", repeats: int 
         current = s.accepted[-1]
         out = b.run(current, proto, repeats=repeats)
     return Minimized(scn, current, s.runs, time.perf_counter() - t0, out, s.complete)
+
+
+def too_large_to_explore(why: str, scn: Scenario, proto: Protocol) -> str:
+    """explore's refusal `why`, whose advice to minimize the case first holds for a finding only: a clean case
+    has nothing to minimize, and `minimize` refused the very case explore sent it to (trial 0205 item 3). A
+    clean case is told its routes: a smaller scenario, or this one without adaptive routing where no pin keeps
+    it on."""
+    head, minimize_first, _ = why.partition(MINIMIZE_FIRST)
+    if not minimize_first or get_backend("sim").run(scn, proto).violation is not None:
+        return why
+    ar_off = ("" if "knobs.adaptive_routing" in fixed_fields(scn.protocol, scn.preset) else
+              ", or this one with knobs.adaptive_routing false (a proof for each QP's packets in order only)")
+    return (f"{head}: the case is clean on the sim, so minimize has nothing to shrink: explore a smaller scenario "
+            "(fewer payload.num_tokens, topology.num_channels or chunking.splits_per_token, or more "
+            f"chunking.tokens_per_wr, make fewer packets; `epfuzz run CASE -v` prints its scenario JSON){ar_off}")
 
 
 def reduce_knobs(scn: Scenario, proto: Protocol, backend: Backend, fields: tuple[str, ...], repeats: int = 5,

@@ -23,7 +23,7 @@ from epfuzz.cases.corpus import (
     read_input,
     write_atomic,
 )
-from epfuzz.cases.replay import is_run_record
+from epfuzz.cases.replay import RUN_MARK, is_run_record
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
@@ -85,7 +85,9 @@ def _findings(run_dir: Path) -> tuple[list[Path], list[Path], list[tuple[Path, s
         if path.suffix == ".json" and path.parent.name != "bugs":
             if _is_case(path):   # not the run's own records (stats.json, jobs/job-N.json), which counted as
                 cases.append(path)   # findings in the grouping's "N of M" while the table said M - 1 (D12)
-            elif not is_run_record(path, run_dir):   # a corrupt finding-*.json: skipped, but said (user trial)
+            # a corrupt finding-*.json: skipped, but said (user trial); a record of the run given, or of a run
+            # folder below it (a tree of runs: its runs' stats.json were "no readable case", trial 0205 item 5), not
+            elif not is_run_record(path, run_dir) and not is_run_record(path):
                 skipped.append((path, _not_a_case(path)))
         elif path.name.startswith("crash-"):
             crashes.append(path)
@@ -137,6 +139,11 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
     bugs_dir = run_dir / "bugs"
     before = {p.name for p in bugs_dir.glob("*.json")} if bugs_dir.is_dir() else set()
     cases, crashes, unreadable = _findings(run_dir)
+    if not cases and not crashes and not unreadable and not any(run_dir.rglob(RUN_MARK)):
+        # nothing to group and no run below: a typo'd or empty folder got an empty bugs.csv, exit 0, which
+        # `report` then refused as no run folder (trial 0205 item 5): refused as report refuses it, nothing written
+        raise InputError(f"{run_dir}: no findings (finding-*.json cases, crash-* artifacts) and no {RUN_MARK} "
+                         "(not an epfuzz fuzz run folder?)")
     _refuse_unloadable(run_dir, cases)  # before anything is written, the wrapped artifacts too
     if protocol and crashes:
         cases = sorted(set(cases) | set(_wrap(run_dir, crashes, protocol, preset, backend)))

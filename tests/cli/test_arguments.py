@@ -161,6 +161,18 @@ def test_a_case_whose_fields_disagree_or_name_no_backend_is_refused(tmp_path, ca
     assert rc == 2 and says in err, err
 
 
+def test_a_case_whose_scenario_names_another_protocol_is_refused_naming_both(tmp_path, capsys):
+    """Trial 0205 item 7: the scenario was loaded first, so the refusal was what the scenario's protocol could not
+    take (a pinned field of write_imm_signal), naming neither the case's protocol nor the disagreement."""
+    case = json.loads(C2B.read_text())
+    case["scenario"]["protocol"] = "write_imm_signal"
+    (tmp_path / "case.json").write_text(json.dumps(case))
+    rc, _, err = run(capsys, "run", str(tmp_path / "case.json"))
+    assert rc == 2, err
+    assert err == (f"epfuzz: {tmp_path / 'case.json'}: 'protocol' is 'deepep_v2_dispatch' but its scenario's is "
+                   "'write_imm_signal'\n"), err
+
+
 def test_a_case_without_its_scenario_says_so(tmp_path, capsys):
     case = json.loads(C2B.read_text())
     del case["scenario"]

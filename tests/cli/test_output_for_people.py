@@ -171,6 +171,39 @@ def test_a_json_log_is_json_lines_only_with_each_finding_and_progress_as_events(
     found = [e for e in events if e["event"] == "fuzz.finding"]
     assert len(found) == len(list((tmp_path / "run").glob("finding-*.json"))) > 0
     assert all(e["replay"].endswith(".json") and e["summary"] for e in found)
+    # each fuzz event names the campaign as fuzz.start does (fuzz.finding had no harness, backend nor preset:
+    # trial 0205 item 4)
+    start = next(e for e in events if e["event"] == "fuzz.start")
+    fields = {k: start[k] for k in ("harness", "backend", "preset", "engine")}
+    assert fields["harness"] == "flag_write_signal_fuzzer" and fields["engine"] == engine, start
+    for e in events:
+        if e["event"] in ("fuzz.finding", "fuzz.progress", "fuzz.summary"):
+            assert {k: e.get(k) for k in fields} == fields, e
+
+
+@pytest.mark.parametrize("jobs", ["1", "2"])
+def test_a_json_log_says_a_run_that_max_execs_ended_stopped_at_its_execs(tmp_path, jobs):
+    """Trial 0205 item 4: `fuzz --max-execs 500` ended after 1 s of its 60 and fuzz.summary said "stop": "time";
+    every fuzz.finding event named the campaign's harness, backend and preset as its other events do."""
+    p = _fuzz_piped(tmp_path, "--log-format", "json", after=("--time", "600", "--max-execs", "40", "--jobs", jobs))
+    assert p.returncode == 1, p.stderr[-2000:]
+    events = [json.loads(x) for x in p.stderr.splitlines()]
+    end = next(e for e in events if e["event"] == "fuzz.summary")
+    assert end["stop"] == "execs" and end["execs"] >= 40 and end["signal"] is None, end
+    found = [e for e in events if e["event"] == "fuzz.finding"]
+    assert found and all(e["harness"] == "flag_write_signal_fuzzer" and e["backend"] == "sim"
+                         and e["preset"] == end["preset"] for e in found), found[:1]
+
+
+def test_the_stop_word_of_an_execution_bound():
+    from epfuzz.campaign.common import exec_bound
+    from epfuzz.campaign.libfuzzer import _runs
+
+    assert exec_bound(None, [500]) == "time"
+    assert exec_bound(40, [40, 52]) == "execs"      # every job reached it (libFuzzer's -runs is per job)
+    assert exec_bound(40, [40, 12]) == "time"       # one job's --time ran out first
+    assert exec_bound(40, []) == "time"
+    assert _runs(["-runs=10", "-max_len=9", "-runs=7"]) == 7 and _runs(["-runs=x"]) is None
 
 
 @pytest.mark.slow
@@ -284,3 +317,26 @@ def test_under_a_json_log_usage_errors_are_json_too():
         assert len(events) == 1 and events[0]["event"] == "error", p.stderr
     p = epfuzz("fuzz", "x", "--nosuch")
     assert p.returncode == 2 and p.stderr.startswith("epfuzz: ") and not p.stderr.startswith("{")
+
+
+def test_a_json_log_has_each_changed_verdict_and_the_replay_summary_as_events(tmp_path):
+    """Trial 0205 item 4: `--log-format json replay` wrote its CHANGED lines and its summary as text on stdout
+    alone: a CI job reading the log had no event for either. The text stays on stdout for people."""
+    shutil.copy(C2B, tmp_path / "ok.json")
+    case = json.loads(C2B.read_text())
+    case["expect"] = "clean"
+    (tmp_path / "changed.json").write_text(json.dumps(case))
+    p = epfuzz("--log-format", "json", "replay", str(tmp_path))
+    assert p.returncode == 1, p.stdout + p.stderr
+    events = [json.loads(x) for x in p.stderr.splitlines()]          # every line is JSON
+    changed = [e for e in events if e["event"] == "replay.changed"]
+    assert [(e["path"], e["expected"], e["got"]) for e in changed] == [(str(tmp_path / "changed.json"), "clean",
+                                                                         "finding")]
+    assert changed[0]["line"] in p.stdout.splitlines()
+    end = events[-1]
+    assert end["event"] == "replay.summary", events
+    assert (end["replayed"], end["as_expected"], end["changed"], end["unreadable"], end["passed"], end["exit"]) == \
+        (2, 1, 1, 0, False, 1)
+    assert "FAIL (exit 1)" in p.stdout
+    p = epfuzz("replay", str(tmp_path))  # for people: the lines alone
+    assert "replay.changed" not in p.stderr + p.stdout and "replay.summary" not in p.stderr + p.stdout

@@ -4,6 +4,7 @@ budget and printed only "N harness error(s)"; `run` blamed epfuzz)."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -310,3 +311,46 @@ def test_a_misspelt_class_name_gets_the_close_names(tmp_path):
     assert one_line(p).endswith("cannot load protocol 'mine:Flg': module 'mine' has no attribute 'Flg'; "
                                 "did you mean Flag?"), p.stderr
     assert not (tmp_path / "r").exists()
+
+
+def test_replaying_a_folder_whose_plugin_cannot_be_imported_says_so_once(tmp_path):
+    """Trial 0205 item 1: a run folder copied where its plug-in is not said "cannot load protocol ..." once per
+    file (339 identical lines), and so did `--protocol nomod:Nope` ("the names differ"); `run` and `fuzz` say
+    it once. Now --protocol is loaded first (one line, exit 2), and a refusal the files share is said once."""
+    cases = tmp_path / "fromci"
+    cases.mkdir()
+    c2b = json.loads((Path(__file__).resolve().parents[2] / "corpus/regressions/deepep661-c2b.json").read_text())
+    c2b["protocol"] = c2b["scenario"]["protocol"] = "mine:Flag"
+    for i in range(3):
+        (cases / f"finding-{i}.json").write_text(json.dumps(c2b))
+    for spec, says in (("mine:Flag", "No module named 'mine'"), ("nomod:Nope", "No module named 'nomod'")):
+        p = epfuzz(tmp_path, "replay", "fromci", "--protocol", spec)
+        assert p.returncode == 2, p.stdout + p.stderr
+        assert one_line(p).startswith(f"epfuzz: cannot load protocol '{spec}': {says}"), p.stderr
+    p = epfuzz(tmp_path, "replay", "fromci")  # no --protocol: each file names a plug-in not allowed
+    assert p.returncode == 2, p.stdout + p.stderr
+    first, more = p.stderr.splitlines()
+    why = "protocol 'mine:Flag' is a plug-in (the Python module mine), and plug-in code runs only when you name it"
+    assert first.startswith("epfuzz: fromci/finding-") and why in first, p.stderr
+    assert more.startswith(f"epfuzz: 2 more file(s) failed the same way: {why}"), p.stderr
+    assert "3 unreadable" in p.stdout
+
+
+@pytest.mark.parametrize("body", ["import numpyy_not_installed", "from epfuzz.ir import no_such_name",
+                                  "raise RuntimeError('boom at import')"])
+def test_an_import_that_fails_inside_a_plugin_names_its_line_like_any_exception_there(tmp_path, body):
+    """Trial 0205 item 2: `import numpyy` in the plug-in said "cannot load protocol 'imperr:X': No module named
+    'numpyy'", exit 2, no file nor line: as if the plug-in itself were missing. A RuntimeError there was exit 3
+    with its line; an import the plug-in's own code makes that fails is now said the same way."""
+    (tmp_path / "imperr.py").write_text(f"import os\n{body}\n")
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "imperr:X", "--max-execs", "10", "--run-dir", "r")
+    assert p.returncode == 3, p.stdout + p.stderr
+    line = one_line(p)
+    assert line.startswith("epfuzz: protocol error (a bug in the protocol plug-in): cannot import protocol "
+                           "'imperr:X': "), line
+    assert line.endswith(f"(at {tmp_path / 'imperr.py'}:2, in <module>)"), line
+    assert not (tmp_path / "r").exists()
+    (tmp_path / "imperr.py").unlink()  # the plug-in's own module missing is still the one-line input error
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "imperr:X", "--max-execs", "10")
+    assert p.returncode == 2 and one_line(p).startswith("epfuzz: cannot load protocol 'imperr:X': No module named "
+                                                        "'imperr' (a plug-in is looked for in"), p.stderr

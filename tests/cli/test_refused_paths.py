@@ -48,7 +48,7 @@ def test_an_atomic_write_refused_names_the_file_asked_for_not_its_temporary(monk
 
 
 @pytest.mark.parametrize("command", ["triage", "report"])
-@pytest.mark.parametrize(("denied", "says"), [(0, "cannot read {}: permission denied"),
+@pytest.mark.parametrize(("denied", "says"), [(0, "cannot read {}: Permission denied"),
                                               (1, "cannot write into {} (")])
 def test_triage_and_report_name_the_run_folder_they_may_not_use(monkeypatch, capsys, tmp_path, command, denied,
                                                                  says):
@@ -64,3 +64,27 @@ def test_triage_and_report_name_the_run_folder_they_may_not_use(monkeypatch, cap
     err = capsys.readouterr().err
     assert rc == 2 and err.startswith(f"epfuzz: {says.format(run)}") and err.count("\n") == 1, err
     assert list(run.iterdir()) == []
+
+
+@pytest.mark.parametrize("command", ["triage", "report"])
+def test_triage_and_report_say_a_read_only_mount_as_the_other_commands_do(monkeypatch, capsys, tmp_path, command):
+    """Trial 0205 item 7: on a read-only mount triage and report said "permission denied", fuzz and minimize
+    "Read-only file system" (the system's words). The mount is stood in for by the answers the system gives
+    there (root may not mount in every test run): no write access, and the file system's read-only flag."""
+    from epfuzz.cli import upkeep
+
+    run = tmp_path / "ro"
+    run.mkdir()
+    real_access, real_statvfs = os.access, os.statvfs
+
+    class ReadOnly:
+        f_flag = os.ST_RDONLY
+
+    monkeypatch.setattr(upkeep.os, "access", lambda p, mode: False if Path(p) == run and mode & os.W_OK
+                        else real_access(p, mode))
+    monkeypatch.setattr(upkeep.os, "statvfs", lambda p: ReadOnly() if Path(p) == run else real_statvfs(p))
+    rc = cli([command, str(run), *(["--no-png"] if command == "report" else [])])
+    err = capsys.readouterr().err
+    assert rc == 2 and err.startswith(f"epfuzz: cannot write into {run} (") and \
+        err.endswith(f"go there): {os.strerror(errno.EROFS)}\n"), err
+    assert os.strerror(errno.EROFS) == "Read-only file system"

@@ -56,9 +56,30 @@ def test_the_cause_names_only_knobs_explain_says_the_finding_needs():
     out = get_backend("sim").run(scn, proto)
     assert out.violation is not None
     cause = root_cause(scn, out, proto)
-    assert cause.endswith("|no knob"), cause
+    assert cause.endswith("|no signature knob"), cause   # its signature_knobs leave out knobs.ido, signal.*
     exp = explain(scn, proto)
     assert any("adaptive routing" in k for k in exp.knobs_irrelevant) and not exp.knobs_needed
+
+
+def test_a_cause_over_restricted_signature_knobs_does_not_say_no_knob_where_explain_names_needed_knobs():
+    """Trial 0205 item 6: a plug-in whose signature_knobs are ("topology.num_qps",) had root causes reading "no
+    knob" while `explain` listed four knobs the finding needs (RO, atomic mode 4, ...): they were never asked.
+    The column says what was asked, none of its signature knobs; the full list still says "no knob"."""
+    from pathlib import Path
+
+    from epfuzz.cases.corpus import load_case
+    from epfuzz.repair.wrap import Repaired
+    from epfuzz.triage.cause import NO_KNOB, NO_SIGNATURE_KNOB, none_needed
+
+    scn = load_case(Path(__file__).resolve().parents[2] / "corpus/regressions/deepep661-c2b.json").scenario
+    c2b = REGISTRY.get(scn.protocol)
+    narrow = Repaired(c2b, [])  # the same protocol, no edit: its signature knobs narrowed as the plug-in's were
+    narrow.signature_knobs = ("topology.num_qps",)
+    assert none_needed(c2b) == NO_KNOB and none_needed(narrow) == NO_SIGNATURE_KNOB
+    out = get_backend("sim").run(scn, narrow)
+    assert out.violation is not None
+    assert root_cause(scn, out, narrow).endswith("|C2b|no signature knob")
+    assert len(explain(scn, narrow).knobs_needed) == 4   # what "no knob" denied
 
 
 def _knob(line: str) -> str:

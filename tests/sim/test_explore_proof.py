@@ -199,18 +199,31 @@ def test_explore_says_which_knobs_bound_its_search(tmp_path, capsys):
     assert "reachable: " in out
 
 
-def test_too_many_packets_for_adaptive_routing_names_the_case_and_says_minimize_first(tmp_path, capsys):
+@pytest.mark.parametrize("protocol", ["source_no_flush", "dispatch_any"])
+def test_too_many_packets_for_adaptive_routing_names_the_case_and_a_route_that_works_for_it(protocol, tmp_path,
+                                                                                            capsys):
     """New-user trial item 7: a raw finding under adaptive routing said only "too many packets per epoch to
-    enumerate adaptive-routing orders (limit 7)": not which file, nor that its minimized case would do."""
+    enumerate adaptive-routing orders (limit 7)": not which file, nor that its minimized case would do. Trial 0205
+    item 3: a clean case was told to minimize first too, and minimize refused it: nothing to minimize."""
     from epfuzz.cli.commands import main
 
     path = tmp_path / "big.json"
-    path.write_text(codec.load_dict({"protocol": "dispatch_any", "knobs": {"adaptive_routing": True},
-                                     "payload": {"num_tokens": 8}}).to_json())
+    scn = codec.load_dict({"protocol": protocol, "knobs": {"adaptive_routing": True}, "payload": {"num_tokens": 8}})
+    path.write_text(scn.to_json())
+    finding = main(["run", str(path)]) == 1
+    assert finding == (protocol == "source_no_flush")
+    capsys.readouterr()
     assert main(["explore", str(path)]) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"epfuzz: {path}: ") and "too many to enumerate adaptive-routing orders (limit 7)" in err
-    assert "minimize the case first (epfuzz minimize CASE -o SMALL.json)" in err and "\n" not in err, err
+    assert "\n" not in err, err
+    assert ("minimize the case first (epfuzz minimize CASE -o SMALL.json)" in err) == finding, err
+    if not finding:  # the routes it names do work: a smaller scenario, or the case without adaptive routing
+        assert "the case is clean on the sim, so minimize has nothing to shrink: explore a smaller scenario " \
+               "(fewer payload.num_tokens," in err and "or this one with knobs.adaptive_routing false" in err, err
+        for field, value in (("payload.num_tokens", 2), ("knobs.adaptive_routing", False)):
+            path.write_text(codec.load_dict(scn.with_path(field, value).to_dict()).to_json())
+            assert main(["explore", str(path)]) == 0, capsys.readouterr().err
 
 
 #: counts explore's completion-order checks on the pure path (a compiled module calls its own functions

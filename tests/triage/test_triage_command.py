@@ -235,3 +235,20 @@ def test_report_of_raw_findings_and_no_bugs_csv_does_not_blame_a_bugs_csv(tmp_pa
     assert "bugs.csv groups none" not in text, text
     assert f"but {len(paths)} raw finding(s) (finding-*.json) are in the folder and there is no bugs.csv" in text
     assert "--protocol absent_module:Flag` groups them" in text
+
+
+def test_triage_of_a_folder_with_no_findings_and_no_run_refuses_as_report_does(tmp_path, capsys):
+    """Trial 0205 item 5: `triage emptyd` said "no findings to group", wrote emptyd/bugs.csv and exited 0, where
+    `report emptyd` refused it as no run folder. Both refuse it now, and nothing is written; a run folder with no
+    finding is still triaged (exit 0)."""
+    empty = tmp_path / "emptyd"
+    empty.mkdir()
+    for verb in ("triage", "report"):
+        assert cli([verb, str(empty), *(["--no-png"] if verb == "report" else [])]) == 2
+        err = capsys.readouterr().err
+        assert err.startswith(f"epfuzz: {empty}: no ") and err.rstrip().endswith("(not an epfuzz fuzz run folder?)")
+        assert list(empty.iterdir()) == [], verb
+    (empty / "progress.csv").write_text("seconds,execs,exec_per_s,cov,corpus,findings,rss_mb\n1,10,10,5,3,0,50\n")
+    assert cli(["triage", str(empty)]) == 0
+    assert f"no findings to group in {empty}" in capsys.readouterr().out
+    assert cli(["report", str(empty), "--no-png"]) == 0
