@@ -20,7 +20,7 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
-from epfuzz.protocols.memread import buf_u64, mem_read, mem_u32x4, mem_u64, tail_words  # noqa: F401
+from epfuzz.protocols.memread import buf_u64, mem_read, mem_u32x4, mem_u64, poll_cq, tail_words  # noqa: F401
 
 # mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
 # and plug-ins import them from here
@@ -281,6 +281,10 @@ class DispatchReceiver(Receiver):
                     self._poll_words(out, words)
                     return out
             self._view, self._words = mem, None if bufs is None else bufs[_SIGNAL]
+        elif type(self) is DispatchReceiver:
+            cqs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+            if cqs is not None and poll_cq(self, out, cqs, epoch):
+                return out
         try:
             for c in range(self.nch):
                 if finished[c]:
