@@ -123,8 +123,9 @@ def expected_later(image: np.ndarray, layout: Layout, epoch: int, later: int) ->
             or any(not 0 <= k <= spc for k in per[:nc]) or nc * spc > _U32):
         return None
     x = epoch ^ later
-    words = image.view(_WORD).copy()  # (one xor of the (n, 4) words with (x, 0, 0, 0) cost more: a 4-long loop each)
-    words[0::4] ^= x
+    # the copy and the first words' xor in one contiguous pass (a copy and then a strided xor were two; the (n, 4)
+    # words xor'd with (x, 0, 0, 0) broadcast cost more, a loop of 4 per chunk)
+    words = np.bitwise_xor(image.view(_WORD), _first_words(x, len(image) // 4))
     body = tb - CHUNK
     k = crc32(_PREFIX.pack(x, 0, 0, 0) * (body // CHUNK)) ^ crc32(bytes(body))
     if k:  # each used slot's last word: slots [0, per[c]) of each channel c
@@ -177,6 +178,41 @@ def start_images(layout: Layout, epoch: int, poison: bool = True,
 
 def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
     """Fresh buffers of every region (`Layout.sizes`) as epoch 0's start leaves them: `start_images(layout, 0)`
-    written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
-    return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
+    written over zeroed regions, made without those images (the zeroed ones would be made only to be copied).
+
+    The data region is a slice of epoch 0's canary as a bytearray (`_filled`): one allocation and copy, where
+    `bytearray(view)` went through the type's call and the buffer protocol (issue 31). The zeroed ones stay
+    `bytearray(size)`, a memset (a slice of zeroes is a copy: more instructions from a few KiB)."""
+    return {name: _filled(1, size // CHUNK * CHUNK) if name == ops.DATA else bytearray(size)
             for name, size in sizes.items()}
+
+
+#: [zeroes, epoch 0's canary] as bytearrays as long as the longest region asked so far, at least (grown to
+#: twice: the canary is 16-periodic, so any prefix of it is the canary of that length); only sliced, never
+#: written or exported
+_FILLS: Final[list[bytearray]] = [bytearray(), bytearray()]
+
+
+def _filled(which: int, n: int) -> bytearray:
+    """A new bytearray of the first n bytes of `_FILLS[which]` (n a multiple of 16 for the canary)."""
+    f = _FILLS[which]
+    if len(f) < n:
+        m = max(n, 2 * len(f)) // CHUNK * CHUNK + CHUNK
+        f = _FILLS[which] = bytearray(canary_view(0, m)) if which else bytearray(m)
+    return f[:n]
+
+
+#: per xor of two epochs, u32 words (x, 0, 0, 0) repeated, as long as the largest image derived so far at least
+#: (`expected_later`: one contiguous xor with it copies an image and changes its chunks' first words)
+_FIRST_WORDS: Final[dict[int, np.ndarray]] = {}
+
+
+def _first_words(x: int, n: int) -> np.ndarray:
+    """n u32 words (n a multiple of 4) of chunks (x, 0, 0, 0), a read-only view of `_FIRST_WORDS[x]`."""
+    have = _FIRST_WORDS.get(x)
+    if have is None or len(have) < n:
+        if have is None and len(_FIRST_WORDS) >= 16:
+            _FIRST_WORDS.clear()
+        m = max(n, 2 * len(have) if have is not None else 0) // 4 + 1
+        have = _FIRST_WORDS[x] = np.frombuffer(_PREFIX.pack(x, 0, 0, 0) * m, _WORD)  # over bytes: read-only
+    return have[:n]
