@@ -178,28 +178,9 @@ def start_images(layout: Layout, epoch: int, poison: bool = True,
 
 def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
     """Fresh buffers of every region (`Layout.sizes`) as epoch 0's start leaves them: `start_images(layout, 0)`
-    written over zeroed regions, made without those images (the zeroed ones would be made only to be copied).
-
-    The data region is a slice of epoch 0's canary as a bytearray (`_filled`): one allocation and copy, where
-    `bytearray(view)` went through the type's call and the buffer protocol (issue 31). The zeroed ones stay
-    `bytearray(size)`, a memset (a slice of zeroes is a copy: more instructions from a few KiB)."""
-    return {name: _filled(1, size // CHUNK * CHUNK) if name == ops.DATA else bytearray(size)
+    written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
+    return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
             for name, size in sizes.items()}
-
-
-#: [zeroes, epoch 0's canary] as bytearrays as long as the longest region asked so far, at least (grown to
-#: twice: the canary is 16-periodic, so any prefix of it is the canary of that length); only sliced, never
-#: written or exported
-_FILLS: Final[list[bytearray]] = [bytearray(), bytearray()]
-
-
-def _filled(which: int, n: int) -> bytearray:
-    """A new bytearray of the first n bytes of `_FILLS[which]` (n a multiple of 16 for the canary)."""
-    f = _FILLS[which]
-    if len(f) < n:
-        m = max(n, 2 * len(f)) // CHUNK * CHUNK + CHUNK
-        f = _FILLS[which] = bytearray(canary_view(0, m)) if which else bytearray(m)
-    return f[:n]
 
 
 #: per xor of two epochs, u32 words (x, 0, 0, 0) repeated, as long as the largest image derived so far at least
