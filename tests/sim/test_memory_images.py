@@ -123,6 +123,6 @@ def test_fresh_buffers_are_epoch_zeros_start_images_over_zeroed_regions() -> Non
             want[name][:len(image)] = image
         got = start_buffers(sizes)
         assert got == want and all(type(b) is bytearray for b in got.values())
-        for b in got.values():  # slices of shared templates (`epoch._filled`): each a buffer of its own
+        for b in got.values():  # each a buffer of its own: writing one changes no later fresh buffer
             b[:] = b"\x5a" * len(b)
         assert start_buffers(sizes) == want
