@@ -9,14 +9,10 @@ size bound.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from epfuzz.ir import ops
-from epfuzz.protocols.base import Consume, MemoryView
-from epfuzz.protocols.consmake import consume
-
-if TYPE_CHECKING:  # dispatch imports this module
-    from epfuzz.protocols.dispatch import DispatchReceiver
+from epfuzz.protocols.base import MemoryView
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
@@ -79,41 +75,35 @@ def mem_read(mem: MemoryView, region: str, offset: int, length: int) -> bytes:
     return bytes(bufs[region][offset:offset + length])
 
 
-def poll_cq(rx: DispatchReceiver, out: list[Consume], bufs: dict[str, bytearray], epoch: int) -> bool:
-    """`DispatchReceiver.poll` of that very class over completions (WRITE_WITH_IMM or SEND) in a view with
-    `bufs`: each entry read and accepted in place, not an `_observe` per channel that builds a list of
-    observations (~1.8k instructions a channel, issue 31); the same entries, in the same order, to the same
-    accepts as `_observe` (tests/zoo/test_poll_words.py: a view with `bufs` against one read through its methods).
-    The CQ's words are read in one struct call, not an entry at a time."""
+
+def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int, finished: list[bool],
+            nxt: list[int]) -> list[int] | None:
+    """`DispatchReceiver._observe` of every unfinished channel over completions (WRITE_WITH_IMM or SEND) in a view
+    with `bufs`, as one flat list of (channel, finish, tail) (finish -1: a stale SEND message, tail its entry),
+    `nxt` (the receiver's `next_cqe`) advanced past the entries read: the whole CQ read in one struct call, not a
+    list and a struct call per channel and entry (issue 31). None (nothing read) for a CQ not of the layout's size.
+    tests/zoo/test_poll_words.py holds a view with `bufs` to one read through its methods."""
     cq = bufs[_CQ]
-    ms = rx.ms
-    nch = rx.nch
-    if len(cq) != 16 * nch * ms:  # not the layout's CQ: False, and the caller polls through `_observe`
-        return False
-    ents: tuple[int, ...] = _cq_words(4 * nch * ms).unpack_from(cq, 0)  # every entry's words in one read
-    imm = rx.kind == "write_imm"
+    if len(cq) != 16 * nch * ms:
+        return None
+    ents: tuple[int, ...] = _cq_words(4 * nch * ms).unpack_from(cq, 0)
     recv = cq if imm else bufs[_RECV]
     mark = epoch + 1
-    counts, finished, nxt = rx.counts, rx.finished, rx.next_cqe
+    seen: list[int] = []
     for c in range(nch):
         if finished[c]:
             continue
-        n = counts[c]
         k = nxt[c]
         while k < ms:
             off = (c * ms + k) * 16
-            valid = ents[off >> 2]
-            if valid != mark:
+            if ents[off >> 2] != mark:
                 break
-            nxt[c] = k + 1
             if imm:
                 lo = ents[(off >> 2) + 1]
-                rx._accept(out, c, n, lo & 1, (lo >> 1) & 0x7FFFFF)
+                seen += (c, lo & 1, (lo >> 1) & 0x7FFFFF)
             else:  # SEND: the tail is in the message, which must carry this epoch
                 msg = buf_u64(recv, off)
-                if msg >> 48 != mark:  # a stale message: reported as a bad accept
-                    out.append(consume(_RECV, off, 8, c, f"SEND message {k} of channel {c}"))
-                else:
-                    rx._accept(out, c, n, msg & 1, (msg >> 32) & 0xFFFF)
+                seen += (c, -1, k) if msg >> 48 != mark else (c, msg & 1, (msg >> 32) & 0xFFFF)
             k += 1
-    return True
+        nxt[c] = k
+    return seen
