@@ -104,6 +104,39 @@ def _expected_slots(nc: int, spc: int, tb: int, per: tuple[int, ...], epoch: int
     return np.frombuffer(b"".join(parts), np.uint8)  # over bytes: read-only
 
 
+def expected_later(image: np.ndarray, layout: Layout, epoch: int, later: int) -> np.ndarray | None:
+    """`expected_data(layout, later)` from `image`, `expected_data(layout, epoch)`; None where this does not
+    apply (then make it anew): layouts `_expected_slots` makes (from `SLOTS_AT_ONCE` bytes of tokens), epochs
+    under 2^16.
+
+    Between two epochs every 16-byte chunk of the region differs in its first word alone, by the epochs' xor:
+    a slot's chunks begin with the epoch, the canary's with `CANARY_TAG | epoch` (16 bits of it); and each used
+    slot's trailer CRC by one constant, CRC-32 being affine (crc(a ^ d) = crc(a) ^ crc(d) ^ crc(zeros) over
+    equal lengths), d the slot's body with the epochs' xor in each chunk's first word. So a later epoch's image
+    is a copy with one strided xor over the first words and one over the used trailers: a multi-epoch run's
+    later images cost no slot construction and no CRC per slot (issue 31). tests/oracle/test_payload.py holds
+    it to `expected_data` on random layouts and epoch pairs."""
+    tb, nc, spc = layout.token_bytes, layout.num_channels, layout.slots_per_channel
+    per = layout.tokens_in_channel
+    if (len(image) < SLOTS_AT_ONCE or not (0 <= epoch <= 0xFFFF and 0 <= later <= 0xFFFF) or tb <= 0
+            or tb % CHUNK or len(image) != nc * spc * tb or len(per) < nc or sum(per[:nc]) * tb < SLOTS_AT_ONCE
+            or any(not 0 <= k <= spc for k in per[:nc]) or nc * spc > _U32):
+        return None
+    x = epoch ^ later
+    # the copy and the first words' xor in one contiguous pass (a copy and then a strided xor were two; the (n, 4)
+    # words xor'd with (x, 0, 0, 0) broadcast cost more, a loop of 4 per chunk)
+    words = np.bitwise_xor(image.view(_WORD), _first_words(x, len(image) // 4))
+    body = tb - CHUNK
+    k = crc32(_PREFIX.pack(x, 0, 0, 0) * (body // CHUNK)) ^ crc32(bytes(body))
+    if k:  # each used slot's last word: slots [0, per[c]) of each channel c
+        trailers = words.reshape(nc, spc, tb // 4)[:, :, tb // 4 - 1]
+        used = np.arange(spc) < np.array(per[:nc])[:, None]
+        np.bitwise_xor(trailers, np.uint32(k), out=trailers, where=used)
+    out = words.view(np.uint8)
+    out.flags.writeable = False
+    return out
+
+
 def _expected_by_copies(layout: Layout, epoch: int, src: int, poison: bytes | memoryview) -> np.ndarray:
     """`expected_data` of a layout that may not join to its region: poison, then each used slot's image
     copied in (a memoryview refuses an image whose size is not the slot's)."""
@@ -148,3 +181,19 @@ def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
     written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
     return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
             for name, size in sizes.items()}
+
+
+#: per xor of two epochs, u32 words (x, 0, 0, 0) repeated, as long as the largest image derived so far at least
+#: (`expected_later`: one contiguous xor with it copies an image and changes its chunks' first words)
+_FIRST_WORDS: Final[dict[int, np.ndarray]] = {}
+
+
+def _first_words(x: int, n: int) -> np.ndarray:
+    """n u32 words (n a multiple of 4) of chunks (x, 0, 0, 0), a read-only view of `_FIRST_WORDS[x]`."""
+    have = _FIRST_WORDS.get(x)
+    if have is None or len(have) < n:
+        if have is None and len(_FIRST_WORDS) >= 16:
+            _FIRST_WORDS.clear()
+        m = max(n, 2 * len(have) if have is not None else 0) // 4 + 1
+        have = _FIRST_WORDS[x] = np.frombuffer(_PREFIX.pack(x, 0, 0, 0) * m, _WORD)  # over bytes: read-only
+    return have[:n]

@@ -20,7 +20,7 @@ from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
 from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
-from epfuzz.protocols.memread import buf_u64, mem_read, mem_u32x4, mem_u64, tail_words  # noqa: F401
+from epfuzz.protocols.memread import buf_u64, cq_seen, mem_read, mem_u32x4, mem_u64, tail_words  # noqa: F401
 
 # mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
 # and plug-ins import them from here
@@ -281,17 +281,18 @@ class DispatchReceiver(Receiver):
                     self._poll_words(out, words)
                     return out
             self._view, self._words = mem, None if bufs is None else bufs[_SIGNAL]
+        elif type(self) is DispatchReceiver and (cqs := getattr(mem, "bufs", None)) is not None:
+            seen = cq_seen(cqs, self.nch, self.ms, self.kind == "write_imm", epoch, finished, self.next_cqe)
+            if seen is not None:  # completions, all channels' read at once
+                for i in range(0, len(seen), 3):
+                    self._accepted(out, seen[i], seen[i + 1], seen[i + 2])
+                return out
         try:
             for c in range(self.nch):
                 if finished[c]:
                     continue
-                n = self.counts[c]
                 for finish, tail in self._observe(mem, c, epoch):
-                    if finish == -1:
-                        base = (c * self.ms + tail) * 16
-                        out.append(consume(_RECV, base, 8, c, f"SEND message {tail} of channel {c}"))
-                        continue
-                    self._accept(out, c, n, finish, tail)
+                    self._accepted(out, c, finish, tail)
         finally:  # the view's bytes may be replaced before the next poll: an `_observe` outside one reads anew
             self._view = self._words = None
         return out
@@ -317,6 +318,13 @@ class DispatchReceiver(Receiver):
                 self._accept(out, c, n, word & 0xFFFFFFFF, word >> 32)
             else:
                 self._accept(out, c, n, int(word >= n), word)
+
+    def _accepted(self, out: list[Consume], c: int, finish: int, tail: int) -> None:
+        """What channel c's observation (finish, tail) makes the receiver accept (finish -1: a stale SEND message)."""
+        if finish == -1:
+            out.append(consume(_RECV, (c * self.ms + tail) * 16, 8, c, f"SEND message {tail} of channel {c}"))
+        else:
+            self._accept(out, c, self.counts[c], finish, tail)
 
     def _accept(self, out: list[Consume], c: int, n: int, finish: int, tail: int) -> None:
         """Consume the slots channel c's observation (finish, tail) announces beyond those it consumed."""

@@ -11,11 +11,14 @@ from __future__ import annotations
 import struct
 from typing import Final
 
+from epfuzz.ir import ops
 from epfuzz.protocols.base import MemoryView
 
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
 _U64: Final = struct.Struct("<Q")
+_CQ: Final = ops.CQ  # the region names as constants (`ops` is plain Python: a module attribute get per use)
+_RECV: Final = ops.RECV
 #: struct.Struct("<nQ") by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
 _TAILS: Final[dict[int, struct.Struct]] = {}
 
@@ -25,6 +28,17 @@ def tail_words(n: int) -> struct.Struct:
     st = _TAILS.get(n)
     if st is None:
         st = _TAILS[n] = struct.Struct(f"<{n}Q")
+    return st
+
+
+#: struct.Struct("<nI") by n: all n u32 words of the CQ in one read (`poll_cq`)
+_CQS: Final[dict[int, struct.Struct]] = {}
+
+
+def _cq_words(n: int) -> struct.Struct:
+    st = _CQS.get(n)
+    if st is None:
+        st = _CQS[n] = struct.Struct(f"<{n}I")
     return st
 
 
@@ -59,3 +73,37 @@ def mem_read(mem: MemoryView, region: str, offset: int, length: int) -> bytes:
     if bufs is None:
         return mem.read(region, offset, length)
     return bytes(bufs[region][offset:offset + length])
+
+
+
+def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int, finished: list[bool],
+            nxt: list[int]) -> list[int] | None:
+    """`DispatchReceiver._observe` of every unfinished channel over completions (WRITE_WITH_IMM or SEND) in a view
+    with `bufs`, as one flat list of (channel, finish, tail) (finish -1: a stale SEND message, tail its entry),
+    `nxt` (the receiver's `next_cqe`) advanced past the entries read: the whole CQ read in one struct call, not a
+    list and a struct call per channel and entry (issue 31). None (nothing read) for a CQ not of the layout's size.
+    tests/zoo/test_poll_words.py holds a view with `bufs` to one read through its methods."""
+    cq = bufs[_CQ]
+    if len(cq) != 16 * nch * ms:
+        return None
+    ents: tuple[int, ...] = _cq_words(4 * nch * ms).unpack_from(cq, 0)
+    recv = cq if imm else bufs[_RECV]
+    mark = epoch + 1
+    seen: list[int] = []
+    for c in range(nch):
+        if finished[c]:
+            continue
+        k = nxt[c]
+        while k < ms:
+            off = (c * ms + k) * 16
+            if ents[off >> 2] != mark:
+                break
+            if imm:
+                lo = ents[(off >> 2) + 1]
+                seen += (c, lo & 1, (lo >> 1) & 0x7FFFFF)
+            else:  # SEND: the tail is in the message, which must carry this epoch
+                msg = buf_u64(recv, off)
+                seen += (c, -1, k) if msg >> 48 != mark else (c, msg & 1, (msg >> 32) & 0xFFFF)
+            k += 1
+        nxt[c] = k
+    return seen

@@ -11,7 +11,7 @@ from typing import Final
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.model.epoch import expected_data, start_buffers, start_images
+from epfuzz.model.epoch import expected_data, expected_later, start_buffers, start_images
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.packets import A_ADD, A_COPY, A_CQE, A_FETCH, A_READ, A_STALE, A_VALUE, Tlp
 
@@ -89,7 +89,10 @@ class Starts:
             if hit is not None and hit[0] is layout:
                 img = hit[1]
             else:
-                img = expected_data(layout, epoch)
+                # a later epoch's from the epoch before's, where that is made and `expected_later` applies
+                prev = self.images.get(epoch - 1)
+                later = None if prev is None else expected_later(prev, layout, epoch - 1, epoch)
+                img = expected_data(layout, epoch) if later is None else later
                 if len(known) >= IMAGES_MAX:
                     known.clear()
                 known[key] = (layout, img)

@@ -227,3 +227,32 @@ def test_canary_view_is_canary_bytes() -> None:
         epoch = rng.choice([rng.randrange(0, 40), 0x10000 + rng.randrange(0, 3)])
         nbytes = rng.choice([0, 15, 16, 17, rng.randrange(0, 5000), rng.randrange(0, 200_000)])
         assert bytes(canary_view(epoch, nbytes)) == canary_bytes(epoch, nbytes), (epoch, nbytes)
+
+
+def test_expected_later_is_expected_data_of_the_later_epoch() -> None:
+    """`expected_later` makes a later epoch's image from an earlier one's by two strided xors (issue 31): the
+    same bytes as `expected_data` of that epoch, on random layouts past `SLOTS_AT_ONCE` (unused slots and
+    channels, one-chunk tokens, tokens over 2 KiB) and epoch pairs, read-only; None below it and past 2^16."""
+    import random
+
+    from epfuzz.model import epoch as ep
+    from epfuzz.protocols.base import Layout
+
+    rng = random.Random(5)
+    checked = 0
+    for _ in range(300):
+        nc, spc = rng.randrange(1, 5), rng.randrange(1, 9)
+        lay = Layout(nc, spc, 16 * rng.choice([1, 2, 5, 17, 40, 150, 300]), 1,
+                     tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
+        e = rng.randrange(0, 6) if rng.randrange(4) else rng.randrange(0, 1 << 16)
+        later = rng.randrange(0, 1 << 16) if rng.randrange(5) == 0 else e + rng.randrange(1, 4)
+        got = ep.expected_later(ep.expected_data(lay, e), lay, e, later)
+        if sum(lay.tokens_in_channel) * lay.token_bytes < ep.SLOTS_AT_ONCE or later > 0xFFFF:
+            assert got is None
+            continue
+        assert got is not None and not got.flags.writeable
+        assert got.tobytes() == ep.expected_data(lay, later).tobytes() == _vectorised_reference(lay, later, 0).tobytes()
+        checked += 1
+    assert checked > 50
+    big = Layout(2, 4, 4096, 1, (4, 2))
+    assert ep.expected_later(ep.expected_data(big, 70000), big, 70000, 70001) is None  # the canary's 16 bits

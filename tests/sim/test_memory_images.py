@@ -121,4 +121,8 @@ def test_fresh_buffers_are_epoch_zeros_start_images_over_zeroed_regions() -> Non
         want = {name: bytearray(size) for name, size in sizes.items()}
         for name, image in start_images(lay, 0, poison=False, reset=False):
             want[name][:len(image)] = image
+        got = start_buffers(sizes)
+        assert got == want and all(type(b) is bytearray for b in got.values())
+        for b in got.values():  # each a buffer of its own: writing one changes no later fresh buffer
+            b[:] = b"\x5a" * len(b)
         assert start_buffers(sizes) == want
