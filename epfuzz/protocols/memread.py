@@ -21,25 +21,21 @@ _CQ: Final = ops.CQ  # the region names as constants (`ops` is plain Python: a m
 _RECV: Final = ops.RECV
 #: struct.Struct("<nQ") by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
 _TAILS: Final[dict[int, struct.Struct]] = {}
-
-
-def tail_words(n: int) -> struct.Struct:
-    """The struct that reads n little-endian u64 words (made on first use of n, then kept)."""
-    st = _TAILS.get(n)
-    if st is None:
-        st = _TAILS[n] = struct.Struct(f"<{n}Q")
-    return st
-
-
-#: struct.Struct("<nI") by n: all n u32 words of the CQ in one read (`poll_cq`)
+#: struct.Struct("<nI") by n: all n u32 words of the CQ in one read (`cq_seen`)
 _CQS: Final[dict[int, struct.Struct]] = {}
 
 
-def _cq_words(n: int) -> struct.Struct:
-    st = _CQS.get(n)
+def _words(made: dict[int, struct.Struct], code: str, n: int) -> struct.Struct:
+    """The struct that reads n little-endian words of type `code`, made on first use of n and kept in `made`."""
+    st = made.get(n)
     if st is None:
-        st = _CQS[n] = struct.Struct(f"<{n}I")
+        st = made[n] = struct.Struct(f"<{n}{code}")
     return st
+
+
+def tail_words(n: int) -> struct.Struct:
+    """The struct that reads n little-endian u64 words."""
+    return _words(_TAILS, "Q", n)
 
 
 def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
@@ -86,7 +82,7 @@ def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int
     cq = bufs[_CQ]
     if len(cq) != 16 * nch * ms:
         return None
-    ents: tuple[int, ...] = _cq_words(4 * nch * ms).unpack_from(cq, 0)
+    ents: tuple[int, ...] = _words(_CQS, "I", 4 * nch * ms).unpack_from(cq, 0)
     recv = cq if imm else bufs[_RECV]
     mark = epoch + 1
     seen: list[int] = []
