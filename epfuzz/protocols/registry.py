@@ -229,11 +229,13 @@ class Registry:
                                  f"{getattr(mod, '__file__', None) or 'built-ins'}, not the allowed folder {folder}")
             obj = getattr(mod, attr, _MISSING)
         except (Exception, SystemExit) as e:  # noqa: BLE001 - the plug-in module's own code, run at import
-            # an ImportError its own code raised (`import numpyy`) is its own too, said with its line like any
-            # other: "cannot load ...: No module named 'numpyy'" read as if the plug-in were missing (trial 0205)
-            if isinstance(e, (ImportError, AttributeError)) and not self.where(e):
-                looked = _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
-                raise InputError(f"cannot load {what}: {e}{looked}") from None
+            # an import its own code makes that fails (`import numpyy`, a helper the guest was not given) is a
+            # dependency missing where it runs, not a bug in it: exit 2, with the line of that import, where
+            # "cannot load ...: No module named 'numpyy'" alone read as if the plug-in were missing (trial 0205)
+            at = self.where(e)
+            if isinstance(e, ImportError) or (isinstance(e, AttributeError) and not at):
+                looked = "" if at else _where_looked(e, mod_name, folder, only_there, self.policy.offers_allow)
+                raise InputError(f"cannot load {what}: {e}{at.replace(' (at ', ' (imported at ', 1)}{looked}") from None
             raise ProtocolError(f"cannot import {what}: {describe(e)}{self.where(e)}") from None
         finally:
             with contextlib.suppress(ValueError):
