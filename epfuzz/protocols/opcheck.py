@@ -2,8 +2,11 @@
 
 An op outside its region would land in another region's bytes (or nowhere) and
 the run would report it as a finding about ordering, exit 1, when it is a bug in
-the plug-in's arithmetic. Checking once, before any backend interprets the ops,
-turns that into a `ProtocolError` (exit 3) that names the op.
+the plug-in's arithmetic. Checking each op before any backend acts on it turns
+that into a `ProtocolError` (exit 3) that names the op: the verbs runner checks
+the programs before posting; the emulator's requester checks each op as it reads
+its fields (`OutsideLayout`), and the build then runs `check_programs` to name
+the first op outside in program order, as a check before posting would have.
 
 Where the NIC writes for a channel's completion: CQ entry and recv entry
 `channel * max_signals + slot` (16 bytes each), so `slot` must be below

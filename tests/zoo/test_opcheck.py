@@ -147,3 +147,57 @@ def test_the_requester_refuses_exactly_what_the_check_refuses(lay: Layout, progr
             post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
     else:
         post_and_send(scn, programs, 0, 0, [0] * scn.topology.num_qps, nic=nic)
+
+
+#: a build whose sender posts `PROGRAMS`, printing what it raised: run in this process (the path it loaded) and
+#: under EPFUZZ_PURE=1, so that both paths are held to the same answer
+_PROBE = """
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
+from epfuzz.protocols.dispatch import DispatchProtocol
+from epfuzz.sim.built import build_form
+
+class Marker:  # a plug-in's op of its own class, with none of the fields the requester reads
+    pass
+
+class Bad(DispatchProtocol):
+    def sender(self, scn, lay, epoch):
+        return PROGRAMS(lay)
+
+def probe():
+    scn = codec.load_dict({"protocol": "dispatch_any", "payload": {"num_tokens": 1}, "topology": {"num_channels": 1}})
+    try:
+        build_form(scn, Bad("bad", "probe", {}, "finding", ()))
+    except Exception as e:  # noqa: BLE001
+        return f"{type(e).__name__}: {e}"
+    return "built"
+"""
+
+_CASES = {
+    # a region that is no string: the compiled requester's typed field read failed first (a TypeError)
+    "region None": "lambda lay: [[ops.Write(0, None, 0, 16)]]",
+    # an op the requester cannot read comes first in time; the op after it is outside the data region
+    "unreadable op first": "lambda lay: [[Marker(), ops.Write(0, ops.DATA, lay.sizes[ops.DATA], 16)]]",
+}
+
+
+@pytest.mark.parametrize("case", sorted(_CASES))
+def test_an_op_outside_the_layout_is_named_whatever_the_requester_met_first(case: str) -> None:
+    """Review of the op check moved into the requester: a non-string region crashed the compiled path with a
+    TypeError where the pure one said ProtocolError, and a plug-in op the requester cannot read hid a later op
+    outside the layout. The check runs whenever posting fails, as it did before posting: a ProtocolError naming
+    op of the same text on both paths."""
+    import os
+    import subprocess
+    import sys
+
+    code = _PROBE.replace("PROGRAMS(lay)", f"({_CASES[case]})(lay)")
+    here: dict[str, object] = {}
+    exec(compile(code, "<string>", "exec"), here)  # the name `python -c` gives it
+    said = here["probe"]()  # type: ignore[operator]
+    env = {**os.environ, "EPFUZZ_PURE": "1"}
+    pure = subprocess.run([sys.executable, "-c", code + "\nprint(probe())"], capture_output=True, text=True,
+                          env=env, check=True).stdout.strip()
+    assert isinstance(said, str), said
+    assert said.startswith("ProtocolError: protocol 'dispatch_any', epoch 0, channel 0, op "), said
+    assert said == pure
