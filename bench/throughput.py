@@ -3,7 +3,9 @@
 
 The bench machine is shared (2 cores, other work running), so every rate here is
 executions per second of `time.process_time()`, not of the wall clock: it counts
-only the CPU this process got. Parts:
+only the CPU this process got, and each figure is the fastest of many short passes of
+the same work, the figures of one measurement taking their passes in turn
+(`bench/meter.py` says why: the host's load moves CPU time too). Parts:
 
 - `rates`: random decoded scenarios in-process, per protocol of the zoo and for
   `dispatch_any` (the harness's), and the DeepEP #661 seed;
@@ -26,12 +28,14 @@ import json
 import random
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+from meter import Meter, interleave  # noqa: E402
 
 #: module groups whose instrumentation cost is measured (atheris `include` prefixes)
 GROUPS: dict[str, list[str]] = {
@@ -49,8 +53,14 @@ def random_inputs(n: int = 500, seed: int = 1) -> list[bytes]:
     return [bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96))) for _ in range(n)]
 
 
-def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 4.0, cached: bool = True) -> float:
-    """Scenarios per CPU second: decode + simulate, repeated over `items` for `seconds` of CPU.
+#: executions per pass, at least: a pass of one scenario (the #661 seed, a scaling row) repeats it, each time
+#: from an emptied form cache as before, so that a pass lasts tens of milliseconds, not tens of microseconds
+PASS_EXECS = 200
+
+
+def fresh_meter(items: list[bytes], proto: str, preset: str = "spec", cached: bool = True,
+                pass_execs: int = PASS_EXECS) -> Meter:
+    """A `Meter` of decode + simulate over `items`, warmed up (the plan, the caches, the compiled decoder).
 
     The built-form cache (`epfuzz.sim.engine.FORMS`) is emptied before each pass over `items`, so every
     scenario is built fresh (a fresh scenario's cost); `cached=False` goes around it altogether (a full
@@ -61,39 +71,56 @@ def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 
 
     resolved = get_protocol(proto)
     forms = getattr(engine, "FORMS", None)
+    reps = max(1, -(-pass_execs // max(len(items), 1)))
 
     def simulate(scn: Any, p: Any) -> Any:
         if cached:
             return engine.simulate(scn, p)
         return engine.replay(engine.build(scn, p), p)
 
-    for d in items[:50]:  # warm the plan, the caches and the compiled decoder
+    def one_pass() -> int:
+        for _ in range(reps):
+            if forms is not None:
+                forms.clear()
+            for d in items:
+                simulate(codec.decode(d, proto, preset), resolved)
+        return reps * len(items)
+
+    for d in items[:50]:
         simulate(codec.decode(d, proto, preset), resolved)
-    n, t0 = 0, time.process_time()
-    while time.process_time() - t0 < seconds:
-        if forms is not None:
-            forms.clear()
-        for d in items:
-            simulate(codec.decode(d, proto, preset), resolved)
-            n += 1
-    return n / (time.process_time() - t0)
+    return Meter(one_pass)
+
+
+def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 4.0, cached: bool = True) -> float:
+    """Scenarios per CPU second, decode + simulate over `items` (`fresh_meter`): the fastest of its passes in
+    `seconds` of CPU (bench/meter.py says why)."""
+    m = fresh_meter(items, proto, preset, cached)
+    interleave([m], seconds)
+    return m.best
 
 
 def rates(seconds: float = 4.0) -> dict[str, Any]:
+    """The fresh-scenario figures, their passes interleaved over `4 * seconds` of CPU (as long as the four
+    windows of `seconds` they once took one after another); each the fastest pass, the medians beside."""
     from epfuzz.continuous.seeds import SEED_661
     from epfuzz.encoding import codec
     from epfuzz.protocols import ZOO
 
     items = random_inputs()
     seed = codec.load_dict(SEED_661)
-    zoo = {row.bad: round(rate(items, row.bad, seconds=seconds / 4)) for row in ZOO}
-    return {
-        "emulator_random_exec_per_s": round(rate(items, "dispatch_any", seconds=seconds)),
-        "emulator_661_random_exec_per_s": round(rate(items, "deepep_v2_dispatch", seconds=seconds)),
-        "emulator_661_seed_exec_per_s": round(rate([codec.encode(seed)], seed.protocol, seed.preset, seconds)),
-        "emulator_zoo_random_exec_per_s": zoo,
-        "emulator_zoo_mean_exec_per_s": round(sum(zoo.values()) / len(zoo)),
-    }
+    meters = {"emulator_random_exec_per_s": fresh_meter(items, "dispatch_any"),
+              "emulator_661_random_exec_per_s": fresh_meter(items, "deepep_v2_dispatch"),
+              "emulator_661_seed_exec_per_s": fresh_meter([codec.encode(seed)], seed.protocol, seed.preset)}
+    zoo = {row.bad: fresh_meter(items, row.bad) for row in ZOO}
+    interleave([*meters.values(), *zoo.values()], 4 * seconds)
+    out: dict[str, Any] = {k: round(m.best) for k, m in meters.items()}
+    out["emulator_zoo_random_exec_per_s"] = {k: round(m.best) for k, m in zoo.items()}
+    out["emulator_zoo_mean_exec_per_s"] = round(sum(m.best for m in zoo.values()) / len(zoo))
+    medians = {k: round(m.median) for k, m in meters.items()}
+    medians["emulator_zoo_mean_exec_per_s"] = round(sum(m.median for m in zoo.values()) / len(zoo))
+    out["medians"] = medians
+    out["passes"] = min(len(m.rates) for m in [*meters.values(), *zoo.values()])
+    return out
 
 
 #: the deep shape of the schedule-only figure (issue 31): a deep-zoo protocol's DeepEP BF16 slot (14,400
@@ -111,22 +138,31 @@ def schedules(n: int = 500, seed: int = 31) -> list[tuple[Any, ...]]:
             for _ in range(n)]
 
 
-def schedule_rate(scn: Any, seconds: float = 2.0) -> float:
-    """Schedule-only executions per CPU second: one configuration, a new schedule each execution, through
-    `simulate` (its built form comes from the cache after the first; the schedule is applied and replayed)."""
+def schedule_meter(scn: Any, times: int = 2) -> Meter:
+    """A `Meter` of schedule-only executions: one configuration, a new schedule each execution, through
+    `simulate` (its built form comes from the cache after the first; the schedule is applied and replayed);
+    a pass is the 500 schedules `times` times."""
     from epfuzz.protocols import get_protocol
     from epfuzz.sim.engine import simulate
 
     proto = get_protocol(scn.protocol)
-    scns = [scn.replace(schedule=s) for s in schedules()]
+    scns = [scn.replace(schedule=s) for s in schedules()] * times
     for x in scns[:50]:
         simulate(x, proto)
-    n, t0 = 0, time.process_time()
-    while time.process_time() - t0 < seconds:
+
+    def one_pass() -> int:
         for x in scns:
             simulate(x, proto)
-            n += 1
-    return n / (time.process_time() - t0)
+        return len(scns)
+
+    return Meter(one_pass)
+
+
+def schedule_rate(scn: Any, seconds: float = 2.0) -> float:
+    """Schedule-only executions per CPU second (`schedule_meter`), the fastest pass in `seconds` of CPU."""
+    m = schedule_meter(scn)
+    interleave([m], seconds)
+    return m.best
 
 
 def deep_shape() -> Any:
@@ -142,33 +178,41 @@ def tlp_units(scn: Any) -> int:
     return sum(t.n for t in build(scn, get_protocol(scn.protocol)).tlps)
 
 
-def guided_rate(execs: int = 1500) -> dict[str, Any]:
+def guided_rate(execs: int = 1500, repeats: int = 3) -> dict[str, Any]:
     """The guided engine's executions per CPU second on each deep-zoo bad protocol (`execs` steps from an
-    empty corpus, seed 1; a step is one execution, a finding does not stop it), and their mean."""
+    empty corpus, seed 1; a step is one execution, a finding does not stop it), and their mean. The same
+    steps run `repeats` times, the protocols in turn each time; each figure is its fastest run (bench/meter.py)."""
     from epfuzz.protocols import get_protocol
     from epfuzz.protocols.deep import DEEP_ZOO
     from epfuzz.search.engines.guided import Guided
 
-    out: dict[str, Any] = {}
-    for _, _, bad, _ in DEEP_ZOO:
+    def run(bad: str) -> int:
         loop = Guided(bad, get_protocol(bad), 1)
-        t0 = time.process_time()
         for _ in range(execs):
             loop.step()
-        out[bad] = round(execs / (time.process_time() - t0))
-    out["mean"] = round(sum(v for v in out.values()) / len(DEEP_ZOO))
+        return execs
+
+    meters = {bad: Meter(lambda bad=bad: run(bad)) for _, _, bad, _ in DEEP_ZOO}
+    interleave(meters.values(), 0.0, at_least=repeats)
+    out: dict[str, Any] = {bad: round(m.best) for bad, m in meters.items()}
+    out["mean"] = round(sum(m.best for m in meters.values()) / len(meters))
     return out
 
 
 def schedule_rates(seconds: float = 2.0) -> dict[str, Any]:
+    """The schedule-only figures (their passes interleaved over `2 * seconds` of CPU) and the guided engine's."""
     from epfuzz.continuous.seeds import SEED_661
     from epfuzz.encoding import codec
 
     seed, deep = codec.load_dict(SEED_661), deep_shape()
-    return {"schedule_only_661_exec_per_s": round(schedule_rate(seed, seconds)),
+    m661, mdeep = schedule_meter(seed), schedule_meter(deep)
+    interleave([m661, mdeep], 2 * seconds)
+    return {"schedule_only_661_exec_per_s": round(m661.best),
             "schedule_only_661_tlps": tlp_units(seed),
-            "schedule_only_deep_exec_per_s": round(schedule_rate(deep, seconds)),
+            "schedule_only_deep_exec_per_s": round(mdeep.best),
             "schedule_only_deep_tlps": tlp_units(deep),
+            "schedule_only_medians": {"schedule_only_661_exec_per_s": round(m661.median),
+                                      "schedule_only_deep_exec_per_s": round(mdeep.median)},
             "guided_deep_exec_per_s": guided_rate()}
 
 
@@ -225,8 +269,10 @@ def scaling(seconds: float = 2.0) -> list[dict[str, Any]]:
     for epochs in (1, 4):
         for packets in (16, 64, 256):
             scn = _scaling_scenario(packets, epochs)
-            r = rate([codec.encode(scn)], scn.protocol, scn.preset, seconds, cached=False)
-            sr = schedule_rate(scn, seconds)
+            fresh = fresh_meter([codec.encode(scn)], scn.protocol, scn.preset, cached=False, pass_execs=20)
+            sched = schedule_meter(scn, times=1)
+            interleave([fresh, sched], 2 * seconds, at_least=3)
+            r, sr = fresh.best, sched.best
             n = _packets(scn)
             rows.append({"epochs": epochs, "target_packets": packets, "packets": n, "tlps": tlp_units(scn),
                          "tokens": scn.payload.num_tokens, "us_per_scenario": round(1e6 / r, 1),

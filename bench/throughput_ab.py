@@ -124,7 +124,8 @@ def main(argv: list[str] | None = None) -> int:
            "cores": os.cpu_count(), "parallel": args.parallel, "repeat": args.repeat, "seconds": args.seconds,
            "base": name, "base_build": base_build,
            "method": "bench/throughput.py's rates (fresh scenarios: the built-form cache emptied every pass) and "
-                     "schedule-only rates per CPU second, each (tree, round) in a fresh interpreter with the "
+                     "schedule-only rates per CPU second, each the fastest of its interleaved passes "
+                     "(bench/meter.py), each (tree, round) in a fresh interpreter with the "
                      "collector as the CLI sets it, both trees interleaved in one invocation on one machine",
            "runs": runs, "figures": med,
            "ratio": {f: round(med["this"][f]["median"] / med["base"][f]["median"], 2) for f in FIGURES}}

@@ -19,7 +19,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 BENCH = ROOT / "bench"
 #: modules of bench/ that are not commands (imported by the scripts; running them does nothing)
-LIBRARIES = {"stats.py", "trees.py"}
+LIBRARIES = {"meter.py", "stats.py", "trees.py"}
 #: the arguments a script requires besides the option under test, so that the parser gets as far as the
 #: unknown option (argparse reports a missing required argument first)
 REQUIRED = {"cuda_agreement.py": ["md"], "cuda_litmus.py": ["--out", "{tmp}/x.jsonl"],
