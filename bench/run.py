@@ -41,7 +41,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from throughput import instrumentation, path_rates, random_inputs, rate, rates, scaling, schedule_rates  # noqa: E402
+from throughput import FreshRates, ScheduleRates, guided_rate, instrumentation, path_rates, random_inputs, rate, scaling  # noqa: E402
 
 from epfuzz.cases.corpus import write_atomic  # noqa: E402
 from epfuzz.encoding import codec  # noqa: E402
@@ -98,14 +98,10 @@ def throughput() -> dict[str, Any]:
     """
     from epfuzz.core import native
 
-    out = rates()
-    sched = schedule_rates()
-    out["medians"].update(sched.pop("schedule_only_medians"))
-    out.update(sched)
-    out["statistic"] = ("CPU time; each rate the fastest of its short passes, the passes of all rates taken in "
-                        "turn (bench/meter.py); `medians` the median passes")
-    out["emulator_path"] = native.running()
-    out["pure"] = path_rates(pure=True) if out["emulator_path"] == "compiled" else None
+    fresh, sched = FreshRates(), ScheduleRates()
+    fresh.sit(4.0)
+    sched.sit(2.0)
+    pure = path_rates(pure=True) if native.running() == "compiled" else None
     with tempfile.TemporaryDirectory() as tmp:
         triv = Path(tmp) / "trivial_fuzzer.py"
         triv.write_text(TRIVIAL)
@@ -113,6 +109,18 @@ def throughput() -> dict[str, Any]:
     # a fixed protocol, so that the run lasts its 20 s instead of stopping at the first finding
     name = "deepep_v2_dispatch_fixed"
     fuzzed = libfuzzer(harness(name), [str(ROOT / "corpus" / f"{name}_fuzzer"), "-max_total_time=20"])
+    # a second sitting, a minute or two after the first: their passes are pooled (FreshRates says why)
+    fresh.sit(4.0)
+    sched.sit(2.0)
+    out = fresh.figures()
+    s = sched.figures()
+    out["medians"].update(s.pop("schedule_only_medians"))
+    out.update(s)
+    out["guided_deep_exec_per_s"] = guided_rate()
+    out["statistic"] = ("CPU time; each rate the fastest of its short passes, the passes of all rates taken in "
+                        "turn in two sittings minutes apart (bench/meter.py); `medians` the median passes")
+    out["emulator_path"] = native.running()
+    out["pure"] = pure
     out["emulator_harness_protocol_random_exec_per_s"] = same = round(rate(random_inputs(), name))
     out.update({
         "harness": name,

@@ -99,28 +99,46 @@ def rate(items: list[bytes], proto: str, preset: str = "spec", seconds: float = 
     return m.best
 
 
-def rates(seconds: float = 4.0) -> dict[str, Any]:
-    """The fresh-scenario figures, their passes interleaved over `4 * seconds` of CPU (as long as the four
-    windows of `seconds` they once took one after another); each the fastest pass, the medians beside."""
-    from epfuzz.continuous.seeds import SEED_661
-    from epfuzz.encoding import codec
-    from epfuzz.protocols import ZOO
+class FreshRates:
+    """The fresh-scenario figures' meters (`dispatch_any`, the #661 protocol and seed, the zoo), measured in one
+    or more sittings whose passes are pooled: `bench/run.py` sits twice, minutes apart, so that a busy spell of
+    the host does not hold every pass of a figure (one 16-second sitting on the device host read fresh
+    `dispatch_any` 6,855/s at best, the next, a minute later, 9,337; 2026-12-05)."""
 
-    items = random_inputs()
-    seed = codec.load_dict(SEED_661)
-    meters = {"emulator_random_exec_per_s": fresh_meter(items, "dispatch_any"),
-              "emulator_661_random_exec_per_s": fresh_meter(items, "deepep_v2_dispatch"),
-              "emulator_661_seed_exec_per_s": fresh_meter([codec.encode(seed)], seed.protocol, seed.preset)}
-    zoo = {row.bad: fresh_meter(items, row.bad) for row in ZOO}
-    interleave([*meters.values(), *zoo.values()], 4 * seconds)
-    out: dict[str, Any] = {k: round(m.best) for k, m in meters.items()}
-    out["emulator_zoo_random_exec_per_s"] = {k: round(m.best) for k, m in zoo.items()}
-    out["emulator_zoo_mean_exec_per_s"] = round(sum(m.best for m in zoo.values()) / len(zoo))
-    medians = {k: round(m.median) for k, m in meters.items()}
-    medians["emulator_zoo_mean_exec_per_s"] = round(sum(m.median for m in zoo.values()) / len(zoo))
-    out["medians"] = medians
-    out["passes"] = min(len(m.rates) for m in [*meters.values(), *zoo.values()])
-    return out
+    def __init__(self) -> None:
+        from epfuzz.continuous.seeds import SEED_661
+        from epfuzz.encoding import codec
+        from epfuzz.protocols import ZOO
+
+        items = random_inputs()
+        seed = codec.load_dict(SEED_661)
+        self.meters = {"emulator_random_exec_per_s": fresh_meter(items, "dispatch_any"),
+                       "emulator_661_random_exec_per_s": fresh_meter(items, "deepep_v2_dispatch"),
+                       "emulator_661_seed_exec_per_s": fresh_meter([codec.encode(seed)], seed.protocol, seed.preset)}
+        self.zoo = {row.bad: fresh_meter(items, row.bad) for row in ZOO}
+
+    def sit(self, seconds: float) -> None:
+        """Passes of every figure in turn over `4 * seconds` of CPU (as long as the four windows of `seconds`
+        they once took one after another)."""
+        interleave([*self.meters.values(), *self.zoo.values()], 4 * seconds)
+
+    def figures(self) -> dict[str, Any]:
+        """Each figure's fastest pass, the medians beside."""
+        out: dict[str, Any] = {k: round(m.best) for k, m in self.meters.items()}
+        out["emulator_zoo_random_exec_per_s"] = {k: round(m.best) for k, m in self.zoo.items()}
+        out["emulator_zoo_mean_exec_per_s"] = round(sum(m.best for m in self.zoo.values()) / len(self.zoo))
+        medians = {k: round(m.median) for k, m in self.meters.items()}
+        medians["emulator_zoo_mean_exec_per_s"] = round(sum(m.median for m in self.zoo.values()) / len(self.zoo))
+        out["medians"] = medians
+        out["passes"] = min(len(m.rates) for m in [*self.meters.values(), *self.zoo.values()])
+        return out
+
+
+def rates(seconds: float = 4.0) -> dict[str, Any]:
+    """The fresh-scenario figures of one sitting (`FreshRates`)."""
+    r = FreshRates()
+    r.sit(seconds)
+    return r.figures()
 
 
 #: the deep shape of the schedule-only figure (issue 31): a deep-zoo protocol's DeepEP BF16 slot (14,400
@@ -199,21 +217,34 @@ def guided_rate(execs: int = 1500, repeats: int = 3) -> dict[str, Any]:
     return out
 
 
-def schedule_rates(seconds: float = 2.0) -> dict[str, Any]:
-    """The schedule-only figures (their passes interleaved over `2 * seconds` of CPU) and the guided engine's."""
-    from epfuzz.continuous.seeds import SEED_661
-    from epfuzz.encoding import codec
+class ScheduleRates:
+    """The schedule-only figures' meters (the #661 and deep shapes), in one or more sittings (`FreshRates`)."""
 
-    seed, deep = codec.load_dict(SEED_661), deep_shape()
-    m661, mdeep = schedule_meter(seed), schedule_meter(deep)
-    interleave([m661, mdeep], 2 * seconds)
-    return {"schedule_only_661_exec_per_s": round(m661.best),
-            "schedule_only_661_tlps": tlp_units(seed),
-            "schedule_only_deep_exec_per_s": round(mdeep.best),
-            "schedule_only_deep_tlps": tlp_units(deep),
-            "schedule_only_medians": {"schedule_only_661_exec_per_s": round(m661.median),
-                                      "schedule_only_deep_exec_per_s": round(mdeep.median)},
-            "guided_deep_exec_per_s": guided_rate()}
+    def __init__(self) -> None:
+        from epfuzz.continuous.seeds import SEED_661
+        from epfuzz.encoding import codec
+
+        self.seed, self.deep = codec.load_dict(SEED_661), deep_shape()
+        self.m661, self.mdeep = schedule_meter(self.seed), schedule_meter(self.deep)
+
+    def sit(self, seconds: float) -> None:
+        interleave([self.m661, self.mdeep], 2 * seconds)
+
+    def figures(self) -> dict[str, Any]:
+        return {"schedule_only_661_exec_per_s": round(self.m661.best),
+                "schedule_only_661_tlps": tlp_units(self.seed),
+                "schedule_only_deep_exec_per_s": round(self.mdeep.best),
+                "schedule_only_deep_tlps": tlp_units(self.deep),
+                "schedule_only_medians": {"schedule_only_661_exec_per_s": round(self.m661.median),
+                                          "schedule_only_deep_exec_per_s": round(self.mdeep.median)}}
+
+
+def schedule_rates(seconds: float = 2.0) -> dict[str, Any]:
+    """The schedule-only figures of one sitting (passes interleaved over `2 * seconds` of CPU) and the guided
+    engine's."""
+    r = ScheduleRates()
+    r.sit(seconds)
+    return {**r.figures(), "guided_deep_exec_per_s": guided_rate()}
 
 
 def path_rates(pure: bool, seconds: float = 4.0) -> dict[str, Any]:
