@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.presets import PRESETS, model_of
 from epfuzz.ir.scenario import Scenario
@@ -87,6 +88,7 @@ def preset_model(preset: str) -> str:
     return model_of(preset) if m is None else m
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class Responder:
     """One responder NIC for one run: turns each arriving packet into TLPs, in order.
 
