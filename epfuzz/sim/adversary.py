@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.sim.netmoves import SeqIndex
 from epfuzz.sim.packets import Packet, Tlp
 
@@ -28,6 +29,7 @@ PassRule = Callable[[Any, Any], "str | None"]
 TlpRule = Callable[[Tlp, Tlp], "str | None"]
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class QpStreams:
     """The reorder window of the root complex, counted in the passer's QP stream (`Knobs.reorder_window`).
 

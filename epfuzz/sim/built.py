@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir.opmake import insert_spins
 from epfuzz.ir.ops import Op
 from epfuzz.ir.scenario import Scenario
@@ -27,6 +28,7 @@ NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
 __all__ = ["ARRIVALS_PER_FORM", "NET_WINDOW", "Arrived", "Built", "build_form"]
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class Arrived:
     """One packet arrival order of a built form and what follows from it alone: the TLPs in root-complex
     arrival order, the adversary's pass rule over them, and (made on first use) the reorder window's

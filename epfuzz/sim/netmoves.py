@@ -10,12 +10,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.sim.packets import Packet
 
 #: spans of seqs up to this many times the elements (plus a constant) are indexed by a list, wider ones by a dict
 _DENSE: int = 4
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class SeqIndex:
     """Position in an order of the element whose seq is `seq` (`at`), for seqs every element has its own of.
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.model.cebatch import CE_BATCH
 from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
@@ -77,6 +78,7 @@ def _table_rule(a: Attrs, b: Attrs) -> str | None:
     return passing_rule_name(a, b) if _may_pass(a, b) else None  # Attrs made elsewhere (tests, explore)
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class _PairMemo:
     """`_table_rule` of the last (later, earlier) Attrs pair one rule was asked about, by identity.
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.sim.packets import Packet
 
 # Final: mypyc compiles them in, where a module global is a dict lookup per packet
@@ -28,6 +29,7 @@ def depart(p: Packet, free: int, rate_div: int, lat: int) -> int:
     return dep + (p.length if p.length > MIN_PKT_BYTES else MIN_PKT_BYTES) * rate_div // LINK_BYTES_PER_NS
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class Port:
     """The port FIFO, departed as far as it is decided: what a Flush or a fence needs to know early.
 

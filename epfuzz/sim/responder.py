@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from typing import Final
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.presets import PRESETS, model_of
 from epfuzz.ir.scenario import Scenario
@@ -87,6 +88,7 @@ def preset_model(preset: str) -> str:
     return model_of(preset) if m is None else m
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class Responder:
     """One responder NIC for one run: turns each arriving packet into TLPs, in order.
 
@@ -137,11 +139,15 @@ class Responder:
             if p.epoch != epoch:
                 epoch = p.epoch
                 self.local_stores(epoch)
-            self.receive(p)
             q, psn = p.qp, p.psn
             if psn == low[q] and arrived[q] is None and not held[q]:
-                low[q] = psn + 1  # the QP's next PSN, none after it arrived, none held: all `execute_in_order` does
+                # the QP's next PSN, none after it arrived, none held: what `execute_in_order` would do, at once
+                # (a packet that executes in order executes now, without a pass through the held list)
+                low[q] = psn + 1
+                if self.place(p):
+                    self.complete(p)
             else:
+                self.receive(p)
                 self.execute_in_order(q, psn)
         return self.out
 
@@ -197,22 +203,27 @@ class Responder:
 
     def receive(self, p: Packet) -> None:
         """Place what may be placed at arrival; hold what must wait for the QP's earlier PSNs."""
+        if self.place(p):
+            self.held[p.qp].append(p)
+
+    def place(self, p: Packet) -> bool:
+        """Place what may be placed at arrival; whether `p` also executes in PSN order (`complete`)."""
         kind = p.kind
         if kind == P_WRITE:
             self.payload(p, A_STALE if p.stale else A_COPY, p.value)
         elif kind == P_VALUE:
             self.payload(p, A_VALUE, p.value)
         elif kind in (P_ATOMIC, P_READ):  # executed in PSN order, even when writes are placed out of order
-            self.held[p.qp].append(p)
+            return True
         elif kind == P_IMM:
             if p.length:
                 self.payload(p, A_STALE if p.stale else A_COPY, 0)  # the value is the immediate, not a shift
-            if p.last:
-                self.held[p.qp].append(p)
+            return p.last
         elif kind == P_SEND:  # the message lands in the posting channel's entry `slot`, where its CQE goes
             self.emit(T_POSTED, self.ro, A_VALUE, p, ops.RECV, (p.channel * self.max_signals + p.cq_slot) * 16,
                       8, p.value)
-            self.held[p.qp].append(p)
+            return True
+        return False
 
     def payload(self, p: Packet, action: TlpAction, value: int) -> None:
         """MemWr TLPs split at max-payload-size address boundaries, as one run."""

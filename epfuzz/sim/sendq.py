@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
@@ -26,6 +27,7 @@ _NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an i
 Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class Nic:
     """What the send queues read of a scenario (and of its layout, for the op check) once per build, not once per
     epoch: each field of the interpreted scenario is a generic attribute look-up from compiled code. Its lists
@@ -47,6 +49,7 @@ class Nic:
         self.port_rate_div: int = f.port_rate_div
 
 
+@mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
 class SendQueues:
     """The requester NIC's per-QP send queues: when each WR starts, its packets, when it completes.
 

@@ -76,3 +76,33 @@ def test_every_op_a_compiled_sender_makes_comes_from_its_maker() -> None:
             text = source(name).read_text()
             called = {c.__name__ for c in MAKERS.values() if f"ops.{c.__name__}(" in text}
             assert not called, f"{name} calls {called}: use epfuzz.ir.opmake"
+
+
+def _sorted_spins(programs: list[list[ops.Op]], spins: tuple[Any, ...]) -> list[list[ops.Op]]:
+    """What `insert_spins` did with `sorted` (the reference its insertion sort keeps to)."""
+    out = [list(p) for p in programs]
+    for s in sorted(spins, key=lambda s: (s.channel, -s.before_op)):
+        if s.channel < len(out) and s.ns:
+            prog = out[s.channel]
+            prog.insert(min(s.before_op, len(prog)), ops.Spin(s.ns))
+    return out
+
+
+def test_insert_spins_orders_as_sorted_did() -> None:
+    """Spins in (channel, -before_op) order, equal keys in the given order (some differ only in length), channels
+    past the programs and zero lengths skipped, indices past a program's end or below zero as `list.insert`."""
+    from epfuzz.ir.scenario import SpinFault
+    rng = random.Random(31)
+    for _ in range(3000):
+        programs = [[opmake.flush(rng.randrange(3)) for _ in range(rng.randrange(5))] for _ in range(rng.randrange(5))]
+        spins = tuple(SpinFault(rng.randrange(-2, 6), rng.randrange(-3, 8), rng.choice([0, 1, 5, 300]))
+                      for _ in range(rng.randrange(5)))
+        try:
+            want: Any = _sorted_spins(programs, spins)
+        except IndexError as e:
+            want = type(e)
+        try:
+            got: Any = opmake.insert_spins(programs, spins)
+        except IndexError as e:
+            got = type(e)
+        assert got == want, (programs, spins)
