@@ -176,13 +176,6 @@ def start_images(layout: Layout, epoch: int, poison: bool = True,
     return out
 
 
-def start_buffers(sizes: dict[str, int]) -> dict[str, bytearray]:
-    """Fresh buffers of every region (`Layout.sizes`) as epoch 0's start leaves them: `start_images(layout, 0)`
-    written over zeroed regions, made without those images (the zeroed ones would be made only to be copied)."""
-    return {name: bytearray(canary_view(0, size)) if name == ops.DATA else bytearray(size)
-            for name, size in sizes.items()}
-
-
 #: per xor of two epochs, u32 words (x, 0, 0, 0) repeated, as long as the largest image derived so far at least
 #: (`expected_later`: one contiguous xor with it copies an image and changes its chunks' first words)
 _FIRST_WORDS: Final[dict[int, np.ndarray]] = {}

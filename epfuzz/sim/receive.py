@@ -54,7 +54,6 @@ class Receiving:
     def __init__(self, scn: Scenario, proto: Protocol, layout: Layout, tlps: Sequence[Tlp],
                  polls: list[Poll] | None = None,
                  starts: Starts | None = None) -> None:
-        self.mem = Memory(layout, starts)
         self.rx = proto.receiver(scn, layout)
         self.proto = proto
         self.name = scn.protocol
@@ -98,6 +97,9 @@ class Receiving:
         #: (the default map needs no check: a call into the interpreted `check_map` per run, issue 31)
         rx_map = getattr(proto, "rx_map", COHERENT)
         self.cache = None if rx_map == COHERENT or check_map(rx_map, self.name) != CACHED else RxCache()
+        # a receiver that watches the data region (or reads it through its L2 lines) reads its bytes from its first
+        # poll: made at once, from the images `starts` keeps, not on that first read (`epfuzz.sim.lazydata`)
+        self.mem = Memory(layout, starts, _DATA not in self.watch and self.cache is None)
 
     def start_epoch(self, epoch: int) -> None:
         if not self.proto.release_at_accept:
@@ -145,7 +147,7 @@ class Receiving:
             if self.cache is not None:
                 return self._verify_cached(c, epoch, trigger, position)
             off, n = c.offset, c.length
-            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= len(mem.bufs[_DATA])
+            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= mem.data_len
                     and mem.same_as_expected(off, n)):
                 return None  # what judge says of a whole, right range, without a numpy object (most accepts)
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)

@@ -49,7 +49,8 @@ def test_runs_sharing_images_start_from_what_a_fresh_memory_starts_from() -> Non
                 assert mem.snapshot() == alone.snapshot(), e
                 _scribble(mem, rng)   # the shared images must not be what was written to
                 _scribble(alone, rng)
-        assert set(shared.images) == {0, 1, 2}
+        for k in (0, 1, 2):  # each epoch's image is made once, for every memory sharing the images
+            assert Memory(layout, shared).expected_of(k) is shared.images[k]
 
 
 def test_expected_of_every_epoch_is_expected_data() -> None:
@@ -112,17 +113,20 @@ def test_a_copy_past_either_end_does_what_the_memoryviews_did() -> None:
 
 
 def test_fresh_buffers_are_epoch_zeros_start_images_over_zeroed_regions() -> None:
-    """`start_buffers` (what a fresh memory is made as) restates epoch 0's start for speed: held here to
-    `start_images(layout, 0)` written over zeroed regions, the rule it restates."""
-    from epfuzz.model.epoch import start_buffers, start_images
+    """A fresh memory (its data region made on first look, `epfuzz.sim.lazydata`) restates epoch 0's start for
+    speed: held here to `start_images(layout, 0)` written over zeroed regions, the rule it restates."""
+    from epfuzz.model.epoch import start_images
 
     for lay in _layouts():
         sizes = lay.sizes
         want = {name: bytearray(size) for name, size in sizes.items()}
         for name, image in start_images(lay, 0, poison=False, reset=False):
             want[name][:len(image)] = image
-        got = start_buffers(sizes)
+        shared = Starts()
+        mem = Memory(lay, shared)
+        got = mem.bufs
         assert got == want and all(type(b) is bytearray for b in got.values())
+        assert list(got) == list(sizes)  # the layout's order, the data region made last
         for b in got.values():  # each a buffer of its own: writing one changes no later fresh buffer
             b[:] = b"\x5a" * len(b)
-        assert start_buffers(sizes) == want
+        assert Memory(lay, shared).bufs == want
