@@ -186,6 +186,8 @@ class DispatchProtocol(Protocol):
                          tail, n, k, epoch)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
+        if self.receiver_cls is DispatchReceiver and not self.receiver_opts:  # a native call, no ** (issue 31)
+            return DispatchReceiver(scn, lay)
         return self.receiver_cls(scn, lay, **self.receiver_opts)
 
 
