@@ -210,6 +210,7 @@ class DispatchReceiver(Receiver):
         self.tb = lay.token_bytes
         self.counts = lay.tokens_in_channel
         self.ms = lay.max_signals
+        self._unpack_tails: Callable[[bytearray], tuple[int, ...]] = tail_words(n).unpack  # a bound method: no look-up
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
@@ -301,7 +302,7 @@ class DispatchReceiver(Receiver):
         read by one struct call and `_word` written out, not an `_observe` per channel, each a list, a tuple
         and a struct call (~2k instructions a channel, issue 31). A subclass may override `_observe` or
         `_word`: it polls through them (`poll`)."""
-        vals: tuple[int, ...] = tail_words(self.nch).unpack(words)  # `poll` checked the length
+        vals: tuple[int, ...] = self._unpack_tails(words)  # `poll` checked the length
         counts = self.counts
         finished = self.finished
         pack, base = self.pack, self.epoch_base
