@@ -171,10 +171,20 @@ def decoder_for(protocol: str, preset: str = "spec") -> Callable[[ChoiceReader],
     return decode_reader
 
 
+#: (protocol, preset) -> its plan's `plancore.Program` (`_Plan.program`), for `decode`: one look-up per fresh
+#: scenario, not `_plan_for`'s and `program`'s interpreted frames (issue 31)
+_programs: dict[tuple[str, str], plancore.Program] = {}
+
+
 def decode(data: bytes, protocol: str, preset: str = "spec") -> Scenario:
     """Any byte string is a valid scenario; missing bytes decode as the simplest values."""
-    plan = _plan_for(protocol, preset)
-    scn: Scenario = plan.program().decode(data) if LOOP else plan.decode(ChoiceReader(data), {})
+    if LOOP:
+        prog = _programs.get((protocol, preset))
+        if prog is None:
+            prog = _programs[(protocol, preset)] = _plan_for(protocol, preset).program()
+        scn: Scenario = prog.decode(data)
+        return scn
+    scn = _plan_for(protocol, preset).decode(ChoiceReader(data), {})
     return scn
 
 

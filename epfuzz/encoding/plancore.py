@@ -21,6 +21,10 @@ from collections.abc import Callable
 from typing import Any, Final
 
 from epfuzz.ir.choices import ChoiceReader
+from epfuzz.ir.scenario import MAX_PACKETS, _token_budget
+
+_TOKEN_BUDGET: Final = _token_budget  # `num_tokens`' hi_fn: `_hi` runs it compiled (`token_budget`)
+_MAX_PACKETS: Final = MAX_PACKETS
 
 FIXED: Final = 0    # pinned: the constant, no bytes
 INT: Final = 1      # IntField, linear
@@ -208,11 +212,29 @@ def _width(span: int) -> int:
 def _hi(s: Step, values: dict[str, Any]) -> int:
     """`IntField.hi_for` / `IntsField.hi_for`."""
     fn = s.hi_fn
+    if fn is _TOKEN_BUDGET:
+        budget = token_budget(values)
+        if budget:
+            return max(s.lo, min(s.hi, budget))
     if fn is not None:
         return max(s.lo, min(s.hi, fn(values)))
     if s.hi_from is None:
         return s.hi
     return min(s.hi, int(values[s.hi_from]) - 1)
+
+
+def token_budget(values: dict[str, Any]) -> int:
+    """`epfuzz.ir.scenario._token_budget`, compiled, where its reads are ints (0 where not: `_hi` calls it then):
+    every decode of a free `num_tokens` ran it, an interpreted frame and six dict reads (~1.8k instructions,
+    issue 31). tests/scenario/test_decoder_keep.py holds the two to the same value."""
+    h, sc, m = values["payload.hidden_bytes"], values["payload.scale_bytes"], values["payload.meta_bytes"]
+    mtu, splits, epochs = values["chunking.mtu"], values["chunking.splits_per_token"], values["payload.epochs"]
+    if (type(h) is not int or type(sc) is not int or type(m) is not int or type(mtu) is not int
+            or type(splits) is not int or type(epochs) is not int):
+        return 0
+    tb = -(-h // 16) * 16 + -(-sc // 16) * 16 + -(-m // 16) * 16
+    per_token = -(-tb // mtu) + splits - 1
+    return max(1, _MAX_PACKETS // (epochs * per_token))
 
 
 def _draw_int(cur: Cursor, lo: int, hi: int, log: bool) -> int:

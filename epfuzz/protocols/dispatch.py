@@ -19,8 +19,8 @@ from epfuzz.ir import opmake, ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
-from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, wrs_of
-from epfuzz.protocols.memread import buf_u64, cq_seen, mem_read, mem_u32x4, mem_u64, tail_words  # noqa: F401
+from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, stride_shift, wrs_of
+from epfuzz.protocols.memread import buf_u64, cq_seen, mem_read, mem_u32x4, mem_u64, num_str, tail_words  # noqa: F401
 
 # mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
 # and plug-ins import them from here
@@ -109,13 +109,9 @@ class DispatchProtocol(Protocol):
         checks them against the Layout's methods."""
         spc = lay.slots_per_channel
         tb = lay.token_bytes
-        off = (c * spc + first) * tb  # lay.slot_offset(c, first)
         if not self.wrong_stride:
-            return off, 0
-        nch = lay.num_channels
-        pow2 = 1 << (nch - 1).bit_length()
-        wrong = (c * spc + (first * nch + c) // pow2) * tb  # lay.slot_offset(c, lay.token_of(c, first) // pow2)
-        return wrong, off - wrong
+            return (c * spc + first) * tb, 0  # lay.slot_offset(c, first)
+        return stride_shift(c, first, spc, tb, lay.num_channels)
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
         # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
@@ -141,13 +137,14 @@ class DispatchProtocol(Protocol):
         spc = lay.slots_per_channel
         tb = lay.token_bytes
         row_bytes = spc * tb  # lay.slot_offset(c, first) == c * row_bytes + ...
+        nch = lay.num_channels
         wrong_stride = self.wrong_stride
         no_signal = self.no_signal
         flush = self.flush_before_signal
         shared = self.shared_word
         data = ops.DATA
         programs: list[list[ops.Op]] = []
-        for c in range(lay.num_channels):
+        for c in range(nch):
             qp = cq[c] if c < len(cq) else c % nq
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
@@ -159,8 +156,8 @@ class DispatchProtocol(Protocol):
             wrs = wrs_of(n, per_wr, splits, tb, c * spc)  # data_wrs(scn, lay, c)
             last = len(wrs) - 1
             for i, (first, cnt, off, length) in enumerate(wrs):
-                if wrong_stride:
-                    dst, shift = self._shift(lay, c, first, cnt)
+                if wrong_stride:  # `_shift` from the numbers read above (an override of it is called)
+                    dst, shift = stride_shift(c, first, spc, tb, nch) if own else self._shift(lay, c, first, cnt)
                     prog.append(opmake.write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
                     prog.append(opmake.write(qp, data, off, length))
@@ -189,6 +186,8 @@ class DispatchProtocol(Protocol):
                          tail, n, k, epoch)
 
     def receiver(self, scn: Scenario, lay: Layout) -> Receiver:
+        if self.receiver_cls is DispatchReceiver and not self.receiver_opts:  # a native call, no ** (issue 31)
+            return DispatchReceiver(scn, lay)
         return self.receiver_cls(scn, lay, **self.receiver_opts)
 
 
@@ -211,6 +210,7 @@ class DispatchReceiver(Receiver):
         self.tb = lay.token_bytes
         self.counts = lay.tokens_in_channel
         self.ms = lay.max_signals
+        self._unpack_tails: Callable[[bytearray], tuple[int, ...]] = tail_words(n).unpack  # a bound method: no look-up
         self.tail = [0] * n
         self.finished = [False] * n
         self.next_cqe = [0] * n
@@ -302,7 +302,7 @@ class DispatchReceiver(Receiver):
         read by one struct call and `_word` written out, not an `_observe` per channel, each a list, a tuple
         and a struct call (~2k instructions a channel, issue 31). A subclass may override `_observe` or
         `_word`: it polls through them (`poll`)."""
-        vals: tuple[int, ...] = tail_words(self.nch).unpack_from(words, 0)
+        vals: tuple[int, ...] = self._unpack_tails(words)  # `poll` checked the length
         counts = self.counts
         finished = self.finished
         pack, base = self.pack, self.epoch_base
@@ -314,7 +314,8 @@ class DispatchReceiver(Receiver):
             if base:  # `_word`
                 word -= self.epoch * (pack2(FINISH, n) if pack else n)
             if pack:
-                word &= _MASK64
+                if word < 0:  # `_word`'s mask: a no-op on a word read as u64 (a mask by 2**64 - 1 is a long's op)
+                    word &= _MASK64
                 self._accept(out, c, n, word & 0xFFFFFFFF, word >> 32)
             else:
                 self._accept(out, c, n, int(word >= n), word)
@@ -334,7 +335,7 @@ class DispatchReceiver(Receiver):
         old = tails[c]
         if tail > old:
             out.append(consume(_DATA, (c * self.spc + old) * self.tb, (tail - old) * self.tb, c,
-                               f"slots [{old}, {tail}) of channel {c}"))
+                               f"slots [{num_str(old)}, {num_str(tail)}) of channel {num_str(c)}"))
             tails[c] = tail
         if finish and tails[c] == n:
             self.finished[c] = True

@@ -19,6 +19,15 @@ def pack2(finish: int, tail: int) -> int:
     return ((tail & 0xFFFFFFFF) << 32) | (finish & 0xFFFFFFFF)
 
 
+def stride_shift(c: int, first: int, spc: int, tb: int, nch: int) -> tuple[int, int]:
+    """`DispatchProtocol._shift` with `wrong_stride`, from the layout's numbers (slots per channel `spc`, token bytes
+    `tb`, `nch` channels): the slot of token // next_pow2(nch) and the source shift to the right slot's bytes."""
+    off = (c * spc + first) * tb  # lay.slot_offset(c, first)
+    pow2 = 1 << (nch - 1).bit_length()
+    wrong = (c * spc + (first * nch + c) // pow2) * tb  # lay.slot_offset(c, lay.token_of(c, first) // pow2)
+    return wrong, off - wrong
+
+
 def wrs_of(n: int, per_wr: int, splits: int, tb: int, row: int) -> list[tuple[int, int, int, int]]:
     """`data_wrs` of a channel with `n` tokens whose first slot is `row`, from the numbers it reads (the
     dispatch sender reads them once per call, not once per channel from the plain-Python scenario and layout)."""

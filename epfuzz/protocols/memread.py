@@ -21,8 +21,12 @@ _CQ: Final = ops.CQ  # the region names as constants (`ops` is plain Python: a m
 _RECV: Final = ops.RECV
 #: struct.Struct("<nQ") by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
 _TAILS: Final[dict[int, struct.Struct]] = {}
-#: struct.Struct("<nI") by n: all n u32 words of the CQ in one read (`cq_seen`)
+#: struct.Struct("<" + "II8x" * n) by n (WRITE_WITH_IMM: each entry's valid and immediate words) and
+#: struct.Struct("<" + "I12x" * n) by -n (SEND: the valid word only): a CQ's entries in one read (`cq_seen`),
+#: without the words it never looks at (the whole CQ as u32 was half its cost, issue 31)
 _CQS: Final[dict[int, struct.Struct]] = {}
+#: str(i) for the small numbers an accept's description names (slots, channels): no int-to-str per accept
+_STRS: Final[tuple[str, ...]] = tuple(str(i) for i in range(256))
 
 
 def _words(made: dict[int, struct.Struct], code: str, n: int) -> struct.Struct:
@@ -36,6 +40,19 @@ def _words(made: dict[int, struct.Struct], code: str, n: int) -> struct.Struct:
 def tail_words(n: int) -> struct.Struct:
     """The struct that reads n little-endian u64 words."""
     return _words(_TAILS, "Q", n)
+
+
+def cq_words(n: int, imm: bool) -> struct.Struct:
+    """The struct that reads, of n 16-byte CQ entries, each one's valid word and (imm) the word after it."""
+    st = _CQS.get(n if imm else -n)
+    if st is None:
+        st = _CQS[n if imm else -n] = struct.Struct("<" + ("II8x" if imm else "I12x") * n)
+    return st
+
+
+def num_str(i: int) -> str:
+    """`str(i)`, from a table for 0-255."""
+    return _STRS[i] if 0 <= i < 256 else str(i)
 
 
 def mem_u64(mem: MemoryView, region: str, offset: int) -> int:
@@ -82,7 +99,7 @@ def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int
     cq = bufs[_CQ]
     if len(cq) != 16 * nch * ms:
         return None
-    ents: tuple[int, ...] = _words(_CQS, "I", 4 * nch * ms).unpack_from(cq, 0)
+    ents: tuple[int, ...] = cq_words(nch * ms, imm).unpack(cq)  # the length is the struct's: checked above
     recv = cq if imm else bufs[_RECV]
     mark = epoch + 1
     seen: list[int] = []
@@ -91,15 +108,23 @@ def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int
             continue
         k = nxt[c]
         while k < ms:
-            off = (c * ms + k) * 16
-            if ents[off >> 2] != mark:
+            e = c * ms + k  # entry e: ents[2e] valid, ents[2e + 1] immediate (imm); else ents[e] valid
+            if ents[2 * e if imm else e] != mark:
                 break
             if imm:
-                lo = ents[(off >> 2) + 1]
-                seen += (c, lo & 1, (lo >> 1) & 0x7FFFFF)
+                lo = ents[2 * e + 1]
+                seen.append(c)
+                seen.append(lo & 1)
+                seen.append((lo >> 1) & 0x7FFFFF)
             else:  # SEND: the tail is in the message, which must carry this epoch
-                msg = buf_u64(recv, off)
-                seen += (c, -1, k) if msg >> 48 != mark else (c, msg & 1, (msg >> 32) & 0xFFFF)
+                msg = buf_u64(recv, e * 16)
+                seen.append(c)
+                if msg >> 48 != mark:
+                    seen.append(-1)
+                    seen.append(k)
+                else:
+                    seen.append(msg & 1)
+                    seen.append((msg >> 32) & 0xFFFF)
             k += 1
         nxt[c] = k
     return seen

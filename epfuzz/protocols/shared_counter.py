@@ -9,13 +9,16 @@ names the issues and commits they reproduce.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, MemoryView, Pattern
 from epfuzz.protocols.dispatch import STRICT_SAME_QP, DispatchProtocol, DispatchReceiver
-from epfuzz.protocols.memread import mem_u64
+from epfuzz.protocols.memread import buf_u64, mem_u64
+
+_SIGNAL: Final = ops.SIGNAL  # a constant to compiled code (`ops` is plain Python)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -35,10 +38,13 @@ class SharedCounterReceiver(DispatchReceiver):
         return {ops.SIGNAL: ((0, 8),)} if type(self) is SharedCounterReceiver else None
 
     def _observe(self, mem: MemoryView, c: int, epoch: int) -> list[tuple[int, int]]:
-        value = mem_u64(mem, ops.SIGNAL, 0)
-        n = self.lay.tokens_in_channel[c]
+        # in `poll` over a view with bufs, its signal bytes (`DispatchReceiver._observe`'s read); the layout's counts
+        # as `DispatchReceiver` copied them: no generic look-ups per channel and poll (issue 31)
+        words = self._words
+        value = buf_u64(words, 0) if words is not None and mem is self._view else mem_u64(mem, _SIGNAL, 0)
+        n = self.counts[c]
         if self.wait_total:
-            total = sum(self.lay.tokens_in_channel)
+            total = sum(self.counts)
             return [(1, n)] if value >= total else [(0, 0)]
         return [(int(value >= n), min(value, n))]
 

@@ -82,3 +82,18 @@ def test_undeclared_reads_keep_every_value() -> None:
     values = {}
     assert prog.run(plancore.Cursor(bytes([3, 4, 2, 1, 0])), values) == Top(3, 4, 2, (0,))
     assert values == {"n": 3}
+
+
+def test_compiled_token_budget_is_the_schema_s() -> None:
+    """The decoder's own `token_budget` gives `_token_budget`'s value, from ints over the fields' ranges and
+    beyond them, and 0 (the decoder then calls `_token_budget`) for values that are not plain ints (a bool, a
+    float pinned by a plug-in)."""
+    from epfuzz.encoding.plancore import token_budget
+
+    rng = random.Random(7)
+    paths = sorted(_token_budget.reads)  # type: ignore[attr-defined]
+    for _ in range(2000):
+        values = {p: rng.choice([rng.randint(1, 20000), 1 << rng.randint(0, 14), rng.randint(1, 4)]) for p in paths}
+        assert token_budget(values) == _token_budget(values)
+    odd = {p: 16 for p in paths} | {"payload.epochs": True, "chunking.mtu": 256.0}
+    assert token_budget(odd) == 0

@@ -1,0 +1,73 @@
+"""The in-band tag receiver reads every slot's tag from a view's `bufs` in one struct call per poll (issue 31): it
+accepts, poll after poll, what the same receiver accepts reading each tag through the view's methods, for random
+layouts and tags (this epoch's, a stale one, the wrong token), tag words written a slot at a time."""
+
+from __future__ import annotations
+
+import random
+import struct
+
+from epfuzz.encoding import codec
+from epfuzz.ir import ops
+from epfuzz.protocols.base import Consume, Layout
+from epfuzz.protocols.inband_tag import TagReceiver
+
+
+class Bufs:
+    """A view with `bufs`, as `epfuzz.sim.memory.Memory` has."""
+
+    def __init__(self, size: int) -> None:
+        self.bufs = {ops.DATA: bytearray(size)}
+
+    def u64(self, region: str, offset: int) -> int:
+        return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        a, b, c, d = struct.unpack_from("<4I", self.bufs[region], offset)
+        return a, b, c, d
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return bytes(self.bufs[region][offset:offset + length])
+
+
+class Methods:
+    """The same bytes behind the methods only (no `bufs`): the receiver reads each tag through `u32x4`."""
+
+    def __init__(self, view: Bufs) -> None:
+        self.view = view
+
+    def u64(self, region: str, offset: int) -> int:
+        return self.view.u64(region, offset)
+
+    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
+        return self.view.u32x4(region, offset)
+
+    def read(self, region: str, offset: int, length: int) -> bytes:
+        return self.view.read(region, offset, length)
+
+
+def _key(got: list[Consume]) -> list[tuple[object, ...]]:
+    return [(c.region, c.offset, c.length, c.channel, c.what, c.invalidate) for c in got]
+
+
+def test_tags_read_from_bufs_accept_what_tags_read_through_methods() -> None:
+    rng = random.Random(3)
+    for _ in range(300):
+        nch, tb = rng.randint(1, 8), 16 * rng.randint(1, 12)
+        per = tuple(rng.randint(0, 6) for _ in range(nch))
+        spc = max(1, max(per))
+        lay = Layout(nch, spc, tb, 2, per)
+        view = Bufs(nch * spc * tb)
+        scn = codec.decode(b"", "inband_tag")
+        fast, slow = TagReceiver(scn, lay), TagReceiver(scn, lay)
+        epoch = rng.randint(0, 3)
+        fast.start_epoch(epoch)
+        slow.start_epoch(epoch)
+        for _ in range(rng.randint(1, 12)):
+            c = rng.randrange(nch)
+            i = rng.randrange(spc)
+            word0 = rng.choice([epoch, epoch, epoch + 1, 0xC0DE0000])
+            word2 = rng.choice([i * nch + c, i * nch + c, rng.randrange(64)])
+            struct.pack_into("<4I", view.bufs[ops.DATA], (c * spc + i) * tb + tb - 16, word0, 7, word2, 9)
+            assert _key(fast.poll(view, epoch)) == _key(slow.poll(Methods(view), epoch))
+            assert fast.state() == slow.state()
