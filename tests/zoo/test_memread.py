@@ -7,24 +7,7 @@ from __future__ import annotations
 import random
 
 from epfuzz.protocols.memread import cq_words, mem_read, mem_u32x4, mem_u64, num_str
-
-
-class Bufs:
-    """A view with `bufs` whose methods read them the way `Memory`'s do."""
-
-    def __init__(self, data: bytes) -> None:
-        self.bufs = {"r": bytearray(data)}
-
-    def u64(self, region: str, offset: int) -> int:
-        return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
-
-    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
-        import struct
-        a, b, c, d = struct.unpack_from("<4I", self.bufs[region], offset)
-        return a, b, c, d
-
-    def read(self, region: str, offset: int, length: int) -> bytes:
-        return bytes(self.bufs[region][offset:offset + length])
+from tests.zoo.memviews import BufsView
 
 
 class Methods:
@@ -42,7 +25,7 @@ class Methods:
 
 def test_direct_reads_match_methods() -> None:
     rng = random.Random(31)
-    view = Bufs(rng.randbytes(64))
+    view = BufsView({"r": rng.randbytes(64)})
     for offset in range(-3, 70):
         assert mem_u64(view, "r", offset) == view.u64("r", offset), offset
         assert mem_read(view, "r", offset, 5) == view.read("r", offset, 5), offset
@@ -69,6 +52,6 @@ def test_cq_words_read_each_entry_valid_and_immediate_word() -> None:
     rng = random.Random(5)
     for n in (1, 3, 17):
         cq = bytearray(rng.randbytes(16 * n))
-        whole = [mem_u32x4(Bufs(bytes(cq)), "r", 16 * e) for e in range(n)]
+        whole = [mem_u32x4(BufsView({"r": bytes(cq)}), "r", 16 * e) for e in range(n)]
         assert list(cq_words(n, True).unpack(cq)) == [w for e in whole for w in e[:2]]
         assert list(cq_words(n, False).unpack(cq)) == [e[0] for e in whole]

@@ -11,29 +11,13 @@ from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.protocols.base import Consume, Layout
 from epfuzz.protocols.inband_tag import TagReceiver
-
-
-class Bufs:
-    """A view with `bufs`, as `epfuzz.sim.memory.Memory` has."""
-
-    def __init__(self, size: int) -> None:
-        self.bufs = {ops.DATA: bytearray(size)}
-
-    def u64(self, region: str, offset: int) -> int:
-        return int.from_bytes(self.bufs[region][offset:offset + 8], "little")
-
-    def u32x4(self, region: str, offset: int) -> tuple[int, int, int, int]:
-        a, b, c, d = struct.unpack_from("<4I", self.bufs[region], offset)
-        return a, b, c, d
-
-    def read(self, region: str, offset: int, length: int) -> bytes:
-        return bytes(self.bufs[region][offset:offset + length])
+from tests.zoo.memviews import BufsView
 
 
 class Methods:
     """The same bytes behind the methods only (no `bufs`): the receiver reads each tag through `u32x4`."""
 
-    def __init__(self, view: Bufs) -> None:
+    def __init__(self, view: BufsView) -> None:
         self.view = view
 
     def u64(self, region: str, offset: int) -> int:
@@ -57,7 +41,7 @@ def test_tags_read_from_bufs_accept_what_tags_read_through_methods() -> None:
         per = tuple(rng.randint(0, 6) for _ in range(nch))
         spc = max(1, max(per))
         lay = Layout(nch, spc, tb, 2, per)
-        view = Bufs(nch * spc * tb)
+        view = BufsView({ops.DATA: bytes(nch * spc * tb)})
         scn = codec.decode(b"", "inband_tag")
         fast, slow = TagReceiver(scn, lay), TagReceiver(scn, lay)
         epoch = rng.randint(0, 3)
