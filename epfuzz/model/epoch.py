@@ -29,6 +29,15 @@ _CHUNK16: Final = np.dtype("V16")  # a chunk as one item: copied 16 bytes a stor
 
 
 @lru_cache(maxsize=256)
+def joins(layout: Layout) -> bool:
+    """Does `expected_data` join this layout's region from token images: a token size a positive multiple of 16
+    bytes, and no channel with more tokens than slots? Where not it copies token by token, which raises where
+    the sizes disagree (a plug-in's layout: `Memory` makes such a layout's image at once, so that it raises
+    whether or not a run reads the data region)."""
+    tb, nc, spc, per = layout.token_bytes, layout.num_channels, layout.slots_per_channel, layout.tokens_in_channel
+    return not (tb <= 0 or tb % CHUNK or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc]))
+
+
 def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     """This epoch's data region as the sender means it (unused slots hold poison, read-only).
 
@@ -48,7 +57,7 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     nc, spc = layout.num_channels, layout.slots_per_channel
     per = layout.tokens_in_channel
     poison = canary_view(epoch, size)  # a view of the same canary as the epoch-start image's
-    if tb <= 0 or tb % CHUNK or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc]):
+    if not joins(layout):
         return _expected_by_copies(layout, epoch, src, poison)
     if (sum(per[:nc]) * tb >= SLOTS_AT_ONCE and 0 <= epoch <= _U32 and src >= 0 and (src << 16) + nc <= _U32
             and nc * spc <= _U32):

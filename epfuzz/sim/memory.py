@@ -11,7 +11,7 @@ from typing import Final
 import numpy as np
 
 from epfuzz.ir import ops
-from epfuzz.model.epoch import expected_data
+from epfuzz.model.epoch import expected_data, joins
 from epfuzz.protocols.base import Layout
 from epfuzz.sim.lazydata import Bufs, Lazy, Starts
 from epfuzz.sim.packets import A_ADD, A_COPY, A_CQE, A_FETCH, A_READ, A_STALE, A_VALUE, Tlp
@@ -69,6 +69,13 @@ class Memory:
         #: this epoch's expected image and a memoryview of it (sliced per COPY TLP), looked up on first use
         self._exp: np.ndarray | None = None
         self._src: memoryview | None = None
+        if not im.checked:
+            # a layout whose image is made token by token (a plug-in's) has it made now, as every run did before the
+            # data region was lazy: one it cannot make raises here, not only in the runs that read the region
+            # (review: such runs passed silently). Marked only once made: a form whose run raised raises again.
+            if not joins(layout):
+                _ = self.expected
+            im.checked = True
 
     def _make(self) -> bytearray:
         """The data region's bytes, made now; `bufs` the plain dict from now on."""
