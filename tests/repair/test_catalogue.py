@@ -84,3 +84,49 @@ def test_strict_window_pins_the_field_the_original_pins_otherwise():
     assert rep.fixed["knobs.mr_relaxed"] is False
     assert "strict-window" in [e.name for e in applicable(scn, base)]
     assert "system-fence" not in [e.name for e in applicable(scn, base)]   # gpu.* matters under nvlink only
+
+
+def test_what_a_protocol_does_does_not_depend_on_where_its_objects_live():
+    """A receiver's `ready` lambda (GatherReceiver) was compared by `repr`, which holds its address: whether an edit
+    applied to a case depended on the allocator (`epfuzz repair` listed 8 or 3 edits for one finding, review).
+    Functions compare by code, place and what they close over."""
+    from epfuzz.repair.wrap import stable_repr
+
+    def make(want):
+        return lambda word, c, epoch: word >= want
+
+    a, b = make(3), make(3)
+    keep = [make(3) for _ in range(100)]  # other allocations between them
+    assert a is not b and repr(a) != repr(b) and keep
+    assert stable_repr(a) == stable_repr(b)
+    assert stable_repr(a) != stable_repr(make(4))  # what it closes over
+    assert stable_repr(a) != stable_repr(lambda word, c, epoch: word > 3)  # its code
+    assert stable_repr((a, [1, "x"])) == stable_repr((b, [1, "x"]))
+
+    class Thing:
+        pass
+
+    assert stable_repr(Thing()) == stable_repr(Thing())  # '<... Thing object at 0x...>' without the address
+
+
+def test_the_wrapper_carries_every_setting_of_the_protocol():
+    """Every class-level setting of `Protocol` that a run reads is the base's on the wrapper: a setting left out
+    took the default (a repaired `stale_cache` lost its receiver's L2 lines, `rx_map`, and every edit, one that
+    changed nothing included, was proven to fix it; review, 2026-12-05)."""
+    from epfuzz.protocols import REGISTRY, get_protocol
+    from epfuzz.protocols.base import Protocol
+    from epfuzz.repair.wrap import Repaired
+
+    settings = [a for a, v in vars(Protocol).items()
+                if not a.startswith("_") and not callable(v) and not isinstance(v, (property, staticmethod))
+                and a not in ("name", "doc", "expect", "fixed")]
+    assert {"rx_map", "flush_before_poll", "poison", "reset_signals"} <= set(settings)
+    differ = 0
+    for name in REGISTRY.items:
+        base = get_protocol(name)
+        rep = Repaired(base, [])
+        for a in settings:
+            assert getattr(rep, a) == getattr(base, a), (name, a)
+            differ += getattr(base, a) != getattr(Protocol, a)
+    assert differ  # the registry holds protocols whose settings are not the defaults
+    assert Repaired(get_protocol("stale_cache"), []).rx_map == "cached"
