@@ -118,7 +118,9 @@ def throughput() -> dict[str, Any]:
     out.update(s)
     out["guided_deep_exec_per_s"] = guided_rate()
     out["statistic"] = ("CPU time; each rate the fastest of its short passes, the passes of all rates taken in "
-                        "turn in two sittings minutes apart (bench/meter.py); `medians` the median passes")
+                        "turn in two sittings minutes apart (bench/meter.py; the pure path in one sitting); `medians` "
+                        "the median passes, on which the targets are judged; the guided engine one cold run per "
+                        "protocol; the harness's exec/s libFuzzer's own (wall clock)")
     out["emulator_path"] = native.running()
     out["pure"] = pure
     out["emulator_harness_protocol_random_exec_per_s"] = same = round(rate(random_inputs(), name))
@@ -255,8 +257,8 @@ def render(out: dict[str, Any]) -> str:
              "Rates are per CPU second of the measuring process "
              "(`time.process_time()`), not wall clock: the machine is shared"
              + ("; each is the fastest of many short passes of the same work, the passes of all rates taken in "
-                "turn (`bench/meter.py`: the host's load slows CPU time too), the median pass beside the targets."
-                if "medians" in t else "."), "",
+                "turn in two sittings (`bench/meter.py`: the host's load slows CPU time too; the pure path's in one "
+                "sitting), and the targets are judged on the median pass." if "medians" in t else "."), "",
              *render_rates(t),
              f"| `{t['harness']}` harness file under libFuzzer, as ClusterFuzzLite builds it (compiled emulator; "
              f"libFuzzer's own exec/s, wall clock) | {t['harness_exec_per_s']:.0f} |",
@@ -303,12 +305,19 @@ TARGETS_31: tuple[tuple[str, str, float], ...] = (
 def render_targets(t: dict[str, Any], ab: dict[str, Any] | None) -> list[str]:
     """Issue 31's targets against the figures above, met or not; the guided engine's from bench/guided_ab.json
     (this tree against the commit the issue was filed at, both measured in one invocation)."""
-    med = t.get("medians", {})
-    lines = ["| issue 31 target | measured: fastest pass (median pass) | target | met |", "| --- | --- | --- | --- |"]
-    for what, key, floor in TARGETS_31:
-        if key in t:
-            m = f" ({med[key]})" if key in med else ""
-            lines.append(f"| {what} | {t[key]}{m} | >= {floor:,.0f} | {'yes' if t[key] >= floor else 'no'} |")
+    med = t.get("medians")
+    if med is None:  # a results.json of one CPU-time window per rate (before bench/meter.py): its mean
+        lines = ["| issue 31 target | measured (one window's mean) | target | met |", "| --- | --- | --- | --- |"]
+        for what, key, floor in TARGETS_31:
+            if key in t:
+                lines.append(f"| {what} | {t[key]} | >= {floor:,.0f} | {'yes' if t[key] >= floor else 'no'} |")
+    else:  # met on the median pass: the floors were set under a window's mean, which it is the closer to
+        lines = ["| issue 31 target | fastest pass | median pass | target | met (median pass) |",
+                 "| --- | --- | --- | --- | --- |"]
+        for what, key, floor in TARGETS_31:
+            if key in t:
+                lines.append(f"| {what} | {t[key]} | {med[key]} | >= {floor:,.0f} | "
+                             f"{'yes' if med[key] >= floor else 'no'} |")
     if ab is not None:
         lines.append(f"| guided engine exec/s on the deep zoo, this tree over `{ab['base']}` (bench/guided_ab.json, "
                      f"{ab['date']}, {ab['machine']}, {ab['mean']['this_tuned_gc']} vs {ab['mean']['base']}) | "

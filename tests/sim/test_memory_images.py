@@ -126,7 +126,7 @@ def test_fresh_buffers_are_epoch_zeros_start_images_over_zeroed_regions() -> Non
         mem = Memory(lay, shared)
         got = mem.bufs
         assert got == want and all(type(b) is bytearray for b in got.values())
-        assert list(got) == list(sizes)  # the layout's order, the data region made last
+        assert list(got) == list(sizes)  # the layout's order (the data region, made on this first look, put first)
         for b in got.values():  # each a buffer of its own: writing one changes no later fresh buffer
             b[:] = b"\x5a" * len(b)
         assert Memory(lay, shared).bufs == want
