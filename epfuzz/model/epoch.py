@@ -28,7 +28,6 @@ SLOTS_AT_ONCE: Final = 4096
 _CHUNK16: Final = np.dtype("V16")  # a chunk as one item: copied 16 bytes a store
 
 
-@lru_cache(maxsize=256)
 def joins(layout: Layout) -> bool:
     """Does `expected_data` join this layout's region from token images: a token size a positive multiple of 16
     bytes, and no channel with more tokens than slots? Where not it copies token by token, which raises where
@@ -38,6 +37,7 @@ def joins(layout: Layout) -> bool:
     return not (tb <= 0 or tb % CHUNK or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc]))
 
 
+@lru_cache(maxsize=256)
 def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     """This epoch's data region as the sender means it (unused slots hold poison, read-only).
 

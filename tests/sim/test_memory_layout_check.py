@@ -31,3 +31,10 @@ def test_a_layout_that_joins_makes_no_image_up_front(lay: Layout) -> None:
     starts = Starts()
     Memory(lay, starts)
     assert starts.checked and not starts.images  # the image waits until something reads the data region
+
+
+def test_equal_layouts_share_one_expected_image() -> None:
+    """`expected_data` keeps its images by layout value (its lru_cache): fresh configurations make new but equal
+    layout objects, and `Starts` finds their image there; `joins`, added beside it, once took its decorator."""
+    a, b = Layout(2, 3, 32, 2, (3, 0)), Layout(2, 3, 32, 2, (3, 0))
+    assert a is not b and expected_data(a, 5) is expected_data(b, 5)
