@@ -9,6 +9,7 @@ import random
 from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.protocols import get_protocol
+from epfuzz.protocols.base import Layout
 from epfuzz.sim.engine import build
 from epfuzz.sim.lazydata import Lazy
 from epfuzz.sim.memory import Memory, Starts
@@ -123,3 +124,14 @@ def test_a_memory_asked_not_to_wait_makes_its_data_region_at_once() -> None:
             mem = Memory(layout, shared, lazy=False)
             assert not _lazy(mem) and type(mem.bufs) is dict
             assert mem.snapshot() == Memory(layout).snapshot()
+
+
+
+def test_a_read_of_the_data_region_makes_no_bytes() -> None:
+    """A READ or FETCH TLP writes nothing: landing one on the lazy data region leaves it lazy (review)."""
+    mem = Memory(Layout(1, 2, 32, 2, (2,)))
+    for action in (TlpAction.READ, TlpAction.FETCH):
+        t = Tlp()
+        t.region, t.qp, t.off, t.length, t.action, t.value = ops.DATA, 0, 0, 32, action, 0
+        mem.apply(t)
+    assert _lazy(mem)
