@@ -55,8 +55,10 @@ def _common(sp: argparse.ArgumentParser, backend: bool = True) -> None:
     sp.add_argument("--protocol", help="protocol of a raw fuzz input (default: from its folder name, "
                                        "corpus/<protocol>_fuzzer/); a case or scenario file runs as the protocol "
                                        "it names, and one naming another protocol is refused")
-    sp.add_argument("--preset", default="spec", choices=list(PRESETS),
-                    help="platform preset a raw fuzz input is decoded under (default spec)")
+    sp.add_argument("--preset", default=None, choices=list(PRESETS),
+                    help="platform preset a raw fuzz input is decoded under (default: the protocol's home preset, "
+                         "the one its harness and epfuzz fuzz decode under: spec for all but the NVLink and device "
+                         "bugs, epfuzz list)")
     sp.add_argument("--raw", action="store_true",
                     help="read PATH as raw fuzz bytes even if it holds a JSON case or scenario")
     _allow(sp)
@@ -179,7 +181,8 @@ def _add_upkeep_commands(sub: argparse._SubParsersAction, plugin: bool = False) 
                     help="the plug-in protocol the run's findings name (a plug-in's run is not grouped without it "
                          "or --allow-plugins: a case never imports code); also the protocol of raw crash-* "
                          "artifacts in the folder")
-    tr.add_argument("--preset", default="spec", help="preset of raw crash-* artifacts (default spec)")
+    tr.add_argument("--preset", default=None, choices=list(PRESETS),
+                    help="preset of raw crash-* artifacts (default: their protocol's home preset, as for run)")
     tr.add_argument("--max-steps", type=_positive(int), default=MAX_STEPS,
                     help=f"bound on candidates tried and explorations made in all (default {MAX_STEPS:,}); "
                          "findings past it are listed as not grouped yet")

@@ -48,7 +48,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
         try:
             case, raw = load_classified(path, a.protocol, a.preset, a.raw)
             scn = case.scenario
-            expect = expected(case, path, a.preset, raw)
+            expect = expected(case, path, raw)
             backend = case.backend if case.backend != "sim" else a.backend
             if _cannot_run(backend, why_not, no_backend):
                 continue
@@ -142,10 +142,11 @@ class _Said:
 
 def _tell_changed(line: str, path: Path, expected: str, got: str) -> None:
     """A CHANGED line on stdout; in a JSON log a `replay.changed` event too (path, expected and got: verdicts),
-    for the CI job that reads the log (it had the text alone: trial 0205 item 4). For people the line is it."""
+    for the CI job that reads the log (it had the text alone: trial 0205 item 4). For people the line is it. At
+    level warning, as a finding of `fuzz` is: a changed verdict fails the replay (it was info: trial 1205)."""
     print(line)
     log = elog.get_logger()
-    (log.info if elog.json_lines() else log.debug)("replay.changed", path=str(path), expected=expected or None,
+    (log.warning if elog.json_lines() else log.debug)("replay.changed", path=str(path), expected=expected or None,
                                                    got=got, line=line)
 
 

@@ -108,11 +108,19 @@ class Harness:
     def crash(self, scn: Scenario, outcome: Outcome, sig: str) -> NoReturn:
         """Stop on the finding as a crash whose innermost three frames name its root cause
         (`epfuzz.triage.identity`): ClusterFuzz dedups Python crashes by those names."""
+        from epfuzz.triage.findings import epfuzz_command
         from epfuzz.triage.group import cause_of
         from epfuzz.triage.identity import raise_finding
 
         assert outcome.violation is not None
         cause = (cause_of(scn, self.proto) if self.backend.deterministic else None) or sig
+        # the input libFuzzer is about to write (or ClusterFuzz keeps as a testcase) is all an operator gets: the
+        # case file of the replay line above stays on the fuzzing machine (operator trial 1205, item 2)
+        flags = "" if self.preset == home_preset(self.protocol) else f" --preset {self.preset}"
+        flags += "" if self.backend.name == "sim" else f" --backend {self.backend.name}"
+        sys.stderr.write(f"epfuzz: the crash input replays with: {epfuzz_command()} run --protocol "
+                         f"{shlex.quote(self.protocol)}{flags} CRASH_INPUT\n")
+        sys.stderr.flush()
         raise_finding(cause, Finding(outcome.violation, scn))
 
 
@@ -223,3 +231,9 @@ def main(protocol: str, argv: Sequence[str] | None = None) -> None:
     tune_gc()
     atheris.Setup(rest, harness.test_one_input, **kwargs)
     atheris.Fuzz()
+
+
+if __name__ == "__main__":  # a CI step `python -m epfuzz.continuous.harness` printed nothing and exited 0 (trial 1205)
+    sys.stderr.write("epfuzz: epfuzz.continuous.harness is the harnesses' library, not a target: run a harness "
+                     "file (harnesses/<protocol>_fuzzer.py; `epfuzz list` says where an install keeps them)\n")
+    sys.exit(2)

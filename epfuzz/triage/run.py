@@ -23,7 +23,7 @@ from epfuzz.cases.corpus import (
     read_input,
     write_atomic,
 )
-from epfuzz.cases.replay import RUN_MARK, is_run_record
+from epfuzz.cases.replay import RUN_MARK, is_run_record, raw_preset
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
@@ -94,16 +94,17 @@ def _findings(run_dir: Path) -> tuple[list[Path], list[Path], list[tuple[Path, s
     return sorted(set(cases)), crashes, skipped
 
 
-def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str, backend: str) -> list[Path]:
+def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str | None, backend: str) -> list[Path]:
     """Raw `crash-*` artifacts of `protocol` as finding cases in the run folder, so `bugs.csv` can name
-    them like the others. All are run before any is written: a plug-in that raises on the third leaves
-    no wrapped first two behind (nor does a refusal before this: `triage` refuses first)."""
+    them like the others, decoded under `preset` or the protocol's home preset, as its harness decoded them.
+    All are run before any is written: a plug-in that raises on the third leaves no wrapped first two behind
+    (nor does a refusal before this: `triage` refuses first)."""
     from epfuzz.backends import get_backend
 
     found = []
     for path in crashes:
         try:
-            scn = codec.decode(read_input(path), protocol, preset)
+            scn = codec.decode(read_input(path), protocol, raw_preset(protocol, preset))
         except InputError as e:
             print(f"epfuzz: {e}", file=sys.stderr)
             continue
@@ -131,7 +132,7 @@ def _refuse_unloadable(run_dir: Path, cases: list[Path]) -> None:
             raise InputError(f"triage {run_dir}: cannot group {count} finding(s): {e}") from None
 
 
-def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None, preset: str = "spec",
+def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None, preset: str | None = None,
            backend: str = "sim", max_steps: int = MAX_STEPS, progress: Progress | None = None,
            stop: Callable[[], bool] | None = None) -> Triage:
     """Group `run_dir`'s findings by root cause into its `bugs/` and `bugs.csv`; with `keep`, copy each

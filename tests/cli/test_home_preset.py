@@ -42,3 +42,71 @@ def test_the_harness_file_runs_under_the_home_preset_as_clusterfuzzlite_starts_i
                         f"-artifact_prefix={tmp_path}/"], capture_output=True, text=True, cwd=tmp_path, env=env,
                        timeout=600)
     assert list(tmp_path.glob("crash-*")), p.stderr[-3000:]
+    # what the operator does with it: replay the artifact, or ClusterFuzz's download of it, without naming the
+    # preset (or the protocol: the testcase's name says it); both ran clean under spec (operator trial 1205)
+    assert "run --protocol tma_flag CRASH_INPUT" in p.stderr, p.stderr[-3000:]
+    crash = sorted(tmp_path.glob("crash-*"))[0]
+    cf = tmp_path / "clusterfuzz-testcase-minimized-tma_flag_fuzzer-5712345678"
+    cf.write_bytes(crash.read_bytes())
+    for args in (["--protocol", "tma_flag", str(crash)], [str(cf)]):
+        r = subprocess.run([sys.executable, "-m", "epfuzz", "run", *args], capture_output=True, text=True,
+                           cwd=tmp_path, env=env, timeout=600)
+        assert r.returncode == 1 and "preset nvlink" in r.stdout, r.stdout + r.stderr
+
+
+def _nvlink_input() -> bytes:
+    """Raw bytes of a tma_flag scenario that is a finding under its home preset (nvlink) and clean under spec."""
+    from epfuzz.encoding import codec
+    from epfuzz.sim.engine import simulate
+
+    proto = get_protocol("tma_flag")
+    for n in range(1, 400):
+        data = bytes([n % 256, n // 7, 1, 0, 1, 0, 0, 1, 15])
+        if (simulate(codec.decode(data, "tma_flag", "nvlink"), proto).violation is not None
+                and simulate(codec.decode(data, "tma_flag", "spec"), proto).violation is None):
+            return data
+    raise AssertionError("no tma_flag input found under nvlink")
+
+
+def test_a_raw_input_decodes_under_its_protocols_home_preset_unless_one_is_named(tmp_path):
+    from epfuzz.cases.replay import load_any
+
+    data = _nvlink_input()
+    crash = tmp_path / "crash-0123abcd"
+    crash.write_bytes(data)
+    assert load_any(crash, "tma_flag", None).scenario.preset == "nvlink"
+    assert load_any(crash, "tma_flag", "spec").scenario.preset == "spec"
+    assert load_any(crash, "deepep_v2_dispatch", None).scenario.preset == "spec"
+
+
+def test_a_clusterfuzz_testcase_names_its_protocol(tmp_path):
+    from epfuzz.cases.replay import protocol_from_path, replayable
+
+    for name, proto in (("clusterfuzz-testcase-minimized-tma_flag_fuzzer-5712345678", "tma_flag"),
+                        ("clusterfuzz-testcase-deepep_v2_dispatch_fixed_fuzzer-42", "deepep_v2_dispatch_fixed"),
+                        ("clusterfuzz-testcase-minimized-no_such_protocol_fuzzer-1", None),
+                        ("testcase-tma_flag_fuzzer-1", None)):
+        (tmp_path / name).write_bytes(b"\x01")
+        assert protocol_from_path(tmp_path / name) == proto, name
+    keep, skipped = replayable([tmp_path], None)
+    assert sorted(p.name for p in keep) == ["clusterfuzz-testcase-deepep_v2_dispatch_fixed_fuzzer-42",
+                                            "clusterfuzz-testcase-minimized-tma_flag_fuzzer-5712345678"]
+
+
+def test_every_seed_manifest_holds_verdicts_for_the_preset_its_harness_decodes_under():
+    from epfuzz.cases.corpus import read_manifest
+
+    folders = sorted(p for p in (ROOT / "corpus").glob("*_fuzzer") if p.is_dir())
+    assert len(folders) > 40
+    for folder in folders:
+        m = read_manifest(folder)
+        assert m is not None, folder
+        assert m[0] == get_protocol(folder.name.removesuffix("_fuzzer")).home_preset, (folder, m[0])
+
+
+def test_triage_wraps_a_crash_artifact_under_its_protocols_home_preset(tmp_path):
+    from epfuzz.triage.run import triage
+
+    (tmp_path / "crash-0123abcd").write_bytes(_nvlink_input())
+    got = triage(tmp_path, "tma_flag", max_steps=2_000)
+    assert len(got.grouping.bugs) == 1 and "|nvlink|" in got.grouping.bugs[0].cause
