@@ -332,7 +332,7 @@ def test_a_json_log_has_each_changed_verdict_and_the_replay_summary_as_events(tm
     changed = [e for e in events if e["event"] == "replay.changed"]
     assert [(e["path"], e["expected"], e["got"]) for e in changed] == [(str(tmp_path / "changed.json"), "clean",
                                                                          "finding")]
-    assert changed[0]["line"] in p.stdout.splitlines()
+    assert changed[0]["line"] in p.stdout.splitlines() and changed[0]["level"] == "warning"
     end = events[-1]
     assert end["event"] == "replay.summary", events
     assert (end["replayed"], end["as_expected"], end["changed"], end["unreadable"], end["passed"], end["exit"]) == \

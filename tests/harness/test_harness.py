@@ -95,3 +95,12 @@ def test_a_packaged_fuzzer_prints_a_replay_command_that_runs(tmp_path, monkeypat
     monkeypatch.setattr(sys, "executable", str(tmp_path / "deepep_v2_dispatch_fuzzer.pkg"))
     monkeypatch.setattr(sys, "frozen", True, raising=False)
     assert replay_command(case) == "epfuzz run finding-x.json"
+
+
+def test_the_harness_library_run_as_a_module_says_it_is_no_target():
+    import subprocess
+    import sys
+
+    p = subprocess.run([sys.executable, "-m", "epfuzz.continuous.harness"], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 2 and "not a target" in p.stderr and len(p.stderr.splitlines()) == 1, p.stderr
