@@ -173,3 +173,14 @@ def test_a_race_only_the_wire_can_show_keeps_adaptive_routing(tmp_path: Path):
     off = {**FLAG[1], "knobs": {**FLAG[1]["knobs"], "nic_relaxed_ordering": False}}
     got = group(_raw(tmp_path / "raw", TWO, [off]), tmp_path / "bugs", cache=False)
     assert [b.cause.split("|")[3:] for b in got.bugs] == [["AR", "adaptive_routing=True"]], [b.cause for b in got.bugs]
+
+
+def test_the_zoo_read_flush_unfenced_is_one_bug(tmp_path: Path):
+    """The zoo's read_flush_unfenced (a flag WRITE after READ+Flush, no fence; RO pinned on) is one mistake: its
+    campaign's findings were two rows, `A2b+IB-read-unfenced` and `AR|adaptive_routing=True`."""
+    from tests.triage.findings import raw_findings
+
+    paths = raw_findings(tmp_path / "run", "read_flush_unfenced", 12, seed=0)
+    got = group(paths, tmp_path / "bugs", cache=False)
+    assert [(b.cause.split("|")[3], b.count) for b in got.bugs] == [("A2b+IB-read-unfenced", len(paths))], \
+        [b.cause for b in got.bugs]
