@@ -6,7 +6,9 @@ packet may arrive first (`AR`). The fuzzer reaches that one mistake both ways, a
 minimized the way it was found: a case whose knob pass shrank `knobs.reorder_window` to 1, where the
 root complex can no longer move the atomic past both the READ and the data, needed AR from then on,
 and one missing fence was two bugs, `C2b+IB-read-unfenced` and `AR+C2b` (pip trial,
-ReadNoFenceAtomicRO; `tests/triage/test_one_fence_one_bug.py`).
+ReadNoFenceAtomicRO; `tests/triage/test_one_fence_one_bug.py`). The zoo's read_flush_unfenced, a flag WRITE
+after a READ, was two the same way. Any pair of WRs of one QP that both the wire and the root complex may
+reorder is the same story.
 
 So a case whose finding rests on AR is also tried without it: the wire's moves become the root
 complex's moves of the same packets' TLPs, its own overtakes re-addressed to the same TLPs
