@@ -8,6 +8,7 @@ fixpoint, "simpler" defined once per field type (`simpler_values`):
   candidate also tried with its overtakes re-addressed to the same TLPs (`epfuzz.readdress`: an
   index counts the run's TLPs, so a smaller shape pointed it elsewhere and the shrink failed, which
   left 33 tokens or 6 channels in "minimized" cases);
+- `trade_ar`: adaptive routing off where the root complex can move the same WRs (`epfuzz.triage.trade`);
 - `simplify_knobs`: ordering knobs and signal fields towards their first option;
 - `simplify_schedule`: an overtake's index to the smallest that names the same TLP, then lower,
   its distance lower;

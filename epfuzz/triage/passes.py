@@ -1,8 +1,8 @@
 """The minimizer's passes: every single step from a scenario towards a simpler one, by field.
 
-"Simpler" is defined once per field type (`simpler_values`); a pass is a generator of
-(position, candidate) over the current scenario (`Ctx`), so the search (`epfuzz.triage.minimize`) can
-resume a pass at the field it last shrank. See `epfuzz.triage.minimize` for the order and why.
+"Simpler" is defined once per field type (`simpler_values`); a pass is a generator of (position, candidate)
+over the current scenario (`Ctx`), so the search (`epfuzz.triage.minimize`) can resume a pass at the field it
+last shrank. See `epfuzz.triage.minimize` for the order and why; `epfuzz.triage.trade` for adaptive routing.
 """
 
 from __future__ import annotations
@@ -20,6 +20,7 @@ from epfuzz.protocols.base import Protocol
 from epfuzz.triage.remap import doc_get as _get
 from epfuzz.triage.remap import doc_set as _set
 from epfuzz.triage.remap import relabelled, remapped
+from epfuzz.triage.trade import trade_ar
 
 #: (field position within its pass, candidate): a pass resumes at the position it last shrank
 Step = tuple[int, Scenario]
@@ -94,9 +95,8 @@ class Ctx:
         self._simulated: Any = None  # the replayed run, the same way
 
     def valid(self, d: dict[str, Any]) -> Scenario | None:
-        """`d` as a scenario; where one change leaves a field it bounds out of range (fewer channels
-        than `channel_qp` names, fewer QPs than a channel's QP), that field cut to fit: else a
-        case with 6 channels and a 6-entry `channel_qp` could never lose a channel."""
+        """`d` as a scenario; where one change leaves a field it bounds out of range (fewer channels than `channel_qp`
+        names, fewer QPs than a channel's QP), that field cut to fit: else 6 channels could never lose one."""
         for attempt in (d, fit(d)):
             try:
                 return codec.load_dict(attempt)
@@ -177,14 +177,14 @@ def _leaves(paths: tuple[str, ...] | None, exclude: frozenset[str] = frozenset()
 
 
 def remove_entries(ctx: Ctx) -> Iterator[Step]:
-    """Each entry of each list dropped; and the whole schedule traded for one QP at its slowest
-    (`_slower`), where timing across QPs shows the finding without any overtake.
+    """Each entry of each list dropped; and the whole schedule traded for one QP at its slowest (`_slower`),
+    where timing across QPs shows the finding without any overtake.
 
-    Why the trade: one race across QPs (a signal on another QP than its data) is reached by the
-    fuzzer as an overtake at the responder (`xQP`), one on the wire (`cross-QP`) or timing alone
-    (`in-order`), and each 1-minimal case kept the way it was found: one mistake was 3 bugs (pip
-    trial, item 1). A case that needs no reordering is the simplest claim (the table's rule cells
-    are then none), so every case that timing alone can show ends there, and the ways agree."""
+    Why the trade: one race across QPs (a signal on another QP than its data) is reached by the fuzzer as an
+    overtake at the responder (`xQP`), one on the wire (`cross-QP`) or timing alone (`in-order`), and each
+    1-minimal case kept the way it was found: one mistake was 3 bugs (pip trial, item 1). A case that needs no
+    reordering is the simplest claim (the table's rule cells are then none), so every case that timing alone
+    can show ends there, and the ways agree."""
     for pos, (path, f) in enumerate(iter_leaf_fields()):
         if not isinstance(f, (IntsField, ItemsField)) or path in ctx.fixed:
             continue
@@ -204,10 +204,9 @@ ACROSS_QPS = frozenset({"xQP", "cross-QP"})
 
 
 def _across_qps_only(ctx: Ctx) -> bool:
-    """Whether the case's finding rests on reorderings across QPs alone (its sim culprits): only then is
-    timing another way to one race. A finding that needs a PCIe or NIC overtake (C2b) could otherwise
-    be traded for a different race of the same kind in a protocol that has both, and its bug would be
-    grouped as the other (review)."""
+    """Whether the case's finding rests on reorderings across QPs alone (its sim culprits): only then is timing
+    another way to one race. A finding that needs a PCIe or NIC overtake (C2b) could otherwise be traded for a
+    different race of the same kind in a protocol that has both, and its bug would be grouped as the other."""
     run = ctx.simulated()
     return run is not None and run.violation is not None and run.culprit_rules() <= ACROSS_QPS
 
@@ -325,8 +324,8 @@ def simplify_rest(ctx: Ctx) -> Iterator[Step]:
 
 
 def remove_pairs(ctx: Ctx) -> Iterator[Step]:
-    """Every removal of two entries of one list: reached only when no single step kept the finding,
-    so it costs nothing on cases that single steps already shrink."""
+    """Every removal of two entries of one list: reached only when no single step kept the finding, so it costs
+    nothing on cases that single steps already shrink."""
     for pos, (path, f) in enumerate(iter_leaf_fields()):
         if not isinstance(f, ItemsField) or path in ctx.fixed:
             continue
@@ -339,7 +338,7 @@ def remove_pairs(ctx: Ctx) -> Iterator[Step]:
 
 Pass = Callable[[Ctx], Iterator[Step]]
 #: the single-step passes, in the order a round runs them; `remove_pairs` follows a round that changed nothing
-PASSES: tuple[Pass, ...] = (remove_entries, shrink_shape, simplify_knobs, simplify_schedule, simplify_rest)
+PASSES: tuple[Pass, ...] = (remove_entries, shrink_shape, trade_ar, simplify_knobs, simplify_schedule, simplify_rest)
 
 
 def candidates(scn: Scenario, proto: Protocol | None = None) -> Iterator[Scenario]:
