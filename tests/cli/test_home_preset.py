@@ -128,3 +128,17 @@ def test_a_runs_corpus_of_a_home_preset_protocol_replays_unchecked_its_crash_as_
     (run / "crash-0123abcd").write_bytes(_nvlink_input())
     assert main(["replay", "-v", str(run / "crash-0123abcd")]) == 0
     assert "ok " in capsys.readouterr().out
+
+
+def test_triage_says_which_crash_artifacts_it_did_not_group(tmp_path, capsys):
+    """A crash-* left out of the table was left out without a word ("no findings to group", exit 0): without
+    --protocol, or clean under the --preset given (review 1205)."""
+    from epfuzz.triage.run import triage
+
+    crash = tmp_path / "crash-0123abcd"
+    crash.write_bytes(_nvlink_input())
+    assert not triage(tmp_path, max_steps=2_000).grouping.bugs
+    err = capsys.readouterr().err
+    assert "1 crash-* artifact(s)" in err and "--protocol" in err, err
+    assert not triage(tmp_path, "tma_flag", preset="spec", max_steps=2_000).grouping.bugs
+    assert f"{crash}: clean under preset spec" in capsys.readouterr().err
