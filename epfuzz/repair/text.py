@@ -22,11 +22,12 @@ def replay(case_path: str, cand: Candidate, campaign_execs: int, max_states: int
 def loading_options(a: argparse.Namespace, protocol: str) -> str:
     """The options a pasted replay needs to load the case as this run did: the user's own (--protocol,
     --preset, --raw, --allow-plugins), and --protocol for a plug-in's case, which a case never imports
-    by itself (a replay line without it failed when pasted: an author's trial)."""
+    by itself (a replay line without it failed when pasted: an author's trial). No --preset the user did not give:
+    a raw input then decodes under its protocol's home preset again, and `--preset ''` was refused (review 1205)."""
     out = []
     if a.protocol or (":" in protocol and not a.allow_plugins):
         out += ["--protocol", a.protocol or protocol]
-    if a.preset != "spec":
+    if a.preset:
         out += ["--preset", a.preset]
     if a.raw:
         out.append("--raw")

@@ -112,6 +112,9 @@ def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str | None,
         out = get_backend(backend).run(scn, proto)
         if out.violation is not None:
             found.append((scn, out, proto))
+        else:  # said: a crash clean under the preset given (or the home one) left the table without a word
+            print(f"epfuzz: {path}: clean under preset {scn.preset} on {backend}, not grouped (the preset its "
+                  "run fuzzed under? --preset)", file=sys.stderr)
     return [write_finding(run_dir, scn, codec.encode(scn), out, proto) for scn, out, proto in found]
 
 
@@ -148,6 +151,9 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
     _refuse_unloadable(run_dir, cases)  # before anything is written, the wrapped artifacts too
     if protocol and crashes:
         cases = sorted(set(cases) | set(_wrap(run_dir, crashes, protocol, preset, backend)))
+    elif crashes:  # "no findings to group", exit 0, with a ClusterFuzz crash in the folder (review 1205)
+        print(f"epfuzz: {len(crashes)} crash-* artifact(s) in {run_dir} not grouped: name their protocol with "
+              "--protocol to wrap them as findings", file=sys.stderr)
     grouping = group_findings(cases, bugs_dir, backend,
                               max_steps=max_steps, stop=stop, progress=progress)
     changed = write_bug_index(grouping, run_dir / "bugs.csv")

@@ -110,3 +110,35 @@ def test_triage_wraps_a_crash_artifact_under_its_protocols_home_preset(tmp_path)
     (tmp_path / "crash-0123abcd").write_bytes(_nvlink_input())
     got = triage(tmp_path, "tma_flag", max_steps=2_000)
     assert len(got.grouping.bugs) == 1 and "|nvlink|" in got.grouping.bugs[0].cause
+
+
+def test_a_runs_corpus_of_a_home_preset_protocol_replays_unchecked_its_crash_as_a_finding(tmp_path, capsys):
+    """Under its home preset tma_flag promises a finding (`expect`), which says where its bug lives, not that each
+    input shows it: a run's corpus, decoded there now, replayed as all CHANGED (expected finding, got clean); an
+    input saved because it crashed is still expected to be a finding (review 1205)."""
+    from epfuzz.cases.corpus import sha1
+    from epfuzz.cli.commands import main
+
+    run = tmp_path / "tma_flag_fuzzer-guided-20261205-090000"
+    (run / "corpus").mkdir(parents=True)
+    clean = (ROOT / "corpus" / "tma_flag_fuzzer" / "09f624ac74d46d86ce5cf6fc20eba140d0a06340").read_bytes()
+    (run / "corpus" / sha1(clean)).write_bytes(clean)
+    assert main(["replay", str(run / "corpus")]) == 0, capsys.readouterr().out
+    assert "1 without an expected verdict" in capsys.readouterr().out
+    (run / "crash-0123abcd").write_bytes(_nvlink_input())
+    assert main(["replay", "-v", str(run / "crash-0123abcd")]) == 0
+    assert "ok " in capsys.readouterr().out
+
+
+def test_triage_says_which_crash_artifacts_it_did_not_group(tmp_path, capsys):
+    """A crash-* left out of the table was left out without a word ("no findings to group", exit 0): without
+    --protocol, or clean under the --preset given (review 1205)."""
+    from epfuzz.triage.run import triage
+
+    crash = tmp_path / "crash-0123abcd"
+    crash.write_bytes(_nvlink_input())
+    assert not triage(tmp_path, max_steps=2_000).grouping.bugs
+    err = capsys.readouterr().err
+    assert "1 crash-* artifact(s)" in err and "--protocol" in err, err
+    assert not triage(tmp_path, "tma_flag", preset="spec", max_steps=2_000).grouping.bugs
+    assert f"{crash}: clean under preset spec" in capsys.readouterr().err

@@ -38,3 +38,15 @@ def test_the_replay_keeps_the_options_that_loaded_a_raw_input(tmp_path, capsys):
     assert lines
     for line in lines:
         assert "--protocol deepep_v2_dispatch --preset mlx5-pci-atomic --raw" in line, line
+
+
+def test_the_replay_names_the_preset_only_where_the_user_gave_one():
+    """--preset defaults to none (the protocol's home preset): the line said `--preset ''`, which the parser
+    refuses, on every repair the user gave no --preset (review 1205); a --preset spec given is kept (for a
+    tma_flag input it is not the home preset)."""
+    from epfuzz.cli.args import parse
+    from epfuzz.repair.text import loading_options
+
+    assert loading_options(parse(["repair", "case.json"]), "deepep_v2_dispatch") == ""
+    assert loading_options(parse(["repair", "input", "--protocol", "tma_flag", "--preset", "spec"]),
+                           "tma_flag") == " --protocol tma_flag --preset spec"
