@@ -254,6 +254,32 @@ class Bufs(dict[str, bytearray]):
         self.whole()
         return dict.items(self)
 
+    def __reversed__(self) -> Iterator[str]:
+        self.whole()
+        return dict.__reversed__(self)
+
+    def setdefault(self, key: str, default: bytearray) -> bytearray:
+        """dict's own `setdefault` skips `__missing__`: a region there is returned, never replaced by `default`;
+        a new key goes into the memory's regions too, as it would in the plain dict `bufs` is once made."""
+        self.whole()
+        out = self.lazy.bufs.setdefault(key, default)
+        dict.setdefault(self, key, out)
+        return out
+
+    def pop(self, key: str, *default: object) -> object:  # type: ignore[override]
+        """dict's own `pop` skips `__missing__`: the region made first, and taken out of the memory's regions, as
+        from the plain dict `bufs` is once made."""
+        self.whole()
+        out = self.lazy.bufs.pop(key, *default)
+        dict.pop(self, key, None)
+        return out
+
+    def popitem(self) -> tuple[str, bytearray]:
+        self.whole()
+        item = self.lazy.bufs.popitem()
+        dict.pop(self, item[0], None)
+        return item
+
     def copy(self) -> dict[str, bytearray]:
         self.whole()
         return dict(dict.items(self))

@@ -116,6 +116,25 @@ def test_a_receiver_reading_the_region_gets_its_bytes() -> None:
             assert list(kept) == list(mem.bufs) == list(layout.sizes)
 
 
+def test_bufs_read_by_its_other_dict_methods_sees_the_region() -> None:
+    """`reversed`, `setdefault`, `pop` and `popitem` on a lazy memory's `bufs` answer as on one whose region was
+    made at once: the data region is there for them too (dict's own methods skip `__missing__`), and `setdefault`
+    stores nothing in place of it (review)."""
+    for layout in _layouts():
+        for look in (lambda b: list(reversed(b)), lambda b: b.setdefault(ops.DATA, bytearray(1)),
+                     lambda b: b.pop(ops.DATA), lambda b: b.pop(ops.DATA, None), lambda b: b.popitem(),
+                     lambda b: (b.popitem(), b.popitem(), b.popitem(), b.popitem())):
+            mem, ref = Memory(layout), Memory(layout)
+            ref.bufs[ops.DATA]
+            t = _tlp(random.Random(7), mem.data_len, False)
+            for m in (mem, ref):
+                m.start_epoch(1)
+                m.apply(t)
+            assert look(mem.bufs) == look(ref.bufs)
+            assert not mem._lz.on
+            assert dict(mem.bufs) == dict(ref.bufs) and list(mem.bufs) == list(ref.bufs)
+
+
 def test_a_memory_asked_not_to_wait_makes_its_data_region_at_once() -> None:
     """`lazy` False (a receiver that watches the data region): the region made with the memory, the same bytes."""
     for layout in _layouts():
