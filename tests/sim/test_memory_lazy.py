@@ -82,6 +82,13 @@ def test_a_lazy_region_reads_as_one_made_at_once() -> None:
                         off = rng.randrange(size)
                         n = rng.randrange(0, size - off + 1)
                         want = eager.same_as_expected(off, n)
+                        was = _lazy(lazy)
+                        got = lazy.lazy_range(off, n)  # bytes and expected bytes of the range, nothing made
+                        assert _lazy(lazy) == was and (got is not None or not was or n == 0)
+                        assert got is None or got == (bytes(eager.bufs[ops.DATA][off:off + n]),
+                                                      eager.expected[off:off + n].tobytes())
+                        wholly = set(range(off, off + n)) <= covered
+                        assert lazy.same_as_expected(off, n, False) == (wholly if was else want)
                         kept = kept and set(range(off, off + n)) <= covered
                         assert lazy.same_as_expected(off, n) == want
                 assert _lazy(lazy) == kept
