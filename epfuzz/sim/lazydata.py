@@ -173,6 +173,10 @@ class Lazy:
             lo.append(a)
             hi.append(b)
             return
+        if a >= lo[k - 1]:  # in or right after the last range (a run's next TLP): it grows, no search
+            if b > hi[k - 1]:
+                hi[k - 1] = b
+            return
         i, j = 0, k
         while i < j:  # the first range ending at a or after
             m = (i + j) >> 1

@@ -274,6 +274,37 @@ class Memory:
         else:  # pragma: no cover
             raise AssertionError(a)
 
+    def apply_word(self, t: Tlp) -> int:
+        """`apply` of a VALUE or ADD TLP of 8 bytes or a CQE of 16 inside its region: 1 where it changed a byte of
+        its range, else 0, told by the words it replaces (`Receiving.land`: no copy of the bytes before and no
+        compare after); -1, nothing applied, for any other TLP."""
+        a = t.action
+        off = t.off
+        if a in (A_VALUE, A_ADD):
+            if t.length != 8:
+                return -1
+            buf = self._buf(t.region)
+            if not 0 <= off <= len(buf) - 8:
+                return -1
+            self._at_start0 = False
+            old: int = _U64.unpack_from(buf, off)[0]
+            new = (t.value if a == A_VALUE else old + t.value) & MASK64
+            _U64.pack_into(buf, off, new)
+            return int(new != old)
+        if a == A_CQE:
+            if t.length != 16:
+                return -1
+            buf = self._buf(t.region)
+            if not 0 <= off <= len(buf) - 16:
+                return -1
+            self._at_start0 = False
+            w0, w1, w2, w3 = _U32X4.unpack_from(buf, off)
+            v = t.value
+            n0, n1, n2, n3 = (self.epoch + 1) & 0xFFFFFFFF, v & 0xFFFFFFFF, (v >> 32) & 0xFFFFFFFF, t.qp & 0xFFFFFFFF
+            _U32X4.pack_into(buf, off, n0, n1, n2, n3)
+            return int(w0 != n0 or w1 != n1 or w2 != n2 or w3 != n3)
+        return -1
+
     def snapshot(self) -> dict[str, bytes]:
         if self._lz.on:
             self._make()

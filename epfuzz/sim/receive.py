@@ -202,7 +202,10 @@ class Receiving:
         spans = self.spans
         if wakes and spans is not None and not t.local:  # a receiver that said what it reads
             lo, hi = _touched(t, spans[t.region])
-            if hi > lo:
+            changed = self.mem.apply_word(t) if lo == t.off and hi - lo == t.length else -1
+            if changed >= 0:  # a word or a CQE, all of it read: its old words said whether it changed
+                wakes = changed > 0
+            elif hi > lo:
                 buf = self.mem.bufs[t.region]
                 before = buf[lo:hi]
                 self.mem.apply(t)

@@ -161,3 +161,34 @@ def test_a_read_of_the_data_region_makes_no_bytes() -> None:
         t.region, t.qp, t.off, t.length, t.action, t.value = ops.DATA, 0, 0, 32, action, 0
         mem.apply(t)
     assert _lazy(mem)
+
+
+def test_apply_word_is_apply_and_says_whether_the_bytes_changed() -> None:
+    """`apply_word` (what `Receiving.land` wakes a receiver by) writes what `apply` writes and answers 1 exactly
+    where the TLP's bytes differ from those before it; -1, nothing written, for a TLP it does not take."""
+    rng = random.Random(17)
+    for layout in _layouts():
+        mem, ref = Memory(layout), Memory(layout)
+        for epoch in range(3):
+            for m in (mem, ref):
+                m.start_epoch(epoch)
+            for _ in range(300):
+                t = Tlp()
+                t.region = rng.choice([ops.SIGNAL, ops.CQ, ops.RECV, ops.DATA])
+                t.action = rng.choice([TlpAction.VALUE, TlpAction.ADD, TlpAction.CQE, TlpAction.COPY])
+                t.length = rng.choice([8, 16, 8 if t.action != TlpAction.CQE else 16])
+                size = len(ref.bufs[t.region])
+                t.off = rng.randrange(-16, size + 8) if rng.random() < 0.1 else 8 * rng.randrange(max(1, size // 8))
+                t.qp, t.seq, t.n = rng.randrange(1 << 20), 0, 1
+                t.value = rng.choice([0, 1, -1, 1 << 63, rng.randrange(-(1 << 70), 1 << 70), rng.randrange(4)])
+                before = {k: bytes(v) for k, v in mem.bufs.items()}
+                got = mem.apply_word(t)
+                takes = (t.length == (16 if t.action == TlpAction.CQE else 8) and t.action != TlpAction.COPY
+                         and 0 <= t.off <= size - t.length)
+                if not takes:
+                    assert got == -1 and {k: bytes(v) for k, v in mem.bufs.items()} == before
+                    continue
+                ref.apply(t)
+                assert mem.snapshot() == ref.snapshot()
+                r = slice(t.off, t.off + t.length)
+                assert got == int(before[t.region][r] != bytes(mem.bufs[t.region][r]))
