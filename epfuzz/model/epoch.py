@@ -73,6 +73,30 @@ def expected_data(layout: Layout, epoch: int, src: int = 0) -> np.ndarray:
     return np.frombuffer(b"".join(parts), dtype=np.uint8)  # over bytes: read-only
 
 
+def expected_range(layout: Layout, epoch: int, offset: int, length: int, size: int) -> bytes | None:
+    """`expected_data(layout, epoch)[offset:offset + length].tobytes()` made of the slots the range touches alone:
+    each used slot's `token_image` (the very bytes `expected_data` joins, or makes all at once), each unused one
+    the epoch's poison. What a stale accept is judged on (`Memory.lazy_range`): the whole image of a region made
+    for one range cost a fresh scenario with a stale accept ~100k instructions (issue 31). None where the image
+    is not whole slots of this layout's region (`joins`; `size`, the region's, not `num_channels *
+    slots_per_channel * token_bytes`) or the range is empty or not in it: the caller takes the whole image.
+    tests/oracle/test_payload.py holds it to `expected_data` on random layouts and ranges."""
+    tb, nc, spc = layout.token_bytes, layout.num_channels, layout.slots_per_channel
+    per = layout.tokens_in_channel
+    end = offset + length
+    if (tb <= 0 or tb % CHUNK or size != nc * spc * tb or length <= 0 or offset < 0 or end > size
+            or len(per) < nc or any(not 0 <= k <= spc for k in per[:nc])):
+        return None
+    first, last = offset // tb, (end - 1) // tb
+    parts: list[bytes | memoryview] = []
+    for q in range(first, last + 1):
+        c, s = divmod(q, spc)
+        parts.append(token_image(epoch, 0, c, s * nc + c, tb) if s < per[c] else canary_view(epoch, tb))
+    out = b"".join(parts)
+    at = offset - first * tb
+    return out if at == 0 and len(out) == length else out[at:at + length]
+
+
 def _expected_slots(nc: int, spc: int, tb: int, per: tuple[int, ...], epoch: int, src: int,
                     poison: bytes | memoryview) -> np.ndarray:
     """`expected_data` of whole chunks whose words fit u32: every used slot at once, then one join.

@@ -19,7 +19,7 @@ _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView
 _U64: Final = struct.Struct("<Q")
 _CQ: Final = ops.CQ  # the region names as constants (`ops` is plain Python: a module attribute get per use)
 _RECV: Final = ops.RECV
-#: struct.Struct("<nQ") by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
+#: struct.Struct("<" + "Q" * n) by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
 _TAILS: Final[dict[int, struct.Struct]] = {}
 #: struct.Struct("<" + "II8x" * n) by n (WRITE_WITH_IMM: each entry's valid and immediate words) and
 #: struct.Struct("<" + "I12x" * n) by -n (SEND: the valid word only): a CQ's entries in one read (`cq_seen`),
@@ -29,25 +29,22 @@ _CQS: Final[dict[int, struct.Struct]] = {}
 _STRS: Final[tuple[str, ...]] = tuple(str(i) for i in range(256))
 
 
-def _words(made: dict[int, struct.Struct], code: str, n: int) -> struct.Struct:
-    """The struct that reads n little-endian words of type `code`, made on first use of n and kept in `made`."""
-    st = made.get(n)
+def _words(made: dict[int, struct.Struct], key: int, unit: str, n: int) -> struct.Struct:
+    """The struct that reads n little-endian `unit`s, made on first use of `key` and kept in `made`."""
+    st = made.get(key)
     if st is None:
-        st = made[n] = struct.Struct(f"<{n}{code}")
+        st = made[key] = struct.Struct("<" + unit * n)
     return st
 
 
 def tail_words(n: int) -> struct.Struct:
     """The struct that reads n little-endian u64 words."""
-    return _words(_TAILS, "Q", n)
+    return _words(_TAILS, n, "Q", n)
 
 
 def cq_words(n: int, imm: bool) -> struct.Struct:
     """The struct that reads, of n 16-byte CQ entries, each one's valid word and (imm) the word after it."""
-    st = _CQS.get(n if imm else -n)
-    if st is None:
-        st = _CQS[n if imm else -n] = struct.Struct("<" + ("II8x" if imm else "I12x") * n)
-    return st
+    return _words(_CQS, n, "II8x", n) if imm else _words(_CQS, -n, "I12x", n)
 
 
 def num_str(i: int) -> str:

@@ -78,6 +78,16 @@ class Starts:
             w = self.writes[key] = start_images(layout, epoch, poison, reset)
         return w
 
+    def known(self, layout: Layout, epoch: int) -> np.ndarray | None:
+        """`expected(layout, epoch)` where it is made already (by this configuration or another of the layout),
+        None where not: nothing made."""
+        img = self.images.get(epoch)
+        if img is None:
+            hit = _IMAGES.get((id(layout), epoch))
+            if hit is not None and hit[0] is layout:
+                img = self.images[epoch] = hit[1]
+        return img
+
     def expected(self, layout: Layout, epoch: int) -> np.ndarray:
         """`expected_data(layout, epoch)`, the very array (its cache keeps layouts that several forms share)."""
         img = self.images.get(epoch)
@@ -162,6 +172,10 @@ class Lazy:
         if a > hi[k - 1]:  # past the last range: TLPs land mostly in order
             lo.append(a)
             hi.append(b)
+            return
+        if a >= lo[k - 1]:  # in or right after the last range (a run's next TLP): it grows, no search
+            if b > hi[k - 1]:
+                hi[k - 1] = b
             return
         i, j = 0, k
         while i < j:  # the first range ending at a or after
@@ -253,6 +267,32 @@ class Bufs(dict[str, bytearray]):
     def items(self) -> ItemsView[str, bytearray]:  # type: ignore[override]
         self.whole()
         return dict.items(self)
+
+    def __reversed__(self) -> Iterator[str]:
+        self.whole()
+        return dict.__reversed__(self)
+
+    def setdefault(self, key: str, default: bytearray) -> bytearray:
+        """dict's own `setdefault` skips `__missing__`: a region there is returned, never replaced by `default`;
+        a new key goes into the memory's regions too, as it would in the plain dict `bufs` is once made."""
+        self.whole()
+        out = self.lazy.bufs.setdefault(key, default)
+        dict.setdefault(self, key, out)
+        return out
+
+    def pop(self, key: str, *default: object) -> object:  # type: ignore[override]
+        """dict's own `pop` skips `__missing__`: the region made first, and taken out of the memory's regions, as
+        from the plain dict `bufs` is once made."""
+        self.whole()
+        out = self.lazy.bufs.pop(key, *default)
+        dict.pop(self, key, None)
+        return out
+
+    def popitem(self) -> tuple[str, bytearray]:
+        self.whole()
+        item = self.lazy.bufs.popitem()
+        dict.pop(self, item[0], None)
+        return item
 
     def copy(self) -> dict[str, bytearray]:
         self.whole()

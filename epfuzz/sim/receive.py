@@ -17,7 +17,7 @@ import numpy as np
 
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
-from epfuzz.model.oracle import Violation, judge
+from epfuzz.model.oracle import Violation, check_bytes, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol
 from epfuzz.sim.memory import Memory, Starts
@@ -147,9 +147,18 @@ class Receiving:
             if self.cache is not None:
                 return self._verify_cached(c, epoch, trigger, position)
             off, n = c.offset, c.length
-            if (epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= mem.data_len
-                    and mem.same_as_expected(off, n)):
-                return None  # what judge says of a whole, right range, without a numpy object (most accepts)
+            if epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= mem.data_len:
+                if mem.same_as_expected(off, n, False):
+                    return None  # what judge says of a whole, right range, without a numpy object (most accepts)
+                got = mem.lazy_range(off, n)  # a lazy region's range not wholly covered: only its bytes made
+                if got is not None:
+                    a, e = got
+                    if a == e:
+                        return None
+                    v = check_bytes(c, a, e, mem.layout, self.name, epoch)  # `judge` of the range in the region
+                    if v is not None:
+                        v.trigger, v.position = trigger, position
+                    return v
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
         v = judge(c, mem.bufs[region], mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
@@ -193,7 +202,10 @@ class Receiving:
         spans = self.spans
         if wakes and spans is not None and not t.local:  # a receiver that said what it reads
             lo, hi = _touched(t, spans[t.region])
-            if hi > lo:
+            changed = self.mem.apply_word(t) if lo == t.off and hi - lo == t.length else -1
+            if changed >= 0:  # a word or a CQE, all of it read: its old words said whether it changed
+                wakes = changed > 0
+            elif hi > lo:
                 buf = self.mem.bufs[t.region]
                 before = buf[lo:hi]
                 self.mem.apply(t)

@@ -256,3 +256,37 @@ def test_expected_later_is_expected_data_of_the_later_epoch() -> None:
     assert checked > 50
     big = Layout(2, 4, 4096, 1, (4, 2))
     assert ep.expected_later(ep.expected_data(big, 70000), big, 70000, 70001) is None  # the canary's 16 bits
+
+
+def test_expected_range_is_a_slice_of_expected_data() -> None:
+    """`expected_range` makes only the slots a range touches (a stale accept's judge, issue 31): the very bytes of
+    `expected_data`'s slice, on random layouts (unused slots and channels, small and past `SLOTS_AT_ONCE`) and
+    random ranges, aligned or not; None for an empty range, one past the region, a region of another size and a
+    layout whose image is not whole slots."""
+    import random
+
+    from epfuzz.model import epoch as ep
+    from epfuzz.protocols.base import Layout
+
+    rng = random.Random(11)
+    for _ in range(300):
+        nc, spc = rng.randrange(1, 5), rng.randrange(1, 9)
+        lay = Layout(nc, spc, 16 * rng.choice([1, 2, 5, 17, 40, 150, 300]), 1,
+                     tuple(rng.randrange(0, spc + 1) for _ in range(nc)))
+        e = rng.randrange(0, 6) if rng.randrange(4) else rng.randrange(0, 1 << 16)
+        whole = ep.expected_data(lay, e).tobytes()
+        size = len(whole)
+        for _ in range(5):
+            if rng.randrange(2):
+                tb = lay.token_bytes
+                off, n = tb * rng.randrange(nc * spc), tb * rng.randrange(1, 3)
+                n = min(n, size - off)
+            else:
+                off = rng.randrange(size)
+                n = rng.randrange(1, size - off + 1)
+            assert ep.expected_range(lay, e, off, n, size) == whole[off:off + n]
+        assert ep.expected_range(lay, e, 0, 0, size) is None
+        assert ep.expected_range(lay, e, size - 16, 32, size) is None
+        assert ep.expected_range(lay, e, 0, 16, size + 16) is None
+    assert ep.expected_range(Layout(1, 2, 24, 1, (1,)), 0, 0, 16, 48) is None  # 24-byte tokens: not whole chunks
+    assert ep.expected_range(Layout(1, 2, 32, 1, (3,)), 0, 0, 16, 64) is None  # more tokens than slots

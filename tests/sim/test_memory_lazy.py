@@ -82,6 +82,13 @@ def test_a_lazy_region_reads_as_one_made_at_once() -> None:
                         off = rng.randrange(size)
                         n = rng.randrange(0, size - off + 1)
                         want = eager.same_as_expected(off, n)
+                        was = _lazy(lazy)
+                        got = lazy.lazy_range(off, n)  # bytes and expected bytes of the range, nothing made
+                        assert _lazy(lazy) == was and (got is not None or not was or n == 0)
+                        assert got is None or got == (bytes(eager.bufs[ops.DATA][off:off + n]),
+                                                      eager.expected[off:off + n].tobytes())
+                        wholly = set(range(off, off + n)) <= covered
+                        assert lazy.same_as_expected(off, n, False) == (wholly if was else want)
                         kept = kept and set(range(off, off + n)) <= covered
                         assert lazy.same_as_expected(off, n) == want
                 assert _lazy(lazy) == kept
@@ -116,6 +123,25 @@ def test_a_receiver_reading_the_region_gets_its_bytes() -> None:
             assert list(kept) == list(mem.bufs) == list(layout.sizes)
 
 
+def test_bufs_read_by_its_other_dict_methods_sees_the_region() -> None:
+    """`reversed`, `setdefault`, `pop` and `popitem` on a lazy memory's `bufs` answer as on one whose region was
+    made at once: the data region is there for them too (dict's own methods skip `__missing__`), and `setdefault`
+    stores nothing in place of it (review)."""
+    for layout in _layouts():
+        for look in (lambda b: list(reversed(b)), lambda b: b.setdefault(ops.DATA, bytearray(1)),
+                     lambda b: b.pop(ops.DATA), lambda b: b.pop(ops.DATA, None), lambda b: b.popitem(),
+                     lambda b: (b.popitem(), b.popitem(), b.popitem(), b.popitem())):
+            mem, ref = Memory(layout), Memory(layout)
+            ref.bufs[ops.DATA]
+            t = _tlp(random.Random(7), mem.data_len, False)
+            for m in (mem, ref):
+                m.start_epoch(1)
+                m.apply(t)
+            assert look(mem.bufs) == look(ref.bufs)
+            assert not mem._lz.on
+            assert dict(mem.bufs) == dict(ref.bufs) and list(mem.bufs) == list(ref.bufs)
+
+
 def test_a_memory_asked_not_to_wait_makes_its_data_region_at_once() -> None:
     """`lazy` False (a receiver that watches the data region): the region made with the memory, the same bytes."""
     for layout in _layouts():
@@ -135,3 +161,34 @@ def test_a_read_of_the_data_region_makes_no_bytes() -> None:
         t.region, t.qp, t.off, t.length, t.action, t.value = ops.DATA, 0, 0, 32, action, 0
         mem.apply(t)
     assert _lazy(mem)
+
+
+def test_apply_word_is_apply_and_says_whether_the_bytes_changed() -> None:
+    """`apply_word` (what `Receiving.land` wakes a receiver by) writes what `apply` writes and answers 1 exactly
+    where the TLP's bytes differ from those before it; -1, nothing written, for a TLP it does not take."""
+    rng = random.Random(17)
+    for layout in _layouts():
+        mem, ref = Memory(layout), Memory(layout)
+        for epoch in range(3):
+            for m in (mem, ref):
+                m.start_epoch(epoch)
+            for _ in range(300):
+                t = Tlp()
+                t.region = rng.choice([ops.SIGNAL, ops.CQ, ops.RECV, ops.DATA])
+                t.action = rng.choice([TlpAction.VALUE, TlpAction.ADD, TlpAction.CQE, TlpAction.COPY])
+                t.length = rng.choice([8, 16, 8 if t.action != TlpAction.CQE else 16])
+                size = len(ref.bufs[t.region])
+                t.off = rng.randrange(-16, size + 8) if rng.random() < 0.1 else 8 * rng.randrange(max(1, size // 8))
+                t.qp, t.seq, t.n = rng.randrange(1 << 20), 0, 1
+                t.value = rng.choice([0, 1, -1, 1 << 63, rng.randrange(-(1 << 70), 1 << 70), rng.randrange(4)])
+                before = {k: bytes(v) for k, v in mem.bufs.items()}
+                got = mem.apply_word(t)
+                takes = (t.length == (16 if t.action == TlpAction.CQE else 8) and t.action != TlpAction.COPY
+                         and 0 <= t.off <= size - t.length)
+                if not takes:
+                    assert got == -1 and {k: bytes(v) for k, v in mem.bufs.items()} == before
+                    continue
+                ref.apply(t)
+                assert mem.snapshot() == ref.snapshot()
+                r = slice(t.off, t.off + t.length)
+                assert got == int(before[t.region][r] != bytes(mem.bufs[t.region][r]))
