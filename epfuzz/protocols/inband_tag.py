@@ -24,6 +24,7 @@ from epfuzz.protocols.memread import mem_read, mem_u32x4, num_str
 _DATA: Final = ops.DATA  # a constant to compiled code (`ops` is plain Python: a module attribute get per use)
 #: `_tag_struct` by (slots, token bytes)
 _TAGS: Final[dict[tuple[int, int], struct.Struct]] = {}
+_TAGS_KEPT: Final = 256
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -115,6 +116,8 @@ def _tag_struct(n: int, tb: int) -> struct.Struct:
     ~4k instructions of every fresh scenario (issue 31)."""
     st = _TAGS.get((n, tb))
     if st is None:
+        if len(_TAGS) >= _TAGS_KEPT:  # a long run meets many shapes: the memo stays small
+            _TAGS.clear()
         st = _TAGS[(n, tb)] = struct.Struct("<" + f"I4xI{tb - 12}x" * (n - 1) + "I4xI")
     return st
 
