@@ -62,6 +62,9 @@ class Step:
         self.spec_nested = spec_nested  # ... the codec's nested plan (`fields.Nested`)
         #: `Program.run` records the value in `values` (`keep_read` clears it where no bound reads the path)
         self.keep = True
+        #: an INT whose bounds are its own (no `hi_fn`, no `hi_from`): `Program.run` draws it in place, without
+        #: `_draw_step`'s, `_draw_int`'s and `_hi`'s calls (as BOOL and CHOICE)
+        self.plain = kind == INT and hi_fn is None and hi_from is None
 
 
 class Program:
@@ -120,7 +123,17 @@ class Program:
             if tail and cur.pos >= cur.end:
                 args.extend(self.rest[i])
                 break
-            v = s.fixed if s.kind == FIXED else _draw_step(s, cur, values)
+            k = s.kind  # the one-draw kinds in place (`_draw_step`'s draws, the same order and bytes)
+            if k == FIXED:
+                v = s.fixed
+            elif s.plain:
+                v = cur.draw(s.lo, s.hi)
+            elif k == BOOL:
+                v = cur.draw(0, 1) != 0
+            elif k == CHOICE:
+                v = s.options[cur.draw(0, len(s.options) - 1)]
+            else:
+                v = _draw_step(s, cur, values)
             if s.keep:
                 values[s.path] = v
             args.append(v)

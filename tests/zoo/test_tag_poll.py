@@ -1,6 +1,7 @@
 """The in-band tag receiver reads every slot's tag from a view's `bufs` in one struct call per poll (issue 31): it
 accepts, poll after poll, what the same receiver accepts reading each tag through the view's methods, for random
-layouts and tags (this epoch's, a stale one, the wrong token), tag words written a slot at a time."""
+layouts and tags (this epoch's, a stale one, the wrong token, one whose low bytes are this epoch's), tag words written
+a slot at a time, with and without the checksum, across restores of an earlier state."""
 
 from __future__ import annotations
 
@@ -43,15 +44,22 @@ def test_tags_read_from_bufs_accept_what_tags_read_through_methods() -> None:
         lay = Layout(nch, spc, tb, 2, per)
         view = BufsView({ops.DATA: bytes(nch * spc * tb)})
         scn = codec.decode(b"", "inband_tag")
-        fast, slow = TagReceiver(scn, lay), TagReceiver(scn, lay)
+        checksum = rng.random() < 0.25  # the fix's receiver: a tag seen, then the token's CRC
+        fast, slow = TagReceiver(scn, lay, checksum), TagReceiver(scn, lay, checksum)
         epoch = rng.randint(0, 3)
         fast.start_epoch(epoch)
         slow.start_epoch(epoch)
+        saved = fast.state()
         for _ in range(rng.randint(1, 12)):
+            if rng.random() < 0.15:  # back to an earlier state (the emulator's state merging restores receivers)
+                fast.restore(saved)
+                slow.restore(saved)
+            elif rng.random() < 0.3:
+                saved = fast.state()
             c = rng.randrange(nch)
             i = rng.randrange(spc)
-            word0 = rng.choice([epoch, epoch, epoch + 1, 0xC0DE0000])
-            word2 = rng.choice([i * nch + c, i * nch + c, rng.randrange(64)])
+            word0 = rng.choice([epoch, epoch, epoch + 1, 0xC0DE0000, epoch + 0x100])
+            word2 = rng.choice([i * nch + c, i * nch + c, rng.randrange(64), i * nch + c + 0x100])
             struct.pack_into("<4I", view.bufs[ops.DATA], (c * spc + i) * tb + tb - 16, word0, 7, word2, 9)
             assert _key(fast.poll(view, epoch)) == _key(slow.poll(Methods(view), epoch))
             assert fast.state() == slow.state()
