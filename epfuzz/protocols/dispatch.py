@@ -16,10 +16,11 @@ from typing import Any, Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import opmake, ops
+from epfuzz.ir.opmake import OpRec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
-from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, stride_shift, wrs_of
+from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, signal_rec, stride_shift, wrs_of
 from epfuzz.protocols.memread import buf_u64, cq_seen, mem_read, mem_u32x4, mem_u64, num_str, tail_words  # noqa: F401
 
 # mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
@@ -72,7 +73,7 @@ class DispatchProtocol(Protocol):
     _memo_scn: object = None
     _memo_lay: object = None
     _memo_epoch: int = -1
-    _memo: tuple[tuple[ops.Op, ...], ...] = ()  # a constant default: mypyc warned of a list's
+    _memo: tuple[tuple[OpRec, ...], ...] = ()  # a constant default: mypyc warned of a list's
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
@@ -114,9 +115,14 @@ class DispatchProtocol(Protocol):
         return stride_shift(c, first, spc, tb, lay.num_channels)
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
+        return [[r.op() for r in p] for p in self.sender_recs(scn, lay, epoch)]
+
+    def sender_recs(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[OpRec]]:
+        """`sender`'s ops as records (`epfuzz.ir.opmake.OpRec`): what the sim's build posts for an exact
+        DispatchProtocol, whose requester reads their fields natively and never needs most of the ops made."""
         # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
-        # generic lookup from compiled code); the ops are made by `epfuzz.ir.opmake`, which spares the call into
-        # their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, tests/scenario/test_opmake.py)
+        # generic lookup from compiled code); the records' ops are made by `epfuzz.ir.opmake`, which spares the
+        # call into their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, test_opmake.py)
         sig = scn.signal
         nq, cq = scn.topology.num_qps, scn.topology.channel_qp  # cq: `Scenario.qp_of_channel` written out below
         ch = scn.chunking
@@ -143,14 +149,14 @@ class DispatchProtocol(Protocol):
         flush = self.flush_before_signal
         shared = self.shared_word
         data = ops.DATA
-        programs: list[list[ops.Op]] = []
+        programs: list[list[OpRec]] = []
         for c in range(nch):
             qp = cq[c] if c < len(cq) else c % nq
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
             every = n if at_end_only else interval
             word = 0 if shared else c * 8
-            prog: list[ops.Op] = []
+            prog: list[OpRec] = []
             signaled = 0
             k = 0
             wrs = wrs_of(n, per_wr, splits, tb, c * spc)  # data_wrs(scn, lay, c)
@@ -158,22 +164,23 @@ class DispatchProtocol(Protocol):
             for i, (first, cnt, off, length) in enumerate(wrs):
                 if wrong_stride:  # `_shift` from the numbers read above (an override of it is called)
                     dst, shift = stride_shift(c, first, spc, tb, nch) if own else self._shift(lay, c, first, cnt)
-                    prog.append(opmake.write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
+                    prog.append(opmake.rec_write(qp, data, dst + off - (c * row_bytes + first * tb), length, False,
+                                                 shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
-                    prog.append(opmake.write(qp, data, off, length))
+                    prog.append(opmake.rec_write(qp, data, off, length))
                 if no_signal:
                     continue
                 done = first + cnt
                 if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
                     if flush:
-                        prog.append(opmake.flush(qp))
-                    prog.append(signal_op(kind, pack, fence, word, c, sqp, signaled, done, n, k, epoch) if own
-                                else self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                        prog.append(opmake.rec_flush(qp))
+                    prog.append(signal_rec(kind, pack, fence, word, c, sqp, signaled, done, n, k, epoch) if own
+                                else opmake.wrap(self._signal(scn, c, sqp, signaled, done, n, k, epoch)))
                     signaled = done
                     k += 1
             if n == 0 and not no_signal:  # an empty channel still tells the receiver it is finished
-                prog.append(signal_op(kind, pack, fence, word, c, sqp, 0, 0, 0, 0, epoch) if own
-                            else self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
+                prog.append(signal_rec(kind, pack, fence, word, c, sqp, 0, 0, 0, 0, epoch) if own
+                            else opmake.wrap(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch)))
             programs.append(prog)
         if own and kind != "send" and epoch + 1 < scn.payload.epochs:
             self._memo_scn, self._memo_lay, self._memo_epoch = scn, lay, epoch

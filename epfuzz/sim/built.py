@@ -7,12 +7,13 @@ Split from the engine, which keeps the schedule's application, the form cache an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir.opmake import insert_spins
-from epfuzz.ir.ops import Op
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
+from epfuzz.protocols.dispatch import DispatchProtocol
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.sim.adversary import PassRule, QpStreams
 from epfuzz.sim.memory import Starts
@@ -107,9 +108,9 @@ class Built:
         return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals, self.wrs))
 
 
-def same_ops(new: Sequence[Sequence[Op]], old: list[list[Op]]) -> bool:
-    """Whether `new` holds the very op objects of `old`, channel by channel in the same order (ops are frozen:
-    the same objects are the same ops)."""
+def same_ops(new: Sequence[Sequence[object]], old: list[list[Any]]) -> bool:
+    """Whether `new` holds the very op objects (or `OpRec`s) of `old`, channel by channel in the same order (ops
+    are frozen, and so is a record once made: the same objects are the same ops)."""
     if len(new) != len(old):
         return False
     for c in range(len(old)):
@@ -132,20 +133,23 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     flushes: list[FlushWait] = []
     spins = scn.faults.spins
     nic = Nic(scn, sizes, lay.max_signals, lay.num_channels)  # the scenario's numbers the requester reads, once
-    programs: list[list[Op]] = []
+    programs: list[list[Any]] = []
+    # an exact DispatchProtocol (every built-in protocol) gives its ops as records the requester reads natively
+    # (`OpRec`); any other sender, a plug-in's or a subclass's, gives its ops
+    recs = type(proto) is DispatchProtocol
     for e in range(scn.payload.epochs):
-        ops = proto.sender(scn, lay, e)
+        ops = cast(DispatchProtocol, proto).sender_recs(scn, lay, e) if recs else proto.sender(scn, lay, e)
         # a later epoch whose sender made the very ops of the one before (the dispatch family's memo) posts the
         # same programs (no spins: the programs are copies of those op lists)
         if not (e and not spins and same_ops(ops, programs)):
-            programs = insert_spins(ops, spins)  # `apply_spins`, compiled
+            programs = insert_spins(ops, spins, recs)  # `apply_spins`, compiled
         try:  # the requester checks each op against the layout as it reads its fields
             w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, nic)
         except Exception:  # noqa: BLE001 - the op check first, as when it ran before posting: it names the
             # first op outside the layout, in program order, whatever the requester met first (an OutsideLayout,
             # a compiled field's type check on a region that is no string, a plug-in op it cannot read: review)
-            check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes,
-                           proto.sender)
+            check_programs([[x.op() for x in p] for p in programs] if recs else programs, lay,
+                           scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
             raise
         wrs += w
         pkts += ps
