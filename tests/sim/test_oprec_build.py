@@ -10,8 +10,11 @@ import random
 import pytest
 
 from epfuzz.encoding import codec
+from epfuzz.ir import ops
 from epfuzz.ir.opmake import OpRec, insert_spins
+from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import BUILTIN, get_protocol
+from epfuzz.protocols.base import Layout
 from epfuzz.protocols.dispatch import DispatchProtocol
 from epfuzz.sim import built
 from epfuzz.sim.packets import FlushWait, Packet, Wr
@@ -20,7 +23,7 @@ from epfuzz.sim.requester import post_and_send
 
 def _names(cls: type) -> list[str]:
     """The fields of a class of `epfuzz.sim.packets` (compiled, its slots are `__mypyc_attrs__`)."""
-    return list(getattr(cls, "__slots__", None) or cls.__mypyc_attrs__)  # type: ignore[attr-defined]
+    return list(getattr(cls, "__slots__", None) or getattr(cls, "__mypyc_attrs__"))  # noqa: B009 - mypy knows no such attribute
 
 
 _PACKET = _names(Packet)
@@ -74,7 +77,7 @@ def test_the_build_takes_records_only_from_an_exact_dispatch_protocol() -> None:
     calls: list[int] = []
 
     class Mine(DispatchProtocol):
-        def sender(self, scn, lay, epoch):  # type: ignore[no-untyped-def]
+        def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
             calls.append(epoch)
             return super().sender(scn, lay, epoch)
 
