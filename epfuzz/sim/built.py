@@ -21,7 +21,7 @@ from epfuzz.sim.netmoves import apply_packet_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
-from epfuzz.sim.requester import Nic, post_and_send
+from epfuzz.sim.requester import Nic, post_and_send, repost
 from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
@@ -123,6 +123,20 @@ def same_ops(new: Sequence[Sequence[object]], old: list[list[Any]]) -> bool:
     return True
 
 
+def _post(scn: Scenario, proto: Protocol, lay: Layout, sizes: dict[str, int], programs: list[list[Any]], e: int,
+          wr_base: int, psn: list[int], flushes: list[FlushWait], nic: Nic,
+          recs: bool) -> tuple[list[Wr], list[Packet]]:
+    """`post_and_send` of epoch `e`'s programs (`recs`: `OpRec`s), with the op check's error where it fails."""
+    try:  # the requester checks each op against the layout as it reads its fields
+        return post_and_send(scn, programs, e, wr_base, psn, flushes, nic)
+    except Exception:  # noqa: BLE001 - the op check first, as when it ran before posting: it names the
+        # first op outside the layout, in program order, whatever the requester met first (an OutsideLayout,
+        # a compiled field's type check on a region that is no string, a plug-in op it cannot read: review)
+        check_programs([[x.op() for x in p] for p in programs] if recs else programs, lay,
+                       scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
+        raise
+
+
 def build_form(scn: Scenario, proto: Protocol) -> Built:
     """The configuration's built form (no cache: `FormCache.get` keeps them)."""
     lay = proto.layout(scn)
@@ -137,20 +151,25 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     # an exact DispatchProtocol (every built-in protocol) gives its ops as records the requester reads natively
     # (`OpRec`); any other sender, a plug-in's or a subclass's, gives its ops
     recs = type(proto) is DispatchProtocol
+    last: list[list[Any]] = []  # the records of the epoch before
+    w: list[Wr] = []
+    ps: list[Packet] = []
+    f0 = 0  # where the epoch before's Flush waits start in `flushes`
     for e in range(scn.payload.epochs):
         ops = cast(DispatchProtocol, proto).sender_recs(scn, lay, e) if recs else proto.sender(scn, lay, e)
-        # a later epoch whose sender made the very ops of the one before (the dispatch family's memo) posts the
-        # same programs (no spins: the programs are copies of those op lists)
-        if not (e and not spins and same_ops(ops, programs)):
-            programs = insert_spins(ops, spins, recs)  # `apply_spins`, compiled
-        try:  # the requester checks each op against the layout as it reads its fields
-            w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, nic)
-        except Exception:  # noqa: BLE001 - the op check first, as when it ran before posting: it names the
-            # first op outside the layout, in program order, whatever the requester met first (an OutsideLayout,
-            # a compiled field's type check on a region that is no string, a plug-in op it cannot read: review)
-            check_programs([[x.op() for x in p] for p in programs] if recs else programs, lay,
-                           scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
-            raise
+        if recs and e and same_ops(ops, last):  # the very records again (the dispatch family's memo), so the very
+            # programs, spins and all: the epoch before's WRs and packets, shifted (`repost`)
+            w, ps, fl = repost(w, ps, flushes[f0:], e, psn)
+            f0 = len(flushes)
+            flushes += fl
+        else:
+            # a later epoch whose sender made the very ops of the one before posts the same programs (no spins:
+            # the programs are copies of those op lists); a built-in sender's fresh lists need no copy
+            if not (e and not spins and same_ops(ops, programs)):
+                programs = insert_spins(ops, spins, recs) if spins or not recs else ops  # `apply_spins`, compiled
+            f0 = len(flushes)
+            w, ps = _post(scn, proto, lay, sizes, programs, e, len(wrs), psn, flushes, nic, recs)
+        last = ops
         wrs += w
         pkts += ps
     for i, p in enumerate(pkts):

@@ -184,3 +184,58 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
         parked[:] = still
         if not changed:
             return
+
+
+def _shifted(acked: list[int], nw: int) -> list[int]:
+    """`acked` (a WR's or packet's) of the epoch after, its WR ids `nw` later (-1 and `NO_ACKS` stay)."""
+    if not acked:
+        return acked
+    return [a + nw if a >= 0 else a for a in acked]
+
+
+def repost(wrs: list[Wr], pkts: list[Packet], flushes: list[FlushWait], epoch: int,
+           psn: list[int]) -> tuple[list[Wr], list[Packet], list[FlushWait]]:
+    """What `post_and_send` gives for `epoch` where its programs are the very records of the epoch before, which
+    gave `wrs`, `pkts` (arrival order) and `flushes`: the same, shifted. Each epoch posts from idle send queues at
+    time 0 and reads nothing of an earlier one but the PSNs, so every time, order and choice repeats; a WR id (a
+    WR's, its READs' and acked WRs', a packet's, a Flush's) is `len(wrs)` later, a PSN later by its QP's packets
+    of the epoch before, and `psn` moves on as posting moves it (tests/sim/test_oprec_build.py holds it to
+    `post_and_send`). A third of a fresh dispatch scenario's epochs are such repeats (issue 31)."""
+    nw = len(wrs)
+    d = [0] * len(psn)
+    for p in pkts:
+        d[p.qp] = d[p.qp] + 1
+    out_w: list[Wr] = []
+    for w in wrs:
+        x = Wr()
+        x.id, x.epoch, x.channel, x.op_index, x.rec, x.qp = w.id + nw, epoch, w.channel, w.op_index, w.rec, w.qp
+        x.post, x.start, x.done, x.proxy_fence = w.post, w.start, w.done, w.proxy_fence
+        x.after = w.after + nw if w.after >= 0 else w.after
+        x.fence_read = w.fence_read + nw if w.fence_read >= 0 else w.fence_read
+        x.acked = _shifted(w.acked, nw)
+        out_w.append(x)
+    out_p: list[Packet] = []
+    old: list[int] = pk.NO_ACKS
+    new: list[int] = pk.NO_ACKS
+    for p in pkts:
+        y = Packet()
+        y.seq, y.epoch, y.channel, y.wr, y.qp, y.kind = -1, epoch, p.channel, p.wr + nw, p.qp, p.kind
+        y.psn = p.psn + d[p.qp]
+        y.region, y.off, y.length, y.value, y.last, y.cq_slot = p.region, p.off, p.length, p.value, p.last, p.cq_slot
+        y.ready, y.depart, y.arrive, y.op_index, y.batch = p.ready, p.depart, p.arrive, p.op_index, p.batch
+        y.after = p.after + nw if p.after >= 0 else p.after
+        y.fence_read = p.fence_read + nw if p.fence_read >= 0 else p.fence_read
+        if p.acked is not old:  # packets share their WR's list: one new list per old one met in a row
+            old, new = p.acked, _shifted(p.acked, nw)
+        y.acked, y.stale, y.strong = new, p.stale, p.strong
+        out_p.append(y)
+    out_f: list[FlushWait] = []
+    for f in flushes:
+        g = FlushWait()
+        g.epoch, g.channel, g.op_index, g.qp, g.at, g.done = epoch, f.channel, f.op_index, f.qp, f.at, f.done
+        g.clause = f.clause
+        g.wr = f.wr + nw if f.wr >= 0 else f.wr
+        out_f.append(g)
+    for q in range(len(psn)):
+        psn[q] = psn[q] + d[q]
+    return out_w, out_p, out_f

@@ -87,3 +87,34 @@ def test_the_build_takes_records_only_from_an_exact_dispatch_protocol() -> None:
     assert calls == list(range(scn.payload.epochs))
     assert _fields(a.packets, _PACKET) == _fields(b.packets, _PACKET)  # type: ignore[arg-type]
     assert _fields(a.wrs, _WR) == _fields(b.wrs, _WR)  # type: ignore[arg-type]
+
+
+class _Plain(DispatchProtocol):
+    """A subclass (as a plug-in's): the build posts its `sender`'s ops, each epoch anew."""
+
+
+#: what a DispatchProtocol's sender, layout and prologue read of it (`DispatchProtocol.__init__`'s settings)
+_SETTINGS = ("flush_before_signal", "shared_word", "no_signal", "wrong_stride", "prologue_reset")
+
+
+@pytest.mark.parametrize("name", _dispatch_protocols())
+def test_the_forms_build_is_the_plain_ops_build(name: str) -> None:
+    """`build_form` of an exact DispatchProtocol (records, a repeated epoch shifted by `repost`) against the same
+    protocol as a subclass (its ops, every epoch posted): WRs, packets and Flush waits field by field."""
+    p = get_protocol(name)
+    assert isinstance(p, DispatchProtocol)
+    plain = _Plain(p.name, p.doc, dict(p.fixed), "clean")
+    for attr in _SETTINGS:
+        setattr(plain, attr, getattr(p, attr))
+    rng = random.Random(name + "form")
+    repeats = 0
+    for _ in range(150):
+        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
+        scn = codec.decode(data, name, "spec")
+        a, b = built.build_form(scn, p), built.build_form(scn, plain)
+        assert _fields(a.wrs, _WR) == _fields(b.wrs, _WR), (name, data.hex())  # type: ignore[arg-type]
+        assert _fields(a.packets, _PACKET) == _fields(b.packets, _PACKET), (name, data.hex())  # type: ignore[arg-type]
+        assert _fields(a.flushes, _FLUSH) == _fields(b.flushes, _FLUSH), (name, data.hex())  # type: ignore[arg-type]
+        assert a.prologue == b.prologue
+        repeats += scn.payload.epochs > 1 and scn.signal.kind != "send"
+    assert repeats > 10  # the shifted epochs were met
