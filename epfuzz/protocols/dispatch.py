@@ -16,7 +16,6 @@ from typing import Any, Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import opmake, ops
-from epfuzz.ir.opmake import OpRec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
@@ -65,15 +64,12 @@ class DispatchProtocol(Protocol):
     flush_on_accept, targets) and `receiver_cls`/`receiver_opts`.
     """
 
-    #: the last sender call's scenario, layout, epoch and programs (copies) where a later epoch of that scenario
-    #: will ask (an exact DispatchProtocol, no SEND signal): the build asks per epoch for ops equal to the first
-    #: epoch's, which a multi-epoch scenario made anew each time (a third of the sender's calls, issue 31).
-    #: It holds because the options are set once, in `__init__`, and ops are frozen values that nothing keys by
-    #: identity (the same op objects now serve every epoch of a scenario)
+    #: the last sender call's scenario, layout, epoch and records, where a later epoch of it will ask (exact, no SEND
+    #: signal): they serve every epoch (frozen; the options are set once), which the build repeats (`repost`)
     _memo_scn: object = None
     _memo_lay: object = None
     _memo_epoch: int = -1
-    _memo: tuple[tuple[OpRec, ...], ...] = ()  # a constant default: mypyc warned of a list's
+    _memo: tuple[tuple[opmake.OpRec, ...], ...] = ()  # a constant default: mypyc warned of a list's
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
@@ -117,12 +113,10 @@ class DispatchProtocol(Protocol):
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
         return [[r.op() for r in p] for p in self.sender_recs(scn, lay, epoch)]
 
-    def sender_recs(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[OpRec]]:
-        """`sender`'s ops as records (`epfuzz.ir.opmake.OpRec`): what the sim's build posts for an exact
-        DispatchProtocol, whose requester reads their fields natively and never needs most of the ops made."""
-        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
-        # generic lookup from compiled code); the records' ops are made by `epfuzz.ir.opmake`, which spares the
-        # call into their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, test_opmake.py)
+    def sender_recs(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[opmake.OpRec]]:
+        """`sender`'s ops as records (`OpRec`, their fields native): what the sim's build posts for an exact one."""
+        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a generic
+        # lookup from compiled code); `OpRec.op` makes the very ops (tests/zoo/test_sender_ops.py, test_opmake.py)
         sig = scn.signal
         nq, cq = scn.topology.num_qps, scn.topology.channel_qp  # cq: `Scenario.qp_of_channel` written out below
         ch = scn.chunking
@@ -149,14 +143,14 @@ class DispatchProtocol(Protocol):
         flush = self.flush_before_signal
         shared = self.shared_word
         data = ops.DATA
-        programs: list[list[OpRec]] = []
+        programs: list[list[opmake.OpRec]] = []
         for c in range(nch):
             qp = cq[c] if c < len(cq) else c % nq
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
             every = n if at_end_only else interval
             word = 0 if shared else c * 8
-            prog: list[OpRec] = []
+            prog: list[opmake.OpRec] = []
             signaled = 0
             k = 0
             wrs = wrs_of(n, per_wr, splits, tb, c * spc)  # data_wrs(scn, lay, c)
@@ -164,8 +158,7 @@ class DispatchProtocol(Protocol):
             for i, (first, cnt, off, length) in enumerate(wrs):
                 if wrong_stride:  # `_shift` from the numbers read above (an override of it is called)
                     dst, shift = stride_shift(c, first, spc, tb, nch) if own else self._shift(lay, c, first, cnt)
-                    prog.append(opmake.rec_write(qp, data, dst + off - (c * row_bytes + first * tb), length, False,
-                                                 shift))
+                    prog.append(opmake.rec_write(qp, data, dst + off - c * row_bytes - first * tb, length, shift=shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
                     prog.append(opmake.rec_write(qp, data, off, length))
                 if no_signal:

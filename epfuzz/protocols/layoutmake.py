@@ -12,21 +12,18 @@ and `dataclasses.fields`).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final, TypeVar
 
 from epfuzz.ir.payload import pad16
 
-if TYPE_CHECKING:
-    from epfuzz.protocols.base import Layout
-
-L = TypeVar("L", bound="Layout")
+L = TypeVar("L")  # `base.Layout` (not imported: base imports this module)
 
 _new: Final = object.__new__
 
 
 def layout_of(cls: type[L], tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: object,
               interval: int) -> L:
-    """`cls(...)` (a `Layout`) of these numbers: `base._layout`'s body, written out."""
+    """`cls(...)` (`base.Layout`) of these numbers: `base._reference_layout`, written out."""
     token_bytes = pad16(hidden) + pad16(scale) + pad16(meta)
     per = tuple([len(range(ch, tokens, c)) for ch in range(c)])
     slots = max(1, max(per))  # (no channel: max() of nothing raises, as it did)

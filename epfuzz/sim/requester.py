@@ -65,6 +65,17 @@ def _earliest(at: list[int]) -> int:
     return best
 
 
+def _record(item: object, c: int, max_signals: int, num_channels: int, sizes: dict[str, int] | None) -> OpRec:
+    """The record of channel `c`'s next op `item` (an op, or an `OpRec` wrapping one): its fields read in the order
+    the requester always read them, a GPU op or one of no known class checked against the layout first
+    (`SendQueues.start` checks the rest)."""
+    op: Any = item.op() if isinstance(item, OpRec) else item
+    kind = op_kind(op)
+    if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:
+        require_fits(op, c, max_signals, num_channels, sizes)
+    return read_op(op, kind)
+
+
 def post_and_send(scn: Scenario, programs: list[list[Any]], epoch: int, wr_base: int, psn: list[int],
                   flushes: list[FlushWait] | None = None, nic: Nic | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
@@ -94,15 +105,8 @@ def post_and_send(scn: Scenario, programs: list[list[Any]], epoch: int, wr_base:
             break
         t, idx = at[c], nxt[c]
         prog = programs[c]
-        item = prog[idx]
-        if isinstance(item, OpRec) and item.kind >= 0:  # a built-in sender's (`DispatchProtocol.sender_recs`)
-            r = item
-        else:  # an op (a plug-in's), its fields read here, in the order the requester always read them
-            op = item.op() if isinstance(item, OpRec) else item
-            kind = op_kind(op)
-            if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:  # (`SendQueues.start` checks the rest)
-                require_fits(op, c, max_signals, num_channels, sizes)
-            r = read_op(op, kind)
+        r = prog[idx]  # a built-in sender's record (`DispatchProtocol.sender_recs`), else a plug-in's op read now
+        r = r if isinstance(r, OpRec) and r.kind >= 0 else _record(r, c, max_signals, num_channels, sizes)
         kind = r.kind
         if kind == pk.K_SPIN:
             t += r.value
