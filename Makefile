@@ -28,8 +28,7 @@ CORE_SRC := $(wildcard epfuzz/sim/*.py) epfuzz/protocols/opcheck.py epfuzz/ir/pa
             epfuzz/search/featcore.py epfuzz/search/schedcore.py epfuzz/protocols/dispatch.py epfuzz/protocols/deep.py epfuzz/protocols/deep2.py \
             epfuzz/protocols/inband_tag.py epfuzz/protocols/shared_counter.py epfuzz/core/native.py epfuzz/core/corebuild.py \
             epfuzz/encoding/plancore.py epfuzz/ir/opmake.py \
-            epfuzz/protocols/consmake.py epfuzz/protocols/dispatchops.py epfuzz/protocols/memread.py \
-            epfuzz/protocols/layoutmake.py
+            epfuzz/protocols/consmake.py epfuzz/protocols/dispatchops.py epfuzz/protocols/memread.py
 $(VENV)/.core: $(VENV)/.installed $(CORE_SRC)
 	$(PY) -m epfuzz.core.corebuild --best-effort
 	touch $@

@@ -53,8 +53,6 @@ COMPILED: tuple[str, ...] = (
     # Python classes with compiled methods, open to interpreted subclasses (`mypyc_attr` below)
     # what their receivers make their accepts with, without `Consume`'s plain-Python __init__ (consmake)
     "epfuzz.protocols.consmake", "epfuzz.protocols.dispatchops",
-    # `Protocol.layout`'s computation on a miss of its cache, without plain-Python frames (layoutmake)
-    "epfuzz.protocols.layoutmake",
     "epfuzz.protocols.dispatch", "epfuzz.protocols.deep", "epfuzz.protocols.deep2", "epfuzz.protocols.inband_tag",
     "epfuzz.protocols.shared_counter", "epfuzz.protocols.memread",
     # what those senders make their ops with, without the op classes' plain-Python __init__ (`epfuzz.ir.opmake`)

@@ -18,10 +18,11 @@ classes are.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir.ops import AtomicAdd, Flush, Op, Send, Spin, Write, WriteImm, WriteValue
+from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import SpinFault
 
 # What the sim's requester does with an op, as a small int (`epfuzz.sim.packets.op_kind`, which re-exports these):
@@ -250,3 +251,29 @@ def rec_spin(ns: int) -> OpRec:
 
 def rec_flush(qp: int, stale: bool = False) -> OpRec:
     return OpRec(K_FLUSH, qp, "", 0, 0, 0, 0, False, stale)
+
+
+# `Protocol.layout`'s computation on a miss of its cache (`base._layout`'s lru_cache, keyed by exactly the seven
+# numbers it reads: a pure function of those, so the key is complete). A fresh configuration mostly misses it; the
+# interpreted miss cost ~22k instructions under callgrind (the comprehension, `max`, the dataclass's `__init__`,
+# issue 31). Here (not a module of its own: importing the protocol API stays at its few modules) the `Layout` is
+# made as the ops above are, the one `Layout(...)` makes from the same numbers (tests/zoo/test_layoutmake.py).
+L = TypeVar("L")  # `epfuzz.protocols.base.Layout` (not imported: base imports this module)
+
+
+def layout_of(cls: type[L], tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: object,
+              interval: int) -> L:
+    """`cls(...)` (`base.Layout`) of these numbers: `base._reference_layout`, written out."""
+    token_bytes = pad16(hidden) + pad16(scale) + pad16(meta)
+    per = tuple([len(range(ch, tokens, c)) for ch in range(c)])
+    slots = max(1, max(per))  # (no channel: max() of nothing raises, as it did)
+    if at_end_only:
+        interval = slots
+    max_signals = max(1, -(-slots // max(1, interval))) + 1
+    o: L = _new(cls)
+    object.__setattr__(o, "num_channels", c)
+    object.__setattr__(o, "slots_per_channel", slots)
+    object.__setattr__(o, "token_bytes", token_bytes)
+    object.__setattr__(o, "max_signals", max_signals)
+    object.__setattr__(o, "tokens_in_channel", per)
+    return o

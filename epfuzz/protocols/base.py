@@ -22,11 +22,10 @@ from typing import Protocol as TypingProtocol
 
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
-from epfuzz.ir.opmake import insert_spins
+from epfuzz.ir.opmake import insert_spins, layout_of
 from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import Scenario
 from epfuzz.ir.slotinit import fast_init
-from epfuzz.protocols.layoutmake import layout_of
 
 Verdict = Literal["finding", "clean", ""]
 #: what `Protocol.expect` may be: one verdict, one per preset name ("*" for the rest), or a callable
@@ -266,7 +265,7 @@ def _reference_layout(tokens: int, hidden: int, scale: int, meta: int, c: int, a
 
 #: `Protocol.layout` of these numbers (tokens, hidden, scale, meta, channels, at_end_only, interval), made once per
 #: distinct set: every fresh scenario asks, and a Layout is immutable, so scenarios with equal numbers may share
-#: one; a miss is made by compiled code (`epfuzz.protocols.layoutmake`), the cache calling it with no frame between
+#: one; a miss is made by compiled code (`epfuzz.ir.opmake.layout_of`), the cache calling it with no frame between
 _layout: Callable[[int, int, int, int, int, bool, int], Layout] = functools.lru_cache(maxsize=1024)(
     functools.partial(layout_of, Layout))
 

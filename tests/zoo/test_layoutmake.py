@@ -1,4 +1,4 @@
-"""`epfuzz.protocols.layoutmake` (issue 31): the layout a fresh configuration's numbers make, compiled, must be the
+"""`epfuzz.ir.opmake.layout_of` (issue 31): the layout a fresh configuration's numbers make, compiled, must be the
 one the plain-Python computation makes (`base._reference_layout`, `_layout`'s body as it was): the same class with
 every field set (checked against `dataclasses.fields`), equal, with the same hash and repr, for random numbers and
 for every decoded scenario's; and `Protocol.layout` memoizes by exactly the numbers the computation reads."""
@@ -12,9 +12,9 @@ import random
 import pytest
 
 from epfuzz.encoding import codec
+from epfuzz.ir.opmake import layout_of
 from epfuzz.protocols import base, get_protocol
 from epfuzz.protocols.base import Layout
-from epfuzz.protocols.layoutmake import layout_of
 
 
 def _same(a: Layout, b: Layout) -> None:
