@@ -18,10 +18,30 @@ classes are.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Final
+from typing import Any, Final, TypeVar
 
+from epfuzz.core.native import mypyc_attr
 from epfuzz.ir.ops import AtomicAdd, Flush, Op, Send, Spin, Write, WriteImm, WriteValue
+from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import SpinFault
+
+# What the sim's requester does with an op, as a small int (`epfuzz.sim.packets.op_kind`, which re-exports these):
+# the WR kinds come first (<= K_SEND); K_OTHER, an op of no known class, posts and starts as a SEND did. Final:
+# mypyc compiles them in as constants, no module-dict lookup per use. Here so that an `OpRec` carries its kind.
+K_WRITE: Final = 0
+K_CECOPY: Final = 1
+K_IMM: Final = 2
+K_VALUE: Final = 3
+K_CEVALUE: Final = 4
+K_ATOMIC: Final = 5
+K_READ: Final = 6
+K_SEND: Final = 7
+K_OTHER: Final = 8
+K_SPIN: Final = 9
+K_FLUSH: Final = 10
+K_GPU: Final = 11
+#: an `OpRec` that only wraps an op whose fields the requester reads itself (`wrap`)
+K_UNREAD: Final = -1
 
 # Final: mypyc keeps each in a C static, where a plain module name is a dict lookup per use, and
 # `object.__new__` an attribute lookup on the builtins' `object` then a method call (about 570
@@ -108,10 +128,11 @@ def flush(qp: int, stale: bool = False) -> Flush:
     return o
 
 
-def insert_spins(programs: Sequence[Sequence[Op]], spins: Sequence[SpinFault]) -> list[list[Op]]:
+def insert_spins(programs: Sequence[Sequence[Any]], spins: Sequence[SpinFault], recs: bool = False) -> list[list[Any]]:
     """A copy of the channels' programs with the GPU spins `spins` (a scenario's `faults.spins`) inserted: what
     `epfuzz.protocols.base.apply_spins` does for every backend, here so that the sim's compiled build calls it
-    without an interpreted frame (issue 31); most scenarios have no spins, and pay only the copies."""
+    without an interpreted frame (issue 31); most scenarios have no spins, and pay only the copies. `recs`: the
+    programs are `OpRec`s (`DispatchProtocol.sender_recs`), and so are the spins inserted."""
     out = [list(p) for p in programs]
     if not spins:  # no sort, no key function made
         return out
@@ -135,5 +156,124 @@ def insert_spins(programs: Sequence[Sequence[Op]], spins: Sequence[SpinFault]) -
         c = chans[k]
         if c < len(out) and lens[k]:
             prog = out[c]
-            prog.insert(min(befores[k], len(prog)), spin(lens[k]))
+            prog.insert(min(befores[k], len(prog)), rec_spin(lens[k]) if recs else spin(lens[k]))
     return out
+
+
+@mypyc_attr(acyclic=True)  # refers to an op (frozen, refers to nothing back) at most: no cycle collector
+class OpRec:
+    """An op as the sim's requester reads it: its kind and fields as native attributes, where each read of a field
+    of the plain-Python op is a generic look-up from compiled code (~165 instructions, ~6 per WR, issue 31), and
+    the op itself made only when something asks for it (`op`: a `Wr.op` read by the guided search's features,
+    `explain`, the op check's message). The built-in dispatch sender makes these (`DispatchProtocol.sender_recs`);
+    `op()` is the very op its `sender` returns (tests/scenario/test_opmake.py). A plug-in's op is read by the
+    requester as before (`wrap`, or the op itself in a program)."""
+
+    __slots__ = ("kind", "qp", "region", "offset", "length", "value", "slot", "fence", "flag", "batch", "_op")
+    kind: int  # `K_*`; K_UNREAD: `_op` is an op of any class, its fields unread
+    qp: int
+    region: str
+    offset: int
+    length: int
+    value: int  # a Write's shift, a WriteImm's imm, a WriteValue's or Send's value, an AtomicAdd's delta, a Spin's ns
+    slot: int  # a WriteImm's cq_slot, a Send's slot
+    fence: bool
+    flag: bool  # a Write's tma, a WriteValue's or AtomicAdd's strong, a Flush's stale
+    batch: int  # a CeCopy's or CeValue's batch, else -1
+    _op: object  # the op, once made (None before)
+
+    def __init__(self, kind: int, qp: int = 0, region: str = "", offset: int = 0, length: int = 0, value: int = 0,
+                 slot: int = 0, fence: bool = False, flag: bool = False) -> None:
+        self.kind, self.qp, self.region, self.offset, self.length = kind, qp, region, offset, length
+        self.value, self.slot, self.fence, self.flag = value, slot, fence, flag
+        self.batch = -1
+        self._op = None
+
+    def op(self) -> Op:
+        """The op (made on first use, then the same object: a later epoch's WRs share their op as before)."""
+        o = self._op
+        if o is None:
+            o = self._op = self._make()
+        return o  # type: ignore[return-value]
+
+    def _make(self) -> Op:
+        k = self.kind
+        if k == K_WRITE:
+            return write(self.qp, self.region, self.offset, self.length, self.fence, self.value, self.flag)
+        if k == K_VALUE:
+            return write_value(self.qp, self.region, self.offset, self.value, self.fence, self.flag)
+        if k == K_ATOMIC:
+            return atomic_add(self.qp, self.region, self.offset, self.value, self.fence, self.flag)
+        if k == K_IMM:
+            return write_imm(self.qp, self.region, self.offset, self.length, self.value, self.slot, self.fence)
+        if k == K_SEND:
+            return send(self.qp, self.value, self.slot, self.fence)
+        if k == K_SPIN:
+            return spin(self.value)
+        assert k == K_FLUSH, k  # the kinds the makers below make; `wrap` sets `_op`
+        return flush(self.qp, self.flag)
+
+
+def wrap(op: Op) -> OpRec:
+    """A record of `op` whose fields the requester reads from the op (an override's op, of any class)."""
+    r = OpRec(K_UNREAD)
+    r._op = op
+    return r
+
+
+def rec_write(qp: int, region: str, offset: int, length: int, fence: bool = False, shift: int = 0,
+              tma: bool = False) -> OpRec:
+    return OpRec(K_WRITE, qp, region, offset, length, shift, 0, fence, tma)
+
+
+def rec_write_value(qp: int, region: str, offset: int, value: int, fence: bool = False,
+                    strong: bool = False) -> OpRec:
+    return OpRec(K_VALUE, qp, region, offset, 0, value, 0, fence, strong)
+
+
+def rec_atomic_add(qp: int, region: str, offset: int, delta: int, fence: bool = False,
+                   strong: bool = False) -> OpRec:
+    return OpRec(K_ATOMIC, qp, region, offset, 0, delta, 0, fence, strong)
+
+
+def rec_write_imm(qp: int, region: str, offset: int, length: int, imm: int, cq_slot: int,
+                  fence: bool = False) -> OpRec:
+    return OpRec(K_IMM, qp, region, offset, length, imm, cq_slot, fence)
+
+
+def rec_send(qp: int, value: int, slot: int, fence: bool = False) -> OpRec:
+    return OpRec(K_SEND, qp, "", 0, 0, value, slot, fence)
+
+
+def rec_spin(ns: int) -> OpRec:
+    return OpRec(K_SPIN, 0, "", 0, 0, ns)
+
+
+def rec_flush(qp: int, stale: bool = False) -> OpRec:
+    return OpRec(K_FLUSH, qp, "", 0, 0, 0, 0, False, stale)
+
+
+# `Protocol.layout`'s computation on a miss of its cache (`base._layout`'s lru_cache, keyed by exactly the seven
+# numbers it reads: a pure function of those, so the key is complete). A fresh configuration mostly misses it; the
+# interpreted miss cost ~22k instructions under callgrind (the comprehension, `max`, the dataclass's `__init__`,
+# issue 31). Here (not a module of its own: importing the protocol API stays at its few modules) the `Layout` is
+# made as the ops above are, the one `Layout(...)` makes from the same numbers (tests/zoo/test_layoutmake.py).
+L = TypeVar("L")  # `epfuzz.protocols.base.Layout` (not imported: base imports this module)
+
+
+def layout_of(cls: type[L], tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: object,
+              interval: int) -> L:
+    """`cls(...)` (`base.Layout`) of these numbers: `base._reference_layout`, written out."""
+    token_bytes = pad16(hidden) + pad16(scale) + pad16(meta)
+    per = tuple([len(range(ch, tokens, c)) for ch in range(c)])
+    slots = max(1, max(per))  # (no channel: max() of nothing raises, as it did)
+    if at_end_only:
+        interval = slots
+    max_signals = max(1, -(-slots // max(1, interval))) + 1
+    o: L = _new(cls)
+    object.__setattr__(o, "num_channels", c)
+    object.__setattr__(o, "slots_per_channel", slots)
+    object.__setattr__(o, "token_bytes", token_bytes)
+    object.__setattr__(o, "max_signals", max_signals)
+    object.__setattr__(o, "tokens_in_channel", per)
+    return o

@@ -22,7 +22,7 @@ from typing import Protocol as TypingProtocol
 
 from epfuzz.infra.errors import ProtocolError
 from epfuzz.ir import ops
-from epfuzz.ir.opmake import insert_spins
+from epfuzz.ir.opmake import insert_spins, layout_of
 from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import Scenario
 from epfuzz.ir.slotinit import fast_init
@@ -251,10 +251,9 @@ class Protocol(abc.ABC):
     def receiver(self, scn: Scenario, layout: Layout) -> Receiver: ...
 
 
-@functools.lru_cache(maxsize=1024)
-def _layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: bool, interval: int) -> Layout:
-    """`Protocol.layout` of these numbers, made once per distinct set: every fresh scenario asks, and a
-    Layout is immutable, so scenarios with equal numbers may share one."""
+def _reference_layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only: bool,
+                      interval: int) -> Layout:
+    """What `_layout` makes, in plain Python (tests/zoo/test_layoutmake.py holds the compiled one to it)."""
     token_bytes = pad16(hidden) + pad16(scale) + pad16(meta)
     per = tuple([len(range(ch, tokens, c)) for ch in range(c)])
     slots = max(1, max(per))
@@ -262,6 +261,13 @@ def _layout(tokens: int, hidden: int, scale: int, meta: int, c: int, at_end_only
         interval = slots
     max_signals = max(1, -(-slots // max(1, interval))) + 1
     return Layout(c, slots, token_bytes, max_signals, per)
+
+
+#: `Protocol.layout` of these numbers (tokens, hidden, scale, meta, channels, at_end_only, interval), made once per
+#: distinct set: every fresh scenario asks, and a Layout is immutable, so scenarios with equal numbers may share
+#: one; a miss is made by compiled code (`epfuzz.ir.opmake.layout_of`), the cache calling it with no frame between
+_layout: Callable[[int, int, int, int, int, bool, int], Layout] = functools.lru_cache(maxsize=1024)(
+    functools.partial(layout_of, Layout))
 
 
 def apply_spins(programs: Sequence[Sequence[ops.Op]], scn: Scenario) -> list[list[ops.Op]]:

@@ -19,7 +19,7 @@ from epfuzz.ir import opmake, ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Consume, Layout, MemoryView, Pattern, Protocol, Receiver
 from epfuzz.protocols.consmake import consume
-from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, stride_shift, wrs_of
+from epfuzz.protocols.dispatchops import FINISH, pack2, signal_op, signal_rec, stride_shift, wrs_of
 from epfuzz.protocols.memread import buf_u64, cq_seen, mem_read, mem_u32x4, mem_u64, num_str, tail_words  # noqa: F401
 
 # mem_read, mem_u32x4 are not used here: the memory readers lived here until issue 31 moved them to `memread`,
@@ -64,15 +64,12 @@ class DispatchProtocol(Protocol):
     flush_on_accept, targets) and `receiver_cls`/`receiver_opts`.
     """
 
-    #: the last sender call's scenario, layout, epoch and programs (copies) where a later epoch of that scenario
-    #: will ask (an exact DispatchProtocol, no SEND signal): the build asks per epoch for ops equal to the first
-    #: epoch's, which a multi-epoch scenario made anew each time (a third of the sender's calls, issue 31).
-    #: It holds because the options are set once, in `__init__`, and ops are frozen values that nothing keys by
-    #: identity (the same op objects now serve every epoch of a scenario)
+    #: the last sender call's scenario, layout, epoch and records, where a later epoch of it will ask (exact, no SEND
+    #: signal): they serve every epoch (frozen; the options are set once), which the build repeats (`repost`)
     _memo_scn: object = None
     _memo_lay: object = None
     _memo_epoch: int = -1
-    _memo: tuple[tuple[ops.Op, ...], ...] = ()  # a constant default: mypyc warned of a list's
+    _memo: tuple[tuple[opmake.OpRec, ...], ...] = ()  # a constant default: mypyc warned of a list's
 
     def __init__(self, name: str, doc: str, fixed: dict[str, Any], expect: str,
                  sources: tuple[str, ...] = (), *, receiver_cls: type[Receiver] | None = None,
@@ -114,9 +111,12 @@ class DispatchProtocol(Protocol):
         return stride_shift(c, first, spc, tb, lay.num_channels)
 
     def sender(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[ops.Op]]:
-        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a
-        # generic lookup from compiled code); the ops are made by `epfuzz.ir.opmake`, which spares the call into
-        # their plain-Python __init__ (same objects: tests/zoo/test_sender_ops.py, tests/scenario/test_opmake.py)
+        return [[r.op() for r in p] for p in self.sender_recs(scn, lay, epoch)]
+
+    def sender_recs(self, scn: Scenario, lay: Layout, epoch: int) -> list[list[opmake.OpRec]]:
+        """`sender`'s ops as records (`OpRec`, their fields native): what the sim's build posts for an exact one."""
+        # what every channel reads, read once (an attribute of the plain-Python scenario or layout is a generic
+        # lookup from compiled code); `OpRec.op` makes the very ops (tests/zoo/test_sender_ops.py, test_opmake.py)
         sig = scn.signal
         nq, cq = scn.topology.num_qps, scn.topology.channel_qp  # cq: `Scenario.qp_of_channel` written out below
         ch = scn.chunking
@@ -143,14 +143,14 @@ class DispatchProtocol(Protocol):
         flush = self.flush_before_signal
         shared = self.shared_word
         data = ops.DATA
-        programs: list[list[ops.Op]] = []
+        programs: list[list[opmake.OpRec]] = []
         for c in range(nch):
             qp = cq[c] if c < len(cq) else c % nq
             sqp = (qp + 1) % nq if other_qp else qp
             n = counts[c]
             every = n if at_end_only else interval
             word = 0 if shared else c * 8
-            prog: list[ops.Op] = []
+            prog: list[opmake.OpRec] = []
             signaled = 0
             k = 0
             wrs = wrs_of(n, per_wr, splits, tb, c * spc)  # data_wrs(scn, lay, c)
@@ -158,22 +158,22 @@ class DispatchProtocol(Protocol):
             for i, (first, cnt, off, length) in enumerate(wrs):
                 if wrong_stride:  # `_shift` from the numbers read above (an override of it is called)
                     dst, shift = stride_shift(c, first, spc, tb, nch) if own else self._shift(lay, c, first, cnt)
-                    prog.append(opmake.write(qp, data, dst + off - (c * row_bytes + first * tb), length, False, shift))
+                    prog.append(opmake.rec_write(qp, data, dst + off - c * row_bytes - first * tb, length, shift=shift))
                 else:  # _shift gives (slot_offset, 0): the WR's own offset
-                    prog.append(opmake.write(qp, data, off, length))
+                    prog.append(opmake.rec_write(qp, data, off, length))
                 if no_signal:
                     continue
                 done = first + cnt
                 if (i == last or wrs[i + 1][0] >= done) and (done - signaled >= every or done == n):
                     if flush:
-                        prog.append(opmake.flush(qp))
-                    prog.append(signal_op(kind, pack, fence, word, c, sqp, signaled, done, n, k, epoch) if own
-                                else self._signal(scn, c, sqp, signaled, done, n, k, epoch))
+                        prog.append(opmake.rec_flush(qp))
+                    prog.append(signal_rec(kind, pack, fence, word, c, sqp, signaled, done, n, k, epoch) if own
+                                else opmake.wrap(self._signal(scn, c, sqp, signaled, done, n, k, epoch)))
                     signaled = done
                     k += 1
             if n == 0 and not no_signal:  # an empty channel still tells the receiver it is finished
-                prog.append(signal_op(kind, pack, fence, word, c, sqp, 0, 0, 0, 0, epoch) if own
-                            else self._signal(scn, c, sqp, 0, 0, 0, 0, epoch))
+                prog.append(signal_rec(kind, pack, fence, word, c, sqp, 0, 0, 0, 0, epoch) if own
+                            else opmake.wrap(self._signal(scn, c, sqp, 0, 0, 0, 0, epoch)))
             programs.append(prog)
         if own and kind != "send" and epoch + 1 < scn.payload.epochs:
             self._memo_scn, self._memo_lay, self._memo_epoch = scn, lay, epoch

@@ -50,15 +50,21 @@ def signal_op(kind: str, pack: bool, fence: bool, word: int, c: int, qp: int, ol
               epoch: int) -> ops.Op:
     """`DispatchProtocol._signal` from the scenario's signal fields (`kind`, `pack`: encoding pack2, `fence`) and
     the signal word's offset, read once per sender call where `_signal` is not overridden."""
+    return signal_rec(kind, pack, fence, word, c, qp, old, tail, n, k, epoch).op()
+
+
+def signal_rec(kind: str, pack: bool, fence: bool, word: int, c: int, qp: int, old: int, tail: int, n: int, k: int,
+               epoch: int) -> opmake.OpRec:
+    """`signal_op`'s op as a record (`DispatchProtocol.sender_recs`)."""
     finish = FINISH if tail == n else 0
     if kind == "faa":
         delta = pack2(finish, tail - old) if pack else tail - old
-        return opmake.atomic_add(qp, _SIGNAL, word, delta, fence)
+        return opmake.rec_atomic_add(qp, _SIGNAL, word, delta, fence)
     if kind == "write":
         value = pack2(finish, tail) if pack else tail
-        return opmake.write_value(qp, _SIGNAL, word, value, fence)
+        return opmake.rec_write_value(qp, _SIGNAL, word, value, fence)
     if kind == "write_imm":
         # IB immediate data is 32 bits: channel << 24 | tail << 1 | finish (a QP may carry several channels)
-        return opmake.write_imm(qp, _DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
+        return opmake.rec_write_imm(qp, _DATA, 0, 0, (c << 24) | (tail << 1) | finish, k, fence)
     # message: epoch + 1 (16 bits) | tail (16) | channel (8) ... finish (bit 0)
-    return opmake.send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)
+    return opmake.rec_send(qp, ((epoch + 1) << 48) | (tail & 0xFFFF) << 32 | (c << 8) | finish, k, fence)

@@ -7,12 +7,13 @@ Split from the engine, which keeps the schedule's application, the form cache an
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from typing import Any, cast
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir.opmake import insert_spins
-from epfuzz.ir.ops import Op
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols.base import Layout, Protocol
+from epfuzz.protocols.dispatch import DispatchProtocol
 from epfuzz.protocols.opcheck import check_programs
 from epfuzz.sim.adversary import PassRule, QpStreams
 from epfuzz.sim.memory import Starts
@@ -20,7 +21,7 @@ from epfuzz.sim.netmoves import apply_packet_overtakes
 from epfuzz.sim.nvlink import is_nvlink, issue_order, pass_rule
 from epfuzz.sim.packets import FlushWait, Packet, Tlp, Wr
 from epfuzz.sim.pass_rules import packet_pass_rule
-from epfuzz.sim.requester import Nic, post_and_send
+from epfuzz.sim.requester import Nic, post_and_send, repost
 from epfuzz.sim.responder import respond
 
 NET_WINDOW = 64  # packets adaptive routing may let one packet overtake
@@ -107,9 +108,9 @@ class Built:
         return Arrived(arrivals, pinv, tlps, pass_rule(scn, arrivals, self.wrs))
 
 
-def same_ops(new: Sequence[Sequence[Op]], old: list[list[Op]]) -> bool:
-    """Whether `new` holds the very op objects of `old`, channel by channel in the same order (ops are frozen:
-    the same objects are the same ops)."""
+def same_ops(new: Sequence[Sequence[object]], old: list[list[Any]]) -> bool:
+    """Whether `new` holds the very op objects (or `OpRec`s) of `old`, channel by channel in the same order (ops
+    are frozen, and so is a record once made: the same objects are the same ops)."""
     if len(new) != len(old):
         return False
     for c in range(len(old)):
@@ -122,6 +123,20 @@ def same_ops(new: Sequence[Sequence[Op]], old: list[list[Op]]) -> bool:
     return True
 
 
+def _post(scn: Scenario, proto: Protocol, lay: Layout, sizes: dict[str, int], programs: list[list[Any]], e: int,
+          wr_base: int, psn: list[int], flushes: list[FlushWait], nic: Nic,
+          recs: bool) -> tuple[list[Wr], list[Packet]]:
+    """`post_and_send` of epoch `e`'s programs (`recs`: `OpRec`s), with the op check's error where it fails."""
+    try:  # the requester checks each op against the layout as it reads its fields
+        return post_and_send(scn, programs, e, wr_base, psn, flushes, nic)
+    except Exception:  # noqa: BLE001 - the op check first, as when it ran before posting: it names the
+        # first op outside the layout, in program order, whatever the requester met first (an OutsideLayout,
+        # a compiled field's type check on a region that is no string, a plug-in op it cannot read: review)
+        check_programs([[x.op() for x in p] for p in programs] if recs else programs, lay,
+                       scn.protocol or proto.name or type(proto).__name__, e, sizes, proto.sender)
+        raise
+
+
 def build_form(scn: Scenario, proto: Protocol) -> Built:
     """The configuration's built form (no cache: `FormCache.get` keeps them)."""
     lay = proto.layout(scn)
@@ -132,21 +147,29 @@ def build_form(scn: Scenario, proto: Protocol) -> Built:
     flushes: list[FlushWait] = []
     spins = scn.faults.spins
     nic = Nic(scn, sizes, lay.max_signals, lay.num_channels)  # the scenario's numbers the requester reads, once
-    programs: list[list[Op]] = []
+    programs: list[list[Any]] = []
+    # an exact DispatchProtocol (every built-in protocol) gives its ops as records the requester reads natively
+    # (`OpRec`); any other sender, a plug-in's or a subclass's, gives its ops
+    recs = type(proto) is DispatchProtocol
+    last: list[list[Any]] = []  # the records of the epoch before
+    w: list[Wr] = []
+    ps: list[Packet] = []
+    f0 = 0  # where the epoch before's Flush waits start in `flushes`
     for e in range(scn.payload.epochs):
-        ops = proto.sender(scn, lay, e)
-        # a later epoch whose sender made the very ops of the one before (the dispatch family's memo) posts the
-        # same programs (no spins: the programs are copies of those op lists)
-        if not (e and not spins and same_ops(ops, programs)):
-            programs = insert_spins(ops, spins)  # `apply_spins`, compiled
-        try:  # the requester checks each op against the layout as it reads its fields
-            w, ps = post_and_send(scn, programs, e, len(wrs), psn, flushes, nic)
-        except Exception:  # noqa: BLE001 - the op check first, as when it ran before posting: it names the
-            # first op outside the layout, in program order, whatever the requester met first (an OutsideLayout,
-            # a compiled field's type check on a region that is no string, a plug-in op it cannot read: review)
-            check_programs(programs, lay, scn.protocol or proto.name or type(proto).__name__, e, sizes,
-                           proto.sender)
-            raise
+        ops = cast(DispatchProtocol, proto).sender_recs(scn, lay, e) if recs else proto.sender(scn, lay, e)
+        if recs and e and same_ops(ops, last):  # the very records again (the dispatch family's memo), so the very
+            # programs, spins and all: the epoch before's WRs and packets, shifted (`repost`)
+            w, ps, fl = repost(w, ps, flushes[f0:], e, psn)
+            f0 = len(flushes)
+            flushes += fl
+        else:
+            # a later epoch whose sender made the very ops of the one before posts the same programs (no spins:
+            # the programs are copies of those op lists); a built-in sender's fresh lists need no copy
+            if not (e and not spins and same_ops(ops, programs)):
+                programs = insert_spins(ops, spins, recs) if spins or not recs else ops  # `apply_spins`, compiled
+            f0 = len(flushes)
+            w, ps = _post(scn, proto, lay, sizes, programs, e, len(wrs), psn, flushes, nic, recs)
+        last = ops
         wrs += w
         pkts += ps
     for i, p in enumerate(pkts):

@@ -14,6 +14,19 @@ from typing import TYPE_CHECKING, ClassVar, Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
+from epfuzz.ir.opmake import K_ATOMIC as K_ATOMIC
+from epfuzz.ir.opmake import K_CECOPY as K_CECOPY
+from epfuzz.ir.opmake import K_CEVALUE as K_CEVALUE
+from epfuzz.ir.opmake import K_FLUSH as K_FLUSH
+from epfuzz.ir.opmake import K_GPU as K_GPU
+from epfuzz.ir.opmake import K_IMM as K_IMM
+from epfuzz.ir.opmake import K_OTHER as K_OTHER
+from epfuzz.ir.opmake import K_READ as K_READ
+from epfuzz.ir.opmake import K_SEND as K_SEND
+from epfuzz.ir.opmake import K_SPIN as K_SPIN
+from epfuzz.ir.opmake import K_VALUE as K_VALUE
+from epfuzz.ir.opmake import K_WRITE as K_WRITE
+from epfuzz.ir.opmake import OpRec
 
 if TYPE_CHECKING:
     from epfuzz.model.ordering import Attrs
@@ -79,19 +92,8 @@ class LocalStore(IntEnum):
 # the op's exact type (one dict hit) where an isinstance chain cost a failed `__instancecheck__` per class
 # tried, per op (issue 31). A WRITE and a copy-engine copy are timed as MTU pieces (the copy as a WRITE on
 # its lane, `cebatch`). The WR kinds come first (<= K_SEND); K_OTHER, an op of no known class, posts and
-# starts as a SEND did. Final: mypyc compiles them in as constants, no module-dict lookup per use.
-K_WRITE: Final = 0
-K_CECOPY: Final = 1
-K_IMM: Final = 2
-K_VALUE: Final = 3
-K_CEVALUE: Final = 4
-K_ATOMIC: Final = 5
-K_READ: Final = 6
-K_SEND: Final = 7
-K_OTHER: Final = 8
-K_SPIN: Final = 9
-K_FLUSH: Final = 10
-K_GPU: Final = 11
+# starts as a SEND did. Final: mypyc compiles them in as constants, no module-dict lookup per use. They are
+# defined beside `epfuzz.ir.opmake.OpRec`, which carries one, and imported above.
 #: the chain `op_kind` classifies a new type by, first match wins: the order the requester's branches had
 _CHAIN: tuple[tuple[type, int], ...] = (
     (ops.Spin, K_SPIN), (ops.Flush, K_FLUSH), (ops.SrcStore, K_GPU), (ops.SrcFlush, K_GPU), (ops.SrcClear, K_GPU),
@@ -245,13 +247,13 @@ class Tlp:
 
 @mypyc_attr(acyclic=True)
 class Wr:
-    __slots__ = ("id", "epoch", "channel", "op_index", "op", "qp", "post", "start", "done", "after", "fence_read",
+    __slots__ = ("id", "epoch", "channel", "op_index", "rec", "qp", "post", "start", "done", "after", "fence_read",
                  "acked", "proxy_fence")
     id: int
     epoch: int
     channel: int
     op_index: int
-    op: ops.Op
+    rec: OpRec  # the op as the requester read it (`op`: the op itself)
     qp: int
     post: int
     start: int
@@ -260,6 +262,11 @@ class Wr:
     fence_read: int  # fenced: the READ WR of its QP it waited for (IB-fence-read), or -1
     acked: list[int]  # per QP, the last WR its channel's Flushes waited for before posting it (`Packet.acked`)
     proxy_fence: int  # the op index of the channel's first ProxyFence after this WR (ordering.NO_PROXY_FENCE: none)
+
+    @property
+    def op(self) -> ops.Op:
+        """The op this WR was posted for (a built-in sender's is made on first use: `OpRec`)."""
+        return self.rec.op()
 
 
 @mypyc_attr(acyclic=True)

@@ -19,9 +19,10 @@ Time is in integer nanoseconds; everything here is a pure function of the scenar
 from __future__ import annotations
 
 import bisect
-from typing import Final, cast
+from typing import Any, Final, cast
 
 from epfuzz.ir import ops
+from epfuzz.ir.opmake import OpRec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.source import SrcEvent
 from epfuzz.protocols.opcheck import require_fits
@@ -30,7 +31,7 @@ from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import FlushWait, Packet, Wr, op_kind
 from epfuzz.sim.port import port_and_wire
 from epfuzz.sim.sender_side import gpu_op, mark_stale
-from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Nic, Posted, SendQueues
+from epfuzz.sim.sendq import BASE_LATENCY_NS, NEVER, Nic, SendQueues, read_op
 
 __all__ = ["BASE_LATENCY_NS", "POST_NS", "Nic", "SendQueues", "post_and_send"]
 
@@ -46,6 +47,15 @@ _FLUSH_CLAUSE: Final[dict[type, str]] = {ops.AtomicAdd: "IB-atomic-response", op
 _GpuOp = ops.SrcStore | ops.SrcFlush | ops.SrcClear | ops.ProxyFence
 
 
+def _flush_clause(r: OpRec) -> str:
+    """The completion clause a Flush waits by for the WR of op `r`: `_FLUSH_CLAUSE` by the op's exact class (a
+    built-in sender's record whose op is not made yet is of its kind's exact class)."""
+    o = r._op
+    if o is not None:
+        return _FLUSH_CLAUSE.get(type(o), "IB-ack")
+    return "IB-atomic-response" if r.kind == pk.K_ATOMIC else "IB-read-response" if r.kind == pk.K_READ else "IB-ack"
+
+
 def _earliest(at: list[int]) -> int:
     """The channel whose next op is the earliest (ties: the lowest channel), or -1 when none is ready."""
     best, when = -1, NEVER
@@ -55,10 +65,22 @@ def _earliest(at: list[int]) -> int:
     return best
 
 
-def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_base: int, psn: list[int],
+def _record(item: object, c: int, max_signals: int, num_channels: int, sizes: dict[str, int] | None) -> OpRec:
+    """The record of channel `c`'s next op `item` (an op, or an `OpRec` wrapping one): its fields read in the order
+    the requester always read them, a GPU op or one of no known class checked against the layout first
+    (`SendQueues.start` checks the rest)."""
+    op: Any = item.op() if isinstance(item, OpRec) else item
+    kind = op_kind(op)
+    if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:
+        require_fits(op, c, max_signals, num_channels, sizes)
+    return read_op(op, kind)
+
+
+def post_and_send(scn: Scenario, programs: list[list[Any]], epoch: int, wr_base: int, psn: list[int],
                   flushes: list[FlushWait] | None = None, nic: Nic | None = None) -> tuple[list[Wr], list[Packet]]:
     """GPU posting and requester NIC: WRs with times, packets in arrival order with times.
 
+    `programs`: per channel, its ops, or `OpRec`s of them (a built-in sender's, `DispatchProtocol.sender_recs`).
     The next op is the earliest channel's (ties: the lowest channel), by each channel's next op and time (`at`,
     `nxt`: a heap of tuples cost a generic call and a tuple per op, issue 31). A Flush parks its channel until
     every WR posted on its QP before it has completed (`SendQueues`); each Flush's wait goes to `flushes`. `nic`:
@@ -83,27 +105,24 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
             break
         t, idx = at[c], nxt[c]
         prog = programs[c]
-        op = prog[idx]
-        kind = op_kind(op)
-        if (kind == pk.K_GPU or kind == pk.K_OTHER) and sizes is not None:  # (`SendQueues.start` checks the rest)
-            require_fits(op, c, max_signals, num_channels, sizes)
+        r = prog[idx]  # a built-in sender's record (`DispatchProtocol.sender_recs`), else a plug-in's op read now
+        r = r if isinstance(r, OpRec) and r.kind >= 0 else _record(r, c, max_signals, num_channels, sizes)
+        kind = r.kind
         if kind == pk.K_SPIN:
-            t += cast(ops.Spin, op).ns
+            t += r.value
         elif kind == pk.K_FLUSH:
-            fl = cast(ops.Flush, op)
-            q = fl.qp % nq
+            q = r.qp % nq
             f = FlushWait()
             # quiet-stale-frontier: a stale quiet drains to the QP's post index before the channel's own first WR
-            upto = frontier[c * nq + q] if fl.stale else _UNSET
+            upto = frontier[c * nq + q] if r.flag else _UNSET
             if upto == _UNSET:
                 upto = sq.last_wr[q]
             f.epoch, f.channel, f.op_index, f.qp, f.at, f.done, f.wr = epoch, c, idx, q, t, t, upto
-            f.clause = "quiet-stale-frontier" if fl.stale else ""
+            f.clause = "quiet-stale-frontier" if r.flag else ""
             if flushes is not None:
                 flushes.append(f)
             if f.wr >= 0:  # wait (IB-flush-qp: for this QP only); `_settle` resumes the channel
-                w = sq.wrs[f.wr - wr_base]
-                f.clause = f.clause or _FLUSH_CLAUSE.get(type(w.op), "IB-ack")
+                f.clause = f.clause or _flush_clause(sq.wrs[f.wr - wr_base].rec)
                 # the QP's latest READ it waited for (IB-sq-order); a stale quiet waits for fewer WRs than
                 # were posted, so not the QP's latest READ (review: it marked later WRs behind an unwaited READ)
                 i = bisect_right(sq.reads[q], f.wr) if sq.reads else 0  # (no list before the epoch's first READ)
@@ -115,14 +134,13 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
                 at[c] = NEVER
                 continue
         elif kind == pk.K_GPU:  # the GPU's own accesses: the send buffer (`sender_side`), proxy fences
-            gpu_op(cast(_GpuOp, op), c, idx, t, src, sq.wrs)
+            gpu_op(cast(_GpuOp, r.op()), c, idx, t, src, sq.wrs)
             t += POST_NS
         else:
-            wop = cast(Posted, op)
-            q = wop.qp % nq
+            q = r.qp % nq
             if frontier[c * nq + q] == _UNSET:
                 frontier[c * nq + q] = sq.last_wr[q]
-            sq.post(wop, kind, c, idx, q, t, after[c], acked[c])
+            sq.post(r, c, idx, q, t, after[c], acked[c])
             t += POST_NS
         if idx + 1 < len(prog):
             at[c], nxt[c] = t, idx + 1
@@ -138,7 +156,7 @@ def post_and_send(scn: Scenario, programs: list[list[ops.Op]], epoch: int, wr_ba
 
 
 def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[int, int, FlushWait]],
-            programs: list[list[ops.Op]]) -> None:
+            programs: list[list[Any]]) -> None:
     """Decide what the port has decided before the next post: start fenced WRs, resume parked Flushes.
 
     Every packet made later is ready after the next event's time, and after the bound of each
@@ -170,3 +188,58 @@ def _settle(sq: SendQueues, at: list[int], nxt: list[int], parked: list[tuple[in
         parked[:] = still
         if not changed:
             return
+
+
+def _shifted(acked: list[int], nw: int) -> list[int]:
+    """`acked` (a WR's or packet's) of the epoch after, its WR ids `nw` later (-1 and `NO_ACKS` stay)."""
+    if not acked:
+        return acked
+    return [a + nw if a >= 0 else a for a in acked]
+
+
+def repost(wrs: list[Wr], pkts: list[Packet], flushes: list[FlushWait], epoch: int,
+           psn: list[int]) -> tuple[list[Wr], list[Packet], list[FlushWait]]:
+    """What `post_and_send` gives for `epoch` where its programs are the very records of the epoch before, which
+    gave `wrs`, `pkts` (arrival order) and `flushes`: the same, shifted. Each epoch posts from idle send queues at
+    time 0 and reads nothing of an earlier one but the PSNs, so every time, order and choice repeats; a WR id (a
+    WR's, its READs' and acked WRs', a packet's, a Flush's) is `len(wrs)` later, a PSN later by its QP's packets
+    of the epoch before, and `psn` moves on as posting moves it (tests/sim/test_oprec_build.py holds it to
+    `post_and_send`). A third of a fresh dispatch scenario's epochs are such repeats (issue 31)."""
+    nw = len(wrs)
+    d = [0] * len(psn)
+    for p in pkts:
+        d[p.qp] = d[p.qp] + 1
+    out_w: list[Wr] = []
+    for w in wrs:
+        x = Wr()
+        x.id, x.epoch, x.channel, x.op_index, x.rec, x.qp = w.id + nw, epoch, w.channel, w.op_index, w.rec, w.qp
+        x.post, x.start, x.done, x.proxy_fence = w.post, w.start, w.done, w.proxy_fence
+        x.after = w.after + nw if w.after >= 0 else w.after
+        x.fence_read = w.fence_read + nw if w.fence_read >= 0 else w.fence_read
+        x.acked = _shifted(w.acked, nw)
+        out_w.append(x)
+    out_p: list[Packet] = []
+    old: list[int] = pk.NO_ACKS
+    new: list[int] = pk.NO_ACKS
+    for p in pkts:
+        y = Packet()
+        y.seq, y.epoch, y.channel, y.wr, y.qp, y.kind = -1, epoch, p.channel, p.wr + nw, p.qp, p.kind
+        y.psn = p.psn + d[p.qp]
+        y.region, y.off, y.length, y.value, y.last, y.cq_slot = p.region, p.off, p.length, p.value, p.last, p.cq_slot
+        y.ready, y.depart, y.arrive, y.op_index, y.batch = p.ready, p.depart, p.arrive, p.op_index, p.batch
+        y.after = p.after + nw if p.after >= 0 else p.after
+        y.fence_read = p.fence_read + nw if p.fence_read >= 0 else p.fence_read
+        if p.acked is not old:  # packets share their WR's list: one new list per old one met in a row
+            old, new = p.acked, _shifted(p.acked, nw)
+        y.acked, y.stale, y.strong = new, p.stale, p.strong
+        out_p.append(y)
+    out_f: list[FlushWait] = []
+    for f in flushes:
+        g = FlushWait()
+        g.epoch, g.channel, g.op_index, g.qp, g.at, g.done = epoch, f.channel, f.op_index, f.qp, f.at, f.done
+        g.clause = f.clause
+        g.wr = f.wr + nw if f.wr >= 0 else f.wr
+        out_f.append(g)
+    for q in range(len(psn)):
+        psn[q] = psn[q] + d[q]
+    return out_w, out_p, out_f

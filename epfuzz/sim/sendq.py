@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
+from epfuzz.ir.opmake import OpRec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.protocols.opcheck import OutsideLayout, span_fits
@@ -23,8 +24,48 @@ BASE_LATENCY_NS: Final = 600   # one way, wire + switch
 NEVER: Final = (1 << 62) - 1  # a time after every event (the largest int mypyc keeps unboxed)
 _NO_PROXY_FENCE: Final = NO_PROXY_FENCE  # a C static of the compiled core (an imported name is a dict lookup)
 
-#: the ops that become a WR (`Spin`, `Flush` only pace the channel)
-Posted = ops.Write | ops.WriteValue | ops.AtomicAdd | ops.WriteImm | ops.Send | ops.Read | ops.CeCopy | ops.CeValue
+
+
+def read_op(op: object, kind: int) -> OpRec:
+    """The record of `op` (of `op_kind` `kind`, any class: a plug-in's) that the requester posts, its fields read
+    in the order the requester read them from the op itself: the channel pacing's (a Spin's ns, a Flush's QP),
+    a WR's QP and fence, then its kind's fields (`SendQueues.start`). A GPU op's record only holds the op."""
+    o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
+    r = OpRec(kind)
+    r._op = op
+    if kind == pk.K_SPIN:
+        r.value = o.ns
+    elif kind == pk.K_FLUSH:
+        r.qp = o.qp
+        r.flag = o.stale
+    elif kind <= pk.K_OTHER:
+        r.qp = o.qp
+        r.fence = o.fence
+        if kind >= pk.K_SEND:  # a SEND (an op of no known class starts as one)
+            r.slot = o.slot
+            r.value = o.value
+            return r
+        r.region = o.region
+        r.offset = o.offset
+        if kind <= pk.K_IMM:
+            r.length = o.length
+            if kind == pk.K_IMM:
+                r.slot = o.cq_slot
+                r.value = o.imm
+            elif kind == pk.K_WRITE:
+                r.value = o.shift
+        elif kind == pk.K_READ:
+            r.length = o.length
+        elif kind == pk.K_ATOMIC:
+            r.value = o.delta
+            r.flag = o.strong
+        else:
+            r.value = o.value
+            if kind == pk.K_VALUE:
+                r.flag = o.strong
+        if kind == pk.K_CECOPY or kind == pk.K_CEVALUE:
+            r.batch = o.batch
+    return r
 
 
 @mypyc_attr(acyclic=True)  # untracked by the cycle collector: see `packets.Packet`
@@ -79,19 +120,19 @@ class SendQueues:
         self.last_read = [-1] * nq                          # the QP's latest READ posted (what a fence orders)
         #: every READ posted per QP (what a Flush orders); [] until the epoch's first READ (most have none)
         self.reads: list[list[int]] = []
-        #: per QP, posted, not started: behind a fence (IB-fence); the op beside its WR keeps its posted type;
-        #: [] until a WR first waits (most epochs have no fence)
-        self.waiting: list[list[tuple[Wr, Posted, int, bool]]] = []
+        #: per QP, posted, not started: behind a fence (IB-fence); [] until a WR first waits (most epochs have none)
+        self.waiting: list[list[Wr]] = []
         self.stalled = 0  # WRs waiting, over all QPs
 
-    def post(self, op: Posted, kind: int, channel: int, index: int, qp: int, now: int, after: int = -1,
+    def post(self, r: OpRec, channel: int, index: int, qp: int, now: int, after: int = -1,
              acked: list[int] = pk.NO_ACKS) -> None:
-        """Post `op` (the channel's op number `index`, of `op_kind` `kind`) on `qp` at time `now` (`after`: the
-        READ a Flush waited for; `acked`: per QP, the last WR the channel's Flushes waited for)."""
-        fence: bool = op.fence
+        """Post the op of `r` (the channel's op number `index`, as `read_op` read it) on `qp` at time `now`
+        (`after`: the READ a Flush waited for; `acked`: per QP, the last WR the channel's Flushes waited for)."""
+        fence = r.fence
+        kind = r.kind
         w = Wr()
         w.id = self.wr_base + len(self.wrs)
-        w.epoch, w.channel, w.op_index, w.op, w.qp, w.post = self.epoch, channel, index, op, qp, now
+        w.epoch, w.channel, w.op_index, w.rec, w.qp, w.post = self.epoch, channel, index, r, qp, now
         # both READs hold it (review: one field kept only the fence's, and a flag fenced on its own QP could
         # pass the data its channel's Flush had waited for): the Flush's, and, fenced, the QP's latest
         w.done, w.after, w.fence_read = -1, after, self.last_read[qp] if fence else -1
@@ -110,10 +151,10 @@ class SendQueues:
             # the send queue is in order: all behind a stalled fence waits
             if not waiting:
                 waiting = self.waiting = [[] for _ in range(len(self.free))]
-            waiting[qp].append((w, op, kind, fence))
+            waiting[qp].append(w)
             self.stalled += 1
             return
-        self.start(w, op, kind, fence)
+        self.start(w, r)
 
     def the_port(self) -> Port:
         """The port, made on first use: until it departs anything, a new one is what it would have been."""
@@ -136,10 +177,10 @@ class SendQueues:
         """Start the QP's waiting WRs up to the next fence that cannot be decided yet; whether any started."""
         queue = self.waiting[qp]
         started = False
-        while queue and (not queue[0][3] or self.fence_clear(qp)):
-            w, op, kind, fence = queue.pop(0)
+        while queue and (not queue[0].rec.fence or self.fence_clear(qp)):
+            w = queue.pop(0)
             self.stalled -= 1
-            self.start(w, op, kind, fence)
+            self.start(w, w.rec)
             started = True
         return started
 
@@ -165,10 +206,10 @@ class SendQueues:
         waiting = self.waiting
         return a.ready + 1 if waiting and waiting[qp] and a is not None else NEVER
 
-    def start(self, w: Wr, op: Posted, kind: int, fence: bool) -> None:
-        """The NIC starts WR `w` (of `op`, its `op_kind` `kind`): after the QP's earlier WRs and, `fence`d,
-        after its earlier ATOMICs completed."""
-        o: Any = op  # its fields are those of its kind, which mypy cannot narrow by (`op_kind`)
+    def start(self, w: Wr, r: OpRec) -> None:
+        """The NIC starts WR `w` (of the op `r` records): after the QP's earlier WRs and, fenced, after its earlier
+        ATOMICs completed."""
+        kind = r.kind
         channel, index, qp, wid = w.channel, w.op_index, w.qp, w.id
         mine = self.queues[qp]
         first = len(mine)
@@ -176,54 +217,50 @@ class SendQueues:
         if w.post > start:
             start = w.post
         a = self.atomic_pkt[qp]
-        if fence and a is not None:
+        if r.fence and a is not None:
             if a.arrive + self.lat[qp] > start:  # IB-fence, IB-atomic-response
                 start = a.arrive + self.lat[qp]
             w.acked = pk.with_acked(w.acked, len(self.free), qp, a.wr)  # that response needed every earlier
             # packet of the QP (o9-20)
         w.start = start
-        # the op check's rules (`epfuzz.protocols.opcheck`) on the fields as they are read, before any packet
+        # the op check's rules (`epfuzz.protocols.opcheck`) on the fields as they were read, before any packet
         sizes = self.sizes
+        region, off = r.region, r.offset
         if kind <= pk.K_IMM:  # a WRITE, a copy-engine copy (timed as a WRITE on its lane) or a WRITE_WITH_IMM
-            region: str = o.region
-            off: int = o.offset
-            length: int = o.length
-            cq = o.cq_slot if kind == pk.K_IMM else 0
+            length = r.length
+            cq = r.slot if kind == pk.K_IMM else 0
             if sizes is not None and not (span_fits(sizes, region, off, length) and (
                     kind != pk.K_IMM or (0 <= cq < self.max_signals and channel < self.num_channels))):
                 raise OutsideLayout
-            ready = self._payload(region, off, length, pk.P_IMM if kind == pk.K_IMM else pk.P_WRITE,
-                                  o.imm if kind == pk.K_IMM else o.shift if kind == pk.K_WRITE else 0, cq, channel,
-                                  index, qp, wid, start)
+            ready = self._payload(region, off, length, pk.P_IMM if kind == pk.K_IMM else pk.P_WRITE, r.value, cq,
+                                  channel, index, qp, wid, start)
         elif kind <= pk.K_READ:  # one packet: an 8-byte value, an atomic, a READ request
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            region = o.region
-            off = o.offset
-            length = o.length if kind == pk.K_READ else 8
+            length = r.length if kind == pk.K_READ else 8
             if sizes is not None and not (span_fits(sizes, region, off, length) and (
                     kind != pk.K_ATOMIC or off % 8 == 0)):
                 raise OutsideLayout
             # the WQE's strong-ordering flag: WriteValue's and AtomicAdd's (`epfuzz.model.device`)
             if kind <= pk.K_CEVALUE:
-                self._packet(channel, index, qp, wid, pk.P_VALUE, region, off, 8, o.value, True, ready, 0,
-                             kind == pk.K_VALUE and o.strong)
+                self._packet(channel, index, qp, wid, pk.P_VALUE, region, off, 8, r.value, True, ready, 0,
+                             kind == pk.K_VALUE and r.flag)
             elif kind == pk.K_ATOMIC:
-                self._packet(channel, index, qp, wid, pk.P_ATOMIC, region, off, 8, o.delta, True, ready, 0, o.strong)
+                self._packet(channel, index, qp, wid, pk.P_ATOMIC, region, off, 8, r.value, True, ready, 0, r.flag)
                 self.atomic_pkt[qp] = mine[-1]
             else:  # the request; its response is the completion (IB-read-response)
                 self._packet(channel, index, qp, wid, pk.P_READ, region, off, length, 0, True, ready, 0, False)
                 self.atomic_pkt[qp] = mine[-1]
         else:  # a SEND (an op of no known class starts as one: `post_and_send` checked it)
             ready = start + MIN_PKT_BYTES * self.qdiv[qp] // LINK_BYTES_PER_NS
-            slot: int = o.slot
+            slot = r.slot
             if sizes is not None and kind == pk.K_SEND and not (0 <= slot < self.max_signals
                                                                  and channel < self.num_channels):
                 raise OutsideLayout
-            self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, o.value, True, ready, slot,
+            self._packet(channel, index, qp, wid, pk.P_SEND, ops.RECV, slot * 16, 8, r.value, True, ready, slot,
                          False)
         self.free[qp] = ready
         self.last_of[wid - self.wr_base] = mine[-1]
-        batch: int = o.batch if kind in (pk.K_CECOPY, pk.K_CEVALUE) else -1  # epfuzz.model.cebatch
+        batch = r.batch  # epfuzz.model.cebatch (-1 but for a copy engine's)
         if w.after >= 0 or w.fence_read >= 0 or batch >= 0 or w.acked:  # (a conditional iterable: generic)
             for i in range(first, len(mine)):
                 p = mine[i]

@@ -106,3 +106,45 @@ def test_insert_spins_orders_as_sorted_did() -> None:
         except IndexError as e:
             got = type(e)
         assert got == want, (programs, spins)
+
+
+RECS: dict[Callable[..., Any], Callable[..., Any]] = {
+    opmake.rec_write: opmake.write, opmake.rec_write_value: opmake.write_value,
+    opmake.rec_atomic_add: opmake.atomic_add, opmake.rec_write_imm: opmake.write_imm, opmake.rec_send: opmake.send,
+    opmake.rec_spin: opmake.spin, opmake.rec_flush: opmake.flush}
+
+
+@pytest.mark.parametrize("rec", list(RECS), ids=lambda m: m.__name__)
+def test_a_records_op_is_what_its_maker_makes(rec: Callable[..., Any]) -> None:
+    """`OpRec.op()` of a record maker's record is its op maker's op from the same arguments (made once: the same
+    object every time), and the record's kind is the requester's kind of that op (`op_kind`)."""
+    from epfuzz.sim.packets import op_kind
+    from epfuzz.sim.sendq import read_op
+
+    maker = RECS[rec]
+    fields = dataclasses.fields(MAKERS[maker])
+    required = [f for f in fields if f.default is dataclasses.MISSING]
+    rng = random.Random(rec.__name__)
+    for _ in range(200):
+        values = [_value(rng, f) for f in fields]
+        n = rng.randrange(len(required), len(fields) + 1)
+        r = rec(*values[:n])
+        op = r.op()
+        _same(op, maker(*values[:n]))
+        assert r.op() is op and r.kind == op_kind(op)
+        # the requester reads a plug-in's op into the very fields a built-in sender's record has
+        got = read_op(op, op_kind(op))
+        assert got.op() is op
+        fresh = rec(*values[:n])
+        want = [getattr(fresh, a) for a in ("kind", "qp", "region", "offset", "length", "value", "slot", "fence",
+                                             "batch")]
+        assert [getattr(got, a) for a in ("kind", "qp", "region", "offset", "length", "value", "slot", "fence",
+                                          "batch")] == want
+        if r.kind not in (opmake.K_WRITE, opmake.K_SPIN):  # a Write's tma the requester never reads
+            assert got.flag == fresh.flag
+
+
+def test_wrap_keeps_its_op() -> None:
+    op = ops.Write(0, ops.DATA, 0, 8)
+    r = opmake.wrap(op)
+    assert r.kind == opmake.K_UNREAD and r.op() is op
