@@ -30,7 +30,7 @@ from epfuzz.cases.corpus import (
 )
 from epfuzz.encoding import codec
 from epfuzz.encoding.pins import fixed_fields
-from epfuzz.infra.errors import InputError
+from epfuzz.infra.errors import EpfuzzError, InputError
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 
@@ -88,9 +88,12 @@ def raw_preset(protocol: str, preset: str | None) -> str:
     preset, the one its harness (ClusterFuzzLite's passes none) and `epfuzz fuzz` decoded them under. It was
     spec: a crash of the tma_flag harness (fuzzed under nvlink) ran clean under `epfuzz run --protocol tma_flag`,
     and triage dropped it (operator trial 1205, item 1)."""
-    from epfuzz.continuous.targets import home_preset
-
-    return preset or home_preset(protocol)
+    if preset:
+        return preset
+    try:
+        return get_protocol(protocol).home_preset
+    except EpfuzzError:  # the decoder says why in its own words
+        return "spec"
 
 
 def load_any(path: Path, protocol: str | None, preset: str | None, raw: bool = False,
