@@ -5,20 +5,19 @@ scenarios of every built-in DispatchProtocol, every epoch, with the scenario's s
 
 from __future__ import annotations
 
-import random
-
 import pytest
 
 from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.ir.opmake import OpRec, insert_spins
 from epfuzz.ir.scenario import Scenario
-from epfuzz.protocols import BUILTIN, get_protocol
+from epfuzz.protocols import get_protocol
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.dispatch import DispatchProtocol
 from epfuzz.sim import built
 from epfuzz.sim.packets import FlushWait, Packet, Wr
 from epfuzz.sim.requester import post_and_send
+from tests.decoded import dispatch_protocols, random_decoded
 
 
 def _names(cls: type) -> list[str]:
@@ -35,18 +34,12 @@ def _fields(objs: list[object], names: list[str]) -> list[tuple[object, ...]]:
     return [tuple(getattr(o, n, None) for n in names) for o in objs]
 
 
-def _dispatch_protocols() -> list[str]:
-    return [n for n in BUILTIN if type(get_protocol(n)) is DispatchProtocol]
 
-
-@pytest.mark.parametrize("name", _dispatch_protocols())
+@pytest.mark.parametrize("name", dispatch_protocols())
 def test_records_post_as_their_ops(name: str) -> None:
     p = get_protocol(name)
     assert isinstance(p, DispatchProtocol)
-    rng = random.Random(name)
-    for _ in range(120):
-        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
-        scn = codec.decode(data, name, "spec")
+    for data, scn in random_decoded(name, 120, name):
         lay = p.layout(scn)
         psn_r, psn_o = [0] * scn.topology.num_qps, [0] * scn.topology.num_qps
         fl_r: list[FlushWait] = []
@@ -97,7 +90,7 @@ class _Plain(DispatchProtocol):
 _SETTINGS = ("flush_before_signal", "shared_word", "no_signal", "wrong_stride", "prologue_reset")
 
 
-@pytest.mark.parametrize("name", _dispatch_protocols())
+@pytest.mark.parametrize("name", dispatch_protocols())
 def test_the_forms_build_is_the_plain_ops_build(name: str) -> None:
     """`build_form` of an exact DispatchProtocol (records, a repeated epoch shifted by `repost`) against the same
     protocol as a subclass (its ops, every epoch posted): WRs, packets and Flush waits field by field."""
@@ -106,11 +99,8 @@ def test_the_forms_build_is_the_plain_ops_build(name: str) -> None:
     plain = _Plain(p.name, p.doc, dict(p.fixed), "clean")
     for attr in _SETTINGS:
         setattr(plain, attr, getattr(p, attr))
-    rng = random.Random(name + "form")
     repeats = 0
-    for _ in range(150):
-        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
-        scn = codec.decode(data, name, "spec")
+    for data, scn in random_decoded(name, 150, name + "form"):
         a, b = built.build_form(scn, p), built.build_form(scn, plain)
         assert _fields(a.wrs, _WR) == _fields(b.wrs, _WR), (name, data.hex())  # type: ignore[arg-type]
         assert _fields(a.packets, _PACKET) == _fields(b.packets, _PACKET), (name, data.hex())  # type: ignore[arg-type]

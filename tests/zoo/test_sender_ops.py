@@ -13,12 +13,12 @@ import random
 
 import pytest
 
-from epfuzz.encoding import codec
 from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
-from epfuzz.protocols import BUILTIN, get_protocol
+from epfuzz.protocols import get_protocol
 from epfuzz.protocols.base import Layout
 from epfuzz.protocols.dispatch import FINISH, DispatchProtocol, data_wrs, pack2
+from tests.decoded import dispatch_protocols, random_decoded
 
 
 def _signal(p: DispatchProtocol, scn: Scenario, c: int, qp: int, old: int, tail: int, n: int, k: int,
@@ -70,22 +70,16 @@ def reference(p: DispatchProtocol, scn: Scenario, lay: Layout, epoch: int) -> li
     return programs
 
 
-def _dispatch_protocols() -> list[str]:
-    return [n for n in BUILTIN if type(get_protocol(n)) is DispatchProtocol]
-
 
 def _same(got: list[list[ops.Op]], want: list[list[ops.Op]]) -> bool:
     return got == want and all(type(a) is type(b) for g, w in zip(got, want) for a, b in zip(g, w))
 
 
-@pytest.mark.parametrize("name", _dispatch_protocols())
+@pytest.mark.parametrize("name", dispatch_protocols())
 def test_sender_posts_the_reference_ops(name: str) -> None:
     p = get_protocol(name)
     assert isinstance(p, DispatchProtocol)
-    rng = random.Random(name)
-    for _ in range(150):
-        data = bytes(rng.randrange(256) for _ in range(rng.randrange(0, 96)))
-        scn = codec.decode(data, name, "spec")
+    for data, scn in random_decoded(name, 150, name):
         lay = p.layout(scn)
         for e in range(scn.payload.epochs):
             assert _same(p.sender(scn, lay, e), reference(p, scn, lay, e)), (name, data.hex(), e)
@@ -93,7 +87,7 @@ def test_sender_posts_the_reference_ops(name: str) -> None:
 
 def test_the_zoo_covers_every_sender_option() -> None:
     """The protocols above exercise each branch of the sender, so the comparison reaches them all."""
-    ps = [get_protocol(n) for n in _dispatch_protocols()]
+    ps = [get_protocol(n) for n in dispatch_protocols()]
     for opt in ("wrong_stride", "flush_before_signal", "shared_word", "no_signal"):
         assert any(getattr(p, opt) for p in ps), opt
 
