@@ -159,6 +159,11 @@ class Receiving:
                     if v is not None:
                         v.trigger, v.position = trigger, position
                     return v
+                # not judged on its range (the region made, or its image not whole slots of it): compared on the
+                # region's bytes as before, where a layout whose data region outgrows its image compares the image's
+                # part (review2: judging it raised, the range past the image against a shorter expected slice)
+                if mem.same_as_expected(off, n):
+                    return None
         # judged on the bytearray: the region's numpy views are not made for it (they cost a microsecond or two)
         v = judge(c, mem.bufs[region], mem.expected_of(epoch), mem.layout, self.name, epoch)
         if v is not None:
