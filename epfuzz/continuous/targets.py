@@ -51,14 +51,10 @@ def harness_protocol(name: str) -> str:
 def home_preset(protocol: str) -> str:
     """Where the protocol's bug lives (`Protocol.home_preset`): what `epfuzz fuzz` and a harness run under when
     neither --preset nor EPFUZZ_PRESET says (ClusterFuzzLite passes neither); spec for a name not known (the
-    campaign or the harness says why)."""
-    from epfuzz.infra.errors import EpfuzzError
-    from epfuzz.protocols import get_protocol
+    campaign or the harness says why). The same answer a raw input's decoding takes (`raw_preset`)."""
+    from epfuzz.cases.replay import raw_preset
 
-    try:
-        return get_protocol(protocol).home_preset
-    except EpfuzzError:
-        return "spec"
+    return raw_preset(protocol, None)
 
 
 def entry_command(protocol: str) -> list[str]:
