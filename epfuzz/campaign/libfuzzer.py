@@ -36,7 +36,14 @@ from epfuzz.campaign.jobs import _Jobs, _no_room
 from epfuzz.campaign.preflight import preflight
 from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
-from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
+from epfuzz.continuous.targets import (
+    entry_command,
+    harness_command,
+    harness_name,
+    harness_protocol,
+    home_preset,
+    seed_folder,
+)
 from epfuzz.infra.diskspace import remove_empty
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.log import get_logger
@@ -125,14 +132,16 @@ def _runs(extra: list[str]) -> int | None:
     return runs[-1] if runs else None
 
 
-def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
+def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str | None = None,
          extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
          progress: bool = True, protocol: str | None = None) -> Summary:
     """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol.
 
     With the verbs backend on a host without RDMA, the whole campaign runs in the
-    soft-RoCE guest, writing into the same run folder (shared read-write).
+    soft-RoCE guest, writing into the same run folder (shared read-write). `preset`: None is the protocol's
+    home preset, as `epfuzz fuzz` and the harness take it (it was "spec" here alone: ops trial 1205).
     """
+    preset = preset or home_preset(protocol or harness_protocol(harness or ""))
     if protocol:  # loads it: fails now, with the reason, if it cannot be loaded, run or complete in order
         preflight(protocol, preset)
     if get_backend(backend, require=False).where() is Where.GUEST:
