@@ -278,7 +278,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str | None = None, 
         if camp.disk_full:
             remove_empty(run_dir)
             summary.disk_full = camp.disk_full
-        log_end(camp.log, summary, features=len(g.corpus.seen))
+        log_end(camp.log, summary)
         return summary
 
 

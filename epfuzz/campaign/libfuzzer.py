@@ -122,7 +122,7 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
     if jobs.disk_full:
         remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
         summary.disk_full = jobs.disk_full
-    log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
+    log_end(log, summary, jobs=len(jobs.states))
     return summary
 
 
