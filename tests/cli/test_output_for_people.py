@@ -350,3 +350,20 @@ def test_a_json_log_has_each_changed_verdict_and_the_replay_summary_as_events(tm
     assert "FAIL (exit 1)" in p.stdout
     p = epfuzz("replay", str(tmp_path))  # for people: the lines alone
     assert "replay.changed" not in p.stderr + p.stdout and "replay.summary" not in p.stderr + p.stdout
+
+
+def test_a_json_log_of_a_replay_that_found_no_files_ends_in_its_replay_summary(tmp_path):
+    """Ops trial 1205 item 5: `replay EMPTYDIR` logged an error event (whose message kept an `epfuzz replay:`
+    prefix) and no replay.summary, where a missing path logged both: a CI job waiting for the summary got
+    none. Now zero counts and the exit status (2, as documented), after the one error."""
+    (tmp_path / "empty").mkdir()
+    p = epfuzz("--log-format", "json", "replay", str(tmp_path / "empty"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    events = [json.loads(x) for x in p.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["error", "replay.summary"], events
+    assert events[0]["message"] == "no files found", events
+    end = events[-1]
+    assert (end["replayed"], end["as_expected"], end["changed"], end["unreadable"], end["not_inputs"],
+            end["passed"], end["exit"]) == (0, 0, 0, 0, 0, False, 2), end
+    p = epfuzz("replay", str(tmp_path / "empty"))  # for people: the line alone
+    assert p.returncode == 2 and p.stderr == "epfuzz: no files found\n" and not p.stdout, p.stderr
