@@ -83,6 +83,20 @@ def _unaccounted(run_dir: Path) -> list[str]:
                 f"`{triage_command(run_dir, case_protocol(raw[0]))}` groups them"]
 
 
+def _incomplete(run_dir: Path) -> list[str]:
+    """Said under the totals of a run that never reached its summary: every engine writes `stats.json` as its
+    run ends (after a signal or a full disk too, where there is room), so a run folder without one was killed
+    (SIGKILL, the OOM killer, a machine lost); a SIGKILLed run read as finished (ops trial 1205 item 9)."""
+    if (run_dir / "stats.json").exists():
+        return []
+    raw = sorted(run_dir.glob("finding-*.json"))
+    group = "" if not raw or (run_dir / "bugs.csv").exists() else (
+        f"; its raw findings are not grouped: `{triage_command(run_dir, case_protocol(raw[0]))}` groups them")
+    return ["- **incomplete**: the run did not reach its summary (no stats.json, which every engine writes as its "
+            "run ends: it was killed, by SIGKILL or the OOM killer, or its disk filled); the totals are its last "
+            f"progress row's{group}"]
+
+
 def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
     rows = load_series(run_dir)
     bugs = _bugs(run_dir)
@@ -91,7 +105,7 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
           f"- duration: {last.get('seconds', 0):.0f} s, executions: {last.get('execs', 0):.0f} "
           f"({last.get('exec_per_s', 0):.0f} exec/s), features: {last.get('cov', 0):.0f}, "
           f"corpus: {last.get('corpus', 0):.0f}",
-          f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", "",
+          f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", *_incomplete(run_dir), "",
           "| seconds | execs | exec/s | features | corpus | findings | RSS MB |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     step = max(1, len(rows) // 12)
