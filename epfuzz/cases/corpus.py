@@ -121,8 +121,9 @@ class Case:
         }, indent=2) + "\n"
 
 
-def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
-    """At most `limit` + 1 bytes of a file, a pipe, a device or stdin (`-`).
+def read_bounded(path: Path, limit: int, what: str = "input", over: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of a file, a pipe, a device or stdin (`-`); more than `limit` is an
+    `InputError` unless `over` (the caller says what the bytes past it mean).
 
     `st_size` is 0 for /dev/zero and pipes, so only reading with a cap bounds memory;
     the whole file is read once so that a pipe is not consumed by a format sniff.
@@ -140,7 +141,7 @@ def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
     except OSError as e:
         where = missing(path) if isinstance(e, FileNotFoundError) else ""
         raise InputError(f"{path}: cannot read: {e.strerror}{where}") from None
-    if len(data) > limit:
+    if len(data) > limit and not over:
         raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit")
     return data
 

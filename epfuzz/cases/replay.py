@@ -17,7 +17,6 @@ from pathlib import Path
 from epfuzz.cases.corpus import (
     LIBFUZZER_SHA1,
     MAX_CASE_BYTES,
-    MAX_INPUT_BYTES,
     Case,
     case_paths,
     is_case_text,
@@ -31,6 +30,7 @@ from epfuzz.cases.corpus import (
 from epfuzz.encoding import codec
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.choices import ChoiceReader
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 
@@ -110,8 +110,10 @@ def load_classified(path: Path, protocol: str | None, preset: str | None, raw: b
     as one naming another plug-in is: re-run under `protocol` it lost its `expect`, and `epfuzz replay FOLDER
     --protocol P` passed a DeepEP regression case as a clean P run (new-user trial item 2). `switch`: move such
     a case to `protocol` instead (a campaign's seeds, which only lend their scenario to its decoder)."""
-    data = read_bounded(path, MAX_INPUT_BYTES if raw else MAX_CASE_BYTES, "input" if raw else "case")
+    data = read_bounded(path, MAX_CASE_BYTES, "input" if raw else "case", over=True)
     if not raw and (path.suffix == ".json" or is_case_text(data)):
+        if len(data) > MAX_CASE_BYTES:
+            raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, over the {MAX_CASE_BYTES}-byte case limit")
         case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
         if protocol and case.scenario.protocol != protocol:
             if not switch:
@@ -121,12 +123,33 @@ def load_classified(path: Path, protocol: str | None, preset: str | None, raw: b
                                  "change its \"protocol\" field to run it as another)")
             case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{path}: {len(data)} bytes or more is over the {MAX_INPUT_BYTES}-byte input limit")
     proto = protocol or protocol_from_path(path)
     if proto is None:
         raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
-    return Case(_name(path), codec.decode(data, proto, raw_preset(proto, preset)), data, ""), True
+    scn, data = decode_raw(data, path, proto, raw_preset(proto, preset))
+    return Case(_name(path), scn, data, ""), True
+
+
+def read_raw(path: Path) -> bytes:
+    """A raw fuzz input's bytes for `decode_raw`: up to MAX_CASE_BYTES + 1 (a pipe or /dev/zero is no longer)."""
+    return read_bounded(path, MAX_CASE_BYTES, over=True)
+
+
+def decode_raw(data: bytes, path: Path, protocol: str, preset: str) -> tuple[Scenario, bytes]:
+    """(the scenario, the bytes it is decoded from) of a raw input read by `read_raw`, as its harness decodes
+    it: the whole input, whatever its length. Inputs over 4096 bytes (libFuzzer's default -max_len) were
+    refused, where the harness runs them: a long crash ClusterFuzz found could not be replayed (ops trial 1205
+    item 7). Past MAX_CASE_BYTES the rest is not read: the decoder reads a bounded prefix (missing bytes read as
+    zeros), and where it reads no byte past the first MAX_CASE_BYTES the rest cannot change the scenario."""
+    if len(data) <= MAX_CASE_BYTES:
+        return codec.decode(data, protocol, preset), data
+    head = data[:MAX_CASE_BYTES]
+    reader = ChoiceReader(head)
+    codec.decoder_for(protocol, preset)(reader)
+    if reader.pos > len(head):
+        raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, and protocol {protocol}'s decoder reads past "
+                         "them: over the input limit")
+    return codec.decode(head, protocol, preset), head
 
 
 def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:

@@ -22,10 +22,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
+from epfuzz.cases.corpus import LIBFUZZER_SHA1, sha1, write_atomic
+from epfuzz.cases.replay import decode_raw, read_raw
 from epfuzz.continuous.harness import PLUGIN_FOLDER_ENV
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, home_preset
-from epfuzz.encoding import codec
 from epfuzz.infra import proc
 from epfuzz.infra.errors import HarnessError, InputError
 from epfuzz.infra.folder_lock import locked
@@ -126,7 +126,7 @@ def finding_inputs(harness: str, files: list[Path], preset: str | None = None) -
     out: dict[str, list[Path]] = defaultdict(list)
     for f in files:
         try:
-            scn = codec.decode(read_input(f), protocol, preset)
+            scn, _ = decode_raw(read_raw(f), f, protocol, preset)
         except InputError:
             continue
         o = sim.run(scn, proto)

@@ -20,10 +20,9 @@ from epfuzz.cases.corpus import (
     is_case_text,
     load_case,
     read_bounded,
-    read_input,
     write_atomic,
 )
-from epfuzz.cases.replay import RUN_MARK, is_run_record, raw_preset
+from epfuzz.cases.replay import RUN_MARK, decode_raw, is_run_record, raw_preset, read_raw
 from epfuzz.encoding import codec
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
@@ -104,7 +103,7 @@ def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str | None,
     found = []
     for path in crashes:
         try:
-            scn = codec.decode(read_input(path), protocol, raw_preset(protocol, preset))
+            scn, _ = decode_raw(read_raw(path), path, protocol, raw_preset(protocol, preset))
         except InputError as e:
             print(f"epfuzz: {e}", file=sys.stderr)
             continue
