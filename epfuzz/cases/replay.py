@@ -113,19 +113,20 @@ def load_classified(path: Path, protocol: str | None, preset: str | None, raw: b
     data = read_bounded(path, MAX_CASE_BYTES, "input" if raw else "case", over=True)
     if not raw and (path.suffix == ".json" or is_case_text(data)):
         if len(data) > MAX_CASE_BYTES:
-            raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, over the {MAX_CASE_BYTES}-byte case limit")
+            raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, over the {MAX_CASE_BYTES}-byte case limit",
+                             path=path)
         case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
         if protocol and case.scenario.protocol != protocol:
             if not switch:
                 raise InputError(f"{path}: the case names protocol {case.scenario.protocol!r}, not the --protocol "
                                  f"{protocol!r}: --protocol applies only to raw fuzz inputs and to cases of that "
                                  "protocol (leave it out to run the case as its own protocol, or copy the case and "
-                                 "change its \"protocol\" field to run it as another)")
+                                 "change its \"protocol\" field to run it as another)", path=path)
             case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
     proto = protocol or protocol_from_path(path)
     if proto is None:
-        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
+        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol", path=path)
     scn, data = decode_raw(data, path, proto, raw_preset(proto, preset))
     return Case(_name(path), scn, data, ""), True
 
@@ -148,7 +149,7 @@ def decode_raw(data: bytes, path: Path, protocol: str, preset: str) -> tuple[Sce
     codec.decoder_for(protocol, preset)(reader)
     if reader.pos > len(head):
         raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, and protocol {protocol}'s decoder reads past "
-                         "them: over the input limit")
+                         "them: over the input limit", path=path)
     return codec.decode(head, protocol, preset), head
 
 
@@ -170,7 +171,7 @@ def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:
     try:
         out = codec.load_dict(out.to_dict())
     except InputError as e:
-        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}") from None
+        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}", path=where) from None
     if changed:
         sys.stderr.write(f"epfuzz: {where}: protocol {protocol} pins " + ", ".join(changed) + "\n")
     return out
@@ -242,6 +243,7 @@ def expected(case: Case, path: Path, raw: bool) -> Expectation:
 class ManifestProblem:
     line: str           # what is wrong, one line naming the file
     damage: bool        # the manifest itself is malformed (an error always), else a mismatch with its folder
+    path: str = ""      # the file: the manifest, or the seed in its folder
 
 
 def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
@@ -261,23 +263,24 @@ def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
         if parsed is None:
             continue
         _, verdicts, damage = parsed
-        out += [ManifestProblem(d, True) for d in damage]
-        names = {f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".")}
         mpath = manifest_path(folder)
-        out += [ManifestProblem(f"{mpath}: lists {h} ({v}) but {folder / h} is missing (run `make seeds`)", False)
-                for h, v in sorted(verdicts.items()) if h not in names]
+        out += [ManifestProblem(d, True, str(mpath)) for d in damage]
+        names = {f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".")}
+        out += [ManifestProblem(f"{mpath}: lists {h} ({v}) but {folder / h} is missing (run `make seeds`)", False,
+                                str(mpath)) for h, v in sorted(verdicts.items()) if h not in names]
         if strict:
             for name in sorted(names):
                 try:
                     data = (folder / name).read_bytes()
                 except OSError as e:  # replaying it says so too, as an unreadable file
-                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False))
+                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False,
+                                               str(folder / name)))
                     continue
                 if not LIBFUZZER_SHA1.fullmatch(name):
                     out.append(ManifestProblem(f"{folder / name}: a seed not named by its sha1, so never replayed "
                                                f"(libFuzzer's name for it: {sha1(data)}; then run `make seeds`)",
-                                               False))
+                                               False, str(folder / name)))
                 elif sha1(data) != name:
                     out.append(ManifestProblem(f"{folder / name}: its content's sha1 is {sha1(data)}, not its name "
-                                               "(edited after `make seeds`?)", False))
+                                               "(edited after `make seeds`?)", False, str(folder / name)))
     return out

@@ -36,7 +36,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     _refused_at_once(a)
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
-        print(f"epfuzz: {problem.line}", file=sys.stderr)
+        elog.error_line(problem.line, problem.path or None)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
     no_backend: dict[str, tuple[int, str]] = {}  # cases whose own backend cannot run here: (count, why), skipped
@@ -80,10 +80,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
             where = REGISTRY.where(e)
             if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
                 plugin_bugs += 1
-                print(f"epfuzz: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
-                      file=sys.stderr)
+                elog.error_line(f"{path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}", path)
             else:
-                print(f"epfuzz: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+                elog.error_line(f"{path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", path)
                 broken += 1
             continue
         assert expect is not None
@@ -131,7 +130,7 @@ class _Said:
             self.more[why] += 1
         else:
             self.more[why] = 0
-            print(f"epfuzz: {path}: {why}", file=sys.stderr)
+            elog.error_line(f"{path}: {why}", path)
 
     def the_rest(self) -> None:
         """One line for each error more files than its first had, after the verdicts."""

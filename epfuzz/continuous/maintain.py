@@ -141,7 +141,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     never changed, only new SHA-1-named inputs written (atomically)."""
     for s in sources:
         if not s.is_dir():
-            raise InputError(f"{s}: not a folder")
+            raise InputError(f"{s}: not a folder", path=s)
     _check(harness)  # an unknown harness fails before anything is written
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,7 @@ def prune(harness: str, corpus: Path) -> tuple[int, int]:
 def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
     """`prune`, and the names of the files it left alone."""
     if not corpus.is_dir():
-        raise InputError(f"{corpus}: not a folder")
+        raise InputError(f"{corpus}: not a folder", path=corpus)
     _check(harness)
     corpus = corpus.resolve()
     with proc.stop_on_signals(), _says_untouched("prune", corpus, "nothing removed"), locked(corpus) as tmp:

@@ -19,12 +19,12 @@ def load_series(run_dir: Path) -> list[dict[str, float]]:
     on stderr, a file that is no progress.csv at all is one line, exit 2 (a truncated one was exit 3)."""
     path = run_dir / "progress.csv"
     if not path.exists():
-        raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)")
+        raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)", path=run_dir)
     try:
         with path.open(newline="", errors="replace") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or not set(COLUMNS) <= set(reader.fieldnames):
-                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})")
+                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})", path=path)
             rows, bad = [], 0
             for row in reader:
                 try:
@@ -32,7 +32,7 @@ def load_series(run_dir: Path) -> list[dict[str, float]]:
                 except (TypeError, ValueError):
                     bad += 1
     except (OSError, csv.Error) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
+        raise InputError(f"{path}: cannot read: {e}", path=path) from None
     if bad:
         sys.stderr.write(f"epfuzz: {path}: skipped {bad} row(s) cut short or garbled\n")
     return rows
@@ -52,7 +52,7 @@ def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
                     except (KeyError, TypeError, ValueError):
                         bad += 1
         except (OSError, csv.Error) as e:
-            raise InputError(f"{index}: cannot read: {e}") from None
+            raise InputError(f"{index}: cannot read: {e}", path=index) from None
         if bad:
             sys.stderr.write(f"epfuzz: {index}: skipped {bad} row(s) cut short or garbled\n")
         return out
