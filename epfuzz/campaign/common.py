@@ -248,9 +248,12 @@ def _index(run_dir: Path, grouped_at: str, paths: list[Path]) -> list[Bug]:
     return bugs
 
 
-def log_end(log: object, summary: Summary, **totals: object) -> None:
+def log_end(log: object, summary: Summary, jobs: int = 1) -> None:
     """The end of a campaign in the log, whichever engine ran it: each bug once, with the replay line
-    the summary prints, then the totals (`totals`: what the engine counts besides executions)."""
+    the summary prints, then the totals. One schema for every engine (the guided engine said `features`,
+    libFuzzer `cov` and `harness_errors`, `--jobs N` `jobs`: ops trial 1205 item 5): `features` is what the
+    text summary says features (the guided engine's distinct features, the most of any job's; libFuzzer's
+    `cov`, its counters covered, which are the same semantic features); every engine has each figure."""
     from epfuzz.infra.log import json_lines
 
     # for people each bug is one row of the bug table (stdout): logged as well only where a program reads
@@ -263,8 +266,9 @@ def log_end(log: object, summary: Summary, **totals: object) -> None:
     # a program reads what the text summary says: where the run is, how many bugs, and why it stopped
     (log.info if json_lines() else log.debug)(  # type: ignore[attr-defined]
         "fuzz.summary", execs=summary.execs, exec_per_s=round(summary.exec_per_s), corpus=summary.corpus,
+        features=summary.cov, harness_errors=summary.harness_errors, jobs=jobs,
         findings=len(summary.findings), bugs=len(summary.bugs), run_dir=str(summary.run_dir),
-        stop=stop_reason(summary), signal=summary.interrupted or None, **totals)
+        stop=stop_reason(summary), signal=summary.interrupted or None)
 
 
 def stop_reason(summary: Summary) -> str:

@@ -41,7 +41,7 @@ from epfuzz.campaign.common import (
 from epfuzz.campaign.preflight import preflight
 from epfuzz.campaign.rundir import fresh_run_dir
 from epfuzz.cases.corpus import case_paths, sha1, write_atomic
-from epfuzz.continuous.targets import harness_name, seed_folder
+from epfuzz.continuous.targets import harness_name, harness_protocol, home_preset, seed_folder
 from epfuzz.infra.diskspace import NoSpace, is_no_room, remove_empty
 from epfuzz.infra.errors import EpfuzzError, ProtocolError
 from epfuzz.infra.log import get_logger
@@ -218,12 +218,14 @@ def _names(harness: str | None, protocol: str | None, preset: str) -> tuple[str,
     return name, name.removesuffix("_fuzzer")
 
 
-def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_dir: Path | None = None,
+def fuzz_guided(harness: str | None, seconds: float, preset: str | None = None, run_dir: Path | None = None,
                 seed: int | None = None, progress: bool = True, protocol: str | None = None,
                 max_execs: int | None = None, jobs: int = 1, feedback: Sequence[str] = (),
                 moves: Sequence[str] = ()) -> Summary:
     """Fuzz a built-in protocol (by harness or protocol name) or a plug-in protocol (module:Attr) with
-    the guided engine; `feedback`/`moves`: plug-ins (module:attr) added to the default parts."""
+    the guided engine; `feedback`/`moves`: plug-ins (module:attr) added to the default parts. `preset`: None is
+    the protocol's home preset, as `epfuzz fuzz` and the harness take it (it was "spec" here: ops trial 1205)."""
+    preset = preset or home_preset(protocol or harness_protocol(harness or ""))
     name, protocol = _names(harness, protocol, preset)
     feeds = [*fb.DEFAULT, *fb.load(feedback)]
     mvs = [*mv.DEFAULT, *mv.load(moves)]
@@ -276,7 +278,7 @@ def fuzz_guided(harness: str | None, seconds: float, preset: str = "spec", run_d
         if camp.disk_full:
             remove_empty(run_dir)
             summary.disk_full = camp.disk_full
-        log_end(camp.log, summary, features=len(g.corpus.seen))
+        log_end(camp.log, summary)
         return summary
 
 

@@ -182,7 +182,7 @@ def fuzz_jobs(name: str, protocol: str, preset: str, run_dir: Path, seconds: flo
     if disk_full:
         remove_empty(run_dir)
         summary.disk_full = disk_full
-    log_end(log, summary, features=summary.cov, jobs=jobs)
+    log_end(log, summary, jobs=jobs)
     return summary
 
 

@@ -10,6 +10,7 @@ jobs; libFuzzer prints its final stats, and the summary still prints.
 
 from __future__ import annotations
 
+import json
 import re
 import signal
 import time
@@ -35,9 +36,16 @@ from epfuzz.campaign.guest import fuzz_in_guest
 from epfuzz.campaign.jobs import _Jobs, _no_room
 from epfuzz.campaign.preflight import preflight
 from epfuzz.campaign.rundir import fresh_run_dir
-from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1
-from epfuzz.continuous.targets import entry_command, harness_command, harness_name, seed_folder
-from epfuzz.infra.diskspace import remove_empty
+from epfuzz.cases.corpus import LIBFUZZER_SHA1, case_paths, sha1, write_atomic
+from epfuzz.continuous.targets import (
+    entry_command,
+    harness_command,
+    harness_name,
+    harness_protocol,
+    home_preset,
+    seed_folder,
+)
+from epfuzz.infra.diskspace import NoSpace, remove_empty
 from epfuzz.infra.errors import InputError
 from epfuzz.infra.log import get_logger
 from epfuzz.protocols import limits
@@ -100,7 +108,11 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
             corpus_files.append(p)
         elif jobs.disk_full and LIBFUZZER_SHA1.fullmatch(p.name):  # half-written when the disk filled
             p.unlink(missing_ok=True)
-    summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov, len(corpus_files),
+    # the corpus fuzzed: libFuzzer's own count (`corp:`, as the progress line says) takes in the folders named
+    # after `--`, which a resumed run's inputs come from and libFuzzer never copies into corpus/ (it said
+    # corpus 0 of a run on 261 old inputs: ops trial 1205 item 9); corpus/ is the more where jobs share it
+    summary = Summary(name, run_dir, time.monotonic() - jobs.start, jobs.execs, jobs.cov,
+                      max(len(corpus_files), jobs.corp),
                       sum(s.harness_errors for s in jobs.states), findings, bugs, jobs.got[0] if jobs.got else 0,
                       backend, next((s.error for s in jobs.states if s.error), ""),
                       resource_findings([r for s in jobs.states for r in s.resource], jobs.protocol, jobs.preset),
@@ -110,12 +122,14 @@ def _summarize(name: str, jobs: _Jobs, work: Path, backend: str, log: object) ->
         with (run_dir / "progress.csv").open("a") as f:  # the last row is the summary's numbers: report agrees
             f.write(f"{summary.elapsed:.1f},{summary.execs},{summary.exec_per_s:.0f},{summary.cov},"
                     f"{summary.corpus},{len(findings)},{jobs.rss}\n")
-    except OSError as e:
-        jobs.disk_full = jobs.disk_full or _no_room(run_dir / "progress.csv", e)
+        _write_stats(run_dir / "stats.json", summary, jobs)
+    except (OSError, NoSpace) as e:
+        full = str(e) if isinstance(e, NoSpace) else _no_room(run_dir / "progress.csv", e)
+        jobs.disk_full = jobs.disk_full or full
     if jobs.disk_full:
         remove_empty(run_dir)  # libFuzzer's artifacts and logs cut off at 0 bytes: no input, no record
         summary.disk_full = jobs.disk_full
-    log_end(log, summary, cov=summary.cov, harness_errors=summary.harness_errors)
+    log_end(log, summary, jobs=len(jobs.states))
     return summary
 
 
@@ -125,14 +139,27 @@ def _runs(extra: list[str]) -> int | None:
     return runs[-1] if runs else None
 
 
-def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str = "spec",
+def _write_stats(path: Path, summary: Summary, jobs: _Jobs) -> None:
+    """The run's totals and each job's libFuzzer figures, written as the run ends, as every engine writes its
+    `stats.json`: a run folder without one did not reach its summary (`epfuzz report` says so; a SIGKILLed run
+    read as finished: ops trial 1205 item 9)."""
+    per_job = [{"execs": s.execs, "cov": s.cov, "ft": s.ft, "corp": s.corp, "restarts": s.restarts,
+                "harness_errors": s.harness_errors, "error": s.error} for s in jobs.states]
+    write_atomic(path, json.dumps({"engine": "libfuzzer", "elapsed": round(summary.elapsed, 1), "execs": summary.execs,
+                                   "features": summary.cov, "corpus": summary.corpus,
+                                   "findings": len(summary.findings), "jobs": per_job}, indent=1).encode())
+
+
+def fuzz(harness: str | None, seconds: int, jobs: int = 1, backend: str = "sim", preset: str | None = None,
          extra: list[str] | None = None, run_dir: Path | None = None, seed: int | None = None,
          progress: bool = True, protocol: str | None = None) -> Summary:
     """Fuzz a built-in harness, or (with `protocol` = module:Attr) a user protocol.
 
     With the verbs backend on a host without RDMA, the whole campaign runs in the
-    soft-RoCE guest, writing into the same run folder (shared read-write).
+    soft-RoCE guest, writing into the same run folder (shared read-write). `preset`: None is the protocol's
+    home preset, as `epfuzz fuzz` and the harness take it (it was "spec" here alone: ops trial 1205).
     """
+    preset = preset or home_preset(protocol or harness_protocol(harness or ""))
     if protocol:  # loads it: fails now, with the reason, if it cannot be loaded, run or complete in order
         preflight(protocol, preset)
     if get_backend(backend, require=False).where() is Where.GUEST:

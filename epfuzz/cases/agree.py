@@ -16,4 +16,4 @@ def agree_first(obj: dict[str, Any], where: str) -> None:
     for key in ("protocol", "preset"):
         if isinstance(inner, dict) and key in obj and key in inner and obj[key] != inner[key] and (
                 key == "preset" or ":" in str(inner[key]) or REGISTRY.known(str(inner[key]))):
-            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {inner[key]!r}")
+            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {inner[key]!r}", path=where)

@@ -121,8 +121,9 @@ class Case:
         }, indent=2) + "\n"
 
 
-def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
-    """At most `limit` + 1 bytes of a file, a pipe, a device or stdin (`-`).
+def read_bounded(path: Path, limit: int, what: str = "input", over: bool = False) -> bytes:
+    """At most `limit` + 1 bytes of a file, a pipe, a device or stdin (`-`); more than `limit` is an
+    `InputError` unless `over` (the caller says what the bytes past it mean).
 
     `st_size` is 0 for /dev/zero and pipes, so only reading with a cap bounds memory;
     the whole file is read once so that a pipe is not consumed by a format sniff.
@@ -136,12 +137,12 @@ def read_bounded(path: Path, limit: int, what: str = "input") -> bytes:
             with path.open("rb") as f:
                 data = f.read(limit + 1)
     except IsADirectoryError:
-        raise InputError(f"{path}: is a folder, not a file") from None
+        raise InputError(f"{path}: is a folder, not a file", path=path) from None
     except OSError as e:
         where = missing(path) if isinstance(e, FileNotFoundError) else ""
-        raise InputError(f"{path}: cannot read: {e.strerror}{where}") from None
-    if len(data) > limit:
-        raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit")
+        raise InputError(f"{path}: cannot read: {e.strerror}{where}", path=path) from None
+    if len(data) > limit and not over:
+        raise InputError(f"{path}: more than {limit} bytes, over the {limit}-byte {what} limit", path=path)
     return data
 
 
@@ -166,7 +167,7 @@ def _read_fifo(path: Path, limit: int) -> bytes:
             if not poller.poll(int(FIFO_POLL_S * 1000)):  # no writer yet, or one that stopped writing
                 waited += FIFO_POLL_S
                 if waited >= FIFO_WAIT_S:
-                    raise InputError(f"{path}: a FIFO no one writes to (nothing for {FIFO_WAIT_S:g} s)")
+                    raise InputError(f"{path}: a FIFO no one writes to (nothing for {FIFO_WAIT_S:g} s)", path=path)
                 continue
             waited = 0.0
             try:
@@ -191,11 +192,11 @@ def _json_object(raw: bytes, where: str) -> dict[str, Any]:
     try:
         obj: Any = json.loads(raw)
     except (json.JSONDecodeError, UnicodeDecodeError) as e:
-        raise InputError(f"{where}: not valid JSON ({e})") from None
+        raise InputError(f"{where}: not valid JSON ({e})", path=where) from None
     except RecursionError:
-        raise InputError(f"{where}: JSON nested too deeply") from None
+        raise InputError(f"{where}: JSON nested too deeply", path=where) from None
     if not isinstance(obj, dict):
-        raise InputError(f"{where}: expected a JSON object")
+        raise InputError(f"{where}: expected a JSON object", path=where)
     return obj
 
 
@@ -217,16 +218,16 @@ def is_case_text(raw: bytes) -> bool:
 def parse_case(raw: bytes, where: str, stem: str) -> Case:
     """A case (`scenario` + `expect` + `input`) or a bare scenario (which has no expected verdict)."""
     if not raw.strip():
-        raise InputError(f"{where}: empty file")
+        raise InputError(f"{where}: empty file", path=where)
     obj = _json_object(raw, where)
     if "scenario" not in obj and ("input" in obj or "expect" in obj):  # a case, not a bare scenario
         has = ", ".join(k for k in ("input", "expect") if k in obj)
-        raise InputError(f"{where}: a case with no 'scenario' (it has {has})")
+        raise InputError(f"{where}: a case with no 'scenario' (it has {has})", path=where)
     if "scenario" not in obj and "protocol" not in obj:
-        raise InputError(f"{where}: neither a case (no 'scenario' key) nor a scenario (no 'protocol' key)")
+        raise InputError(f"{where}: neither a case (no 'scenario' key) nor a scenario (no 'protocol' key)", path=where)
     for key in ("name", "input", "expect", "backend", "note", "signature", "protocol", "preset"):
         if key in obj and not isinstance(obj[key], str):  # `"input": 5` was a TypeError, exit 3
-            raise InputError(f"{where}: {key!r} must be a string, not {type(obj[key]).__name__}")
+            raise InputError(f"{where}: {key!r} must be a string, not {type(obj[key]).__name__}", path=where)
     agree_first(obj, where)
     try:
         if "scenario" not in obj:  # a bare scenario file
@@ -237,18 +238,19 @@ def parse_case(raw: bytes, where: str, stem: str) -> Case:
             raise InputError(f"'expect' must be \"finding\" or \"clean\", got {expect!r}")
         data = bytes.fromhex(obj.get("input", ""))
     except InputError as e:
-        raise InputError(f"{where}: {e}") from None
+        raise InputError(f"{where}: {e}", path=where) from None
     except ValueError as e:
-        raise InputError(f"{where}: bad 'input' hex ({e})") from None
+        raise InputError(f"{where}: bad 'input' hex ({e})", path=where) from None
     except RecursionError:
-        raise InputError(f"{where}: scenario nested too deeply") from None
+        raise InputError(f"{where}: scenario nested too deeply", path=where) from None
     if data and codec.decode(data, scn.protocol, scn.preset) != scn:
-        raise InputError(f"{where}: 'input' bytes do not decode to 'scenario' (stale case?)")
+        raise InputError(f"{where}: 'input' bytes do not decode to 'scenario' (stale case?)", path=where)
     for key in ("protocol", "preset"):  # the case's copies of its scenario's fields must agree with them
         if key in obj and obj[key] != getattr(scn, key):
-            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {getattr(scn, key)!r}")
+            raise InputError(f"{where}: {key!r} is {obj[key]!r} but its scenario's is {getattr(scn, key)!r}",
+                             path=where)
     if obj.get("backend", "sim") not in BACKEND_NAMES:
-        raise InputError(f"{where}: unknown backend {obj['backend']!r}; known: {', '.join(BACKEND_NAMES)}")
+        raise InputError(f"{where}: unknown backend {obj['backend']!r}; known: {', '.join(BACKEND_NAMES)}", path=where)
     return Case(obj.get("name", stem), scn, data, expect, obj.get("backend", "sim"),
                 obj.get("note", ""), obj.get("signature", ""))
 
@@ -335,7 +337,7 @@ def _walk(folder: Path) -> list[Path]:
     """Every path under `folder`; a folder that cannot be listed is a one-line `InputError` (rglob
     skipped it without a word, and `replay` said "no files found")."""
     def refuse(e: OSError) -> None:
-        raise InputError(f"{e.filename}: cannot read the folder: {e.strerror}")
+        raise InputError(f"{e.filename}: cannot read the folder: {e.strerror}", path=e.filename)
 
     found = []
     for top, dirs, files in os.walk(folder, onerror=refuse):

@@ -17,7 +17,6 @@ from pathlib import Path
 from epfuzz.cases.corpus import (
     LIBFUZZER_SHA1,
     MAX_CASE_BYTES,
-    MAX_INPUT_BYTES,
     Case,
     case_paths,
     is_case_text,
@@ -31,6 +30,7 @@ from epfuzz.cases.corpus import (
 from epfuzz.encoding import codec
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import EpfuzzError, InputError
+from epfuzz.ir.choices import ChoiceReader
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
 
@@ -110,23 +110,47 @@ def load_classified(path: Path, protocol: str | None, preset: str | None, raw: b
     as one naming another plug-in is: re-run under `protocol` it lost its `expect`, and `epfuzz replay FOLDER
     --protocol P` passed a DeepEP regression case as a clean P run (new-user trial item 2). `switch`: move such
     a case to `protocol` instead (a campaign's seeds, which only lend their scenario to its decoder)."""
-    data = read_bounded(path, MAX_INPUT_BYTES if raw else MAX_CASE_BYTES, "input" if raw else "case")
+    data = read_bounded(path, MAX_CASE_BYTES, "input" if raw else "case", over=True)
     if not raw and (path.suffix == ".json" or is_case_text(data)):
+        if len(data) > MAX_CASE_BYTES:
+            raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, over the {MAX_CASE_BYTES}-byte case limit",
+                             path=path)
         case = parse_case(data, str(path), path.stem if str(path) != "-" else "stdin")
         if protocol and case.scenario.protocol != protocol:
             if not switch:
                 raise InputError(f"{path}: the case names protocol {case.scenario.protocol!r}, not the --protocol "
                                  f"{protocol!r}: --protocol applies only to raw fuzz inputs and to cases of that "
                                  "protocol (leave it out to run the case as its own protocol, or copy the case and "
-                                 "change its \"protocol\" field to run it as another)")
+                                 "change its \"protocol\" field to run it as another)", path=path)
             case = Case(case.name, switch_protocol(case.scenario, protocol, str(path)), b"", "")
         return case, False
-    if len(data) > MAX_INPUT_BYTES:
-        raise InputError(f"{path}: {len(data)} bytes or more is over the {MAX_INPUT_BYTES}-byte input limit")
     proto = protocol or protocol_from_path(path)
     if proto is None:
-        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol")
-    return Case(_name(path), codec.decode(data, proto, raw_preset(proto, preset)), data, ""), True
+        raise InputError(f"{path}: raw fuzz input; say which protocol with --protocol", path=path)
+    scn, data = decode_raw(data, path, proto, raw_preset(proto, preset))
+    return Case(_name(path), scn, data, ""), True
+
+
+def read_raw(path: Path) -> bytes:
+    """A raw fuzz input's bytes for `decode_raw`: up to MAX_CASE_BYTES + 1 (a pipe or /dev/zero is no longer)."""
+    return read_bounded(path, MAX_CASE_BYTES, over=True)
+
+
+def decode_raw(data: bytes, path: Path, protocol: str, preset: str) -> tuple[Scenario, bytes]:
+    """(the scenario, the bytes it is decoded from) of a raw input read by `read_raw`, as its harness decodes
+    it: the whole input, whatever its length. Inputs over 4096 bytes (libFuzzer's default -max_len) were
+    refused, where the harness runs them: a long crash ClusterFuzz found could not be replayed (ops trial 1205
+    item 7). Past MAX_CASE_BYTES the rest is not read: the decoder reads a bounded prefix (missing bytes read as
+    zeros), and where it reads no byte past the first MAX_CASE_BYTES the rest cannot change the scenario."""
+    if len(data) <= MAX_CASE_BYTES:
+        return codec.decode(data, protocol, preset), data
+    head = data[:MAX_CASE_BYTES]
+    reader = ChoiceReader(head)
+    codec.decoder_for(protocol, preset)(reader)
+    if reader.pos > len(head):
+        raise InputError(f"{path}: more than {MAX_CASE_BYTES} bytes, and protocol {protocol}'s decoder reads past "
+                         "them: over the input limit", path=path)
+    return codec.decode(head, protocol, preset), head
 
 
 def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:
@@ -147,7 +171,7 @@ def switch_protocol(scn: Scenario, protocol: str, where: str) -> Scenario:
     try:
         out = codec.load_dict(out.to_dict())
     except InputError as e:
-        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}") from None
+        raise InputError(f"{where}: cannot run under protocol {protocol}: {e}", path=where) from None
     if changed:
         sys.stderr.write(f"epfuzz: {where}: protocol {protocol} pins " + ", ".join(changed) + "\n")
     return out
@@ -219,6 +243,7 @@ def expected(case: Case, path: Path, raw: bool) -> Expectation:
 class ManifestProblem:
     line: str           # what is wrong, one line naming the file
     damage: bool        # the manifest itself is malformed (an error always), else a mismatch with its folder
+    path: str = ""      # the file: the manifest, or the seed in its folder
 
 
 def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
@@ -238,23 +263,24 @@ def manifest_problems(given: list[Path], strict: bool) -> list[ManifestProblem]:
         if parsed is None:
             continue
         _, verdicts, damage = parsed
-        out += [ManifestProblem(d, True) for d in damage]
-        names = {f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".")}
         mpath = manifest_path(folder)
-        out += [ManifestProblem(f"{mpath}: lists {h} ({v}) but {folder / h} is missing (run `make seeds`)", False)
-                for h, v in sorted(verdicts.items()) if h not in names]
+        out += [ManifestProblem(d, True, str(mpath)) for d in damage]
+        names = {f.name for f in folder.iterdir() if f.is_file() and not f.name.startswith(".")}
+        out += [ManifestProblem(f"{mpath}: lists {h} ({v}) but {folder / h} is missing (run `make seeds`)", False,
+                                str(mpath)) for h, v in sorted(verdicts.items()) if h not in names]
         if strict:
             for name in sorted(names):
                 try:
                     data = (folder / name).read_bytes()
                 except OSError as e:  # replaying it says so too, as an unreadable file
-                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False))
+                    out.append(ManifestProblem(f"{folder / name}: cannot read: {e.strerror}", False,
+                                               str(folder / name)))
                     continue
                 if not LIBFUZZER_SHA1.fullmatch(name):
                     out.append(ManifestProblem(f"{folder / name}: a seed not named by its sha1, so never replayed "
                                                f"(libFuzzer's name for it: {sha1(data)}; then run `make seeds`)",
-                                               False))
+                                               False, str(folder / name)))
                 elif sha1(data) != name:
                     out.append(ManifestProblem(f"{folder / name}: its content's sha1 is {sha1(data)}, not its name "
-                                               "(edited after `make seeds`?)", False))
+                                               "(edited after `make seeds`?)", False, str(folder / name)))
     return out

@@ -180,7 +180,7 @@ def cmd_explore(a: argparse.Namespace) -> int:
     try:
         res = explore(case.scenario, proto, max_states=a.max_states)
     except InputError as e:  # about this case: name it (new-user trial item 7), and a route that works for it
-        raise InputError(f"{a.path}: {too_large_to_explore(str(e), case.scenario, proto)}") from None
+        raise InputError(f"{a.path}: {too_large_to_explore(str(e), case.scenario, proto)}", path=a.path) from None
     print("search bounded by: " + "; ".join(res.bounds))
     if res.violation:
         print(f"reachable: {res.violation.summary()} ({res.states} states explored)")
@@ -338,8 +338,8 @@ def main(argv: list[str] | None = None) -> int:
     except ProtocolError as e:
         print(f"epfuzz: protocol error (a bug in the protocol plug-in): {e}", file=sys.stderr)
         return EXIT_HARNESS
-    except EpfuzzError as e:
-        print(f"epfuzz: {e}", file=sys.stderr)
+    except EpfuzzError as e:  # a JSON log's error event names the file it is about, where there is one
+        elog.error_line(str(e), getattr(e, "path", None))
         return EXIT_INPUT
     except Exception as e:
         return unexpected(e, debug, a.cmd)

@@ -12,6 +12,7 @@ import sys
 import traceback
 from pathlib import Path
 
+from epfuzz.infra import log as elog
 from epfuzz.infra.diskspace import NoSpace, is_no_room
 from epfuzz.protocols import REGISTRY
 
@@ -56,7 +57,7 @@ def unexpected(e: Exception, debug: bool, command: str = "") -> int:
         return EXIT_INPUT
     if isinstance(e, OSError) and e.filename:
         how = "read" if command in READ_ONLY else "write or read"  # replay was said to write (pip trial item 11)
-        print(f"epfuzz: cannot {how} {e.filename}: {e.strerror or line}", file=sys.stderr)
+        elog.error_line(f"cannot {how} {e.filename}: {e.strerror or line}", e.filename)
         return EXIT_INPUT
     print(f"epfuzz: unexpected error (a bug in epfuzz): {type(e).__name__}: {line}"
           + ("" if debug else " (--debug or EPFUZZ_DEBUG=1 shows the traceback)"), file=sys.stderr)

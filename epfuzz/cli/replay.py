@@ -36,7 +36,7 @@ def cmd_replay(a: argparse.Namespace) -> int:
     _refused_at_once(a)
     problems = manifest_problems([Path(p) for p in a.paths], a.strict)
     for problem in problems:
-        print(f"epfuzz: {problem.line}", file=sys.stderr)
+        elog.error_line(problem.line, problem.path or None)
     changed = errors = ok = unchecked = broken = plugin_bugs = 0
     first_unchecked = why_unchecked = ""
     no_backend: dict[str, tuple[int, str]] = {}  # cases whose own backend cannot run here: (count, why), skipped
@@ -80,10 +80,9 @@ def cmd_replay(a: argparse.Namespace) -> int:
             where = REGISTRY.where(e)
             if where or isinstance(e, SystemExit):  # the plug-in's code raised (or exited): as `run` says it
                 plugin_bugs += 1
-                print(f"epfuzz: {path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}",
-                      file=sys.stderr)
+                elog.error_line(f"{path}: protocol error (a bug in the protocol plug-in): {describe(e)}{where}", path)
             else:
-                print(f"epfuzz: {path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", file=sys.stderr)
+                elog.error_line(f"{path}: harness error (a bug in epfuzz): {type(e).__name__}: {e}", path)
                 broken += 1
             continue
         assert expect is not None
@@ -131,7 +130,7 @@ class _Said:
             self.more[why] += 1
         else:
             self.more[why] = 0
-            print(f"epfuzz: {path}: {why}", file=sys.stderr)
+            elog.error_line(f"{path}: {why}", path)
 
     def the_rest(self) -> None:
         """One line for each error more files than its first had, after the verdicts."""
@@ -183,8 +182,22 @@ def _nothing_found(skipped: list[Path]) -> int:
     why = ([f"{len(nameless)} raw input(s) skipped: no folder above them names a protocol, pass --protocol "
             "NAME"] if nameless else []) + (
         [f"{len(skipped) - len(nameless)} skipped: not inputs"] if len(skipped) > len(nameless) else [])
-    print("epfuzz replay: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
+    print("epfuzz: no files found" + (f" ({'; '.join(why)})" if why else ""), file=sys.stderr)
+    # a program reading the log gets its replay.summary here too: zero counts, exit 2 (an empty folder had
+    # only the error event, a missing path both: ops trial 1205 item 5)
+    _summary_event((0, 0, 0, 0, 0, 0), 0, 0, len(skipped), EXIT_INPUT)
     return EXIT_INPUT
+
+
+def _summary_event(counts: tuple[int, int, int, int, int, int], not_run: int, problems: int, not_inputs: int,
+                   rc: int) -> None:
+    """The summary line's numbers as a `replay.summary` event, for a program reading a JSON log."""
+    ok, changed, unchecked, errors, plugin_bugs, broken = counts
+    log = elog.get_logger()
+    (log.info if elog.json_lines() else log.debug)(
+        "replay.summary", replayed=ok + changed + unchecked, as_expected=ok, changed=changed, unchecked=unchecked,
+        unreadable=errors, protocol_errors=plugin_bugs, harness_errors=broken, not_run=not_run,
+        manifest_problems=problems, not_inputs=not_inputs, passed=rc == EXIT_CLEAN, exit=rc)
 
 
 def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int], no_backend: dict[str, tuple[int, str]],
@@ -201,11 +214,7 @@ def _summary(a: argparse.Namespace, counts: tuple[int, int, int, int, int, int],
         rc = EXIT_FINDING
     else:
         rc = EXIT_HARNESS if broken or plugin_bugs else EXIT_INPUT if errors or damaged else EXIT_CLEAN
-    log = elog.get_logger()  # the summary line's numbers as an event, for a program reading a JSON log
-    (log.info if elog.json_lines() else log.debug)(
-        "replay.summary", replayed=ok + changed + unchecked, as_expected=ok, changed=changed, unchecked=unchecked,
-        unreadable=errors, protocol_errors=plugin_bugs, harness_errors=broken, not_run=not_run,
-        manifest_problems=len(problems), not_inputs=len(skipped), passed=rc == EXIT_CLEAN, exit=rc)
+    _summary_event(counts, not_run, len(problems), len(skipped), rc)
     print(f"replayed {ok + changed + unchecked} case(s): {ok} as expected, {changed} changed, "
           f"{unchecked} without an expected verdict, {errors} unreadable, {plugin_bugs} protocol error(s), "
           f"{broken} harness error(s)"

@@ -90,7 +90,7 @@ def cmd_report(a: argparse.Namespace) -> int:
     if not run_dir.exists():  # "no progress.csv (not a run folder?)" sent the user looking inside nothing
         raise InputError(f"no such folder: {a.run_dir}{missing(run_dir)}")
     if not run_dir.is_dir():
-        raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)")
+        raise InputError(f"{a.run_dir}: not a folder (an epfuzz fuzz run folder holds progress.csv)", path=a.run_dir)
     usable_run_dir(run_dir, "report.md and report.png")
     if not a.no_png:
         require("matplotlib", "report's plot", "or --no-png for report.md alone")

@@ -45,11 +45,13 @@ def _backend_asked(argv: Sequence[str]) -> str:
 #: the coverage libFuzzer sees is the semantic features (epfuzz.search.feedbacks, as counters), the
 #: same whichever way the harness starts; and the compiled emulator runs under atheris too (epfuzz.core.native).
 class Harness:
-    def __init__(self, protocol: str, preset: str = "spec", backend: str = "sim",
+    def __init__(self, protocol: str, preset: str | None = None, backend: str = "sim",
                  keep_going: bool = False, findings_dir: Path | None = None, case_path: Path | None = None) -> None:
+        """`preset`: None is the protocol's home preset, as the entry point and `epfuzz fuzz` take it (it was
+        "spec": a library caller of a tma_flag Harness fuzzed where its bug is not, ops trial 1205)."""
         self.proto = get_protocol(protocol)
         self.protocol = protocol
-        self.preset = preset
+        self.preset = preset or home_preset(protocol)
         self.backend = get_backend(backend)   # fails at once, with the reason, if it cannot run
         if self.backend.where() is Where.GUEST:
             raise BackendUnavailable(f"backend {backend}: it runs only inside the soft-RoCE guest from here; "
@@ -61,7 +63,7 @@ class Harness:
         self.case_path = case_path
         self.counters: Any = None   # epfuzz.search.feedbacks.Counters (the sim's features as coverage)
         self.steer: Any = None      # epfuzz.search.engines.libfuzzer.Steer (the guided search in the mutator)
-        codec.decode(b"", protocol, preset)  # unknown preset/protocol fails before fuzzing
+        codec.decode(b"", protocol, self.preset)  # unknown preset/protocol fails before fuzzing
 
     def test_one_input(self, data: bytes) -> None:
         scn = codec.decode(data, self.protocol, self.preset)

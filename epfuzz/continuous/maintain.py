@@ -22,10 +22,10 @@ from collections import defaultdict
 from collections.abc import Iterator
 from pathlib import Path
 
-from epfuzz.cases.corpus import LIBFUZZER_SHA1, read_input, sha1, write_atomic
+from epfuzz.cases.corpus import LIBFUZZER_SHA1, sha1, write_atomic
+from epfuzz.cases.replay import decode_raw, read_raw
 from epfuzz.continuous.harness import PLUGIN_FOLDER_ENV
 from epfuzz.continuous.targets import entry_command, harness_command, harness_name, home_preset
-from epfuzz.encoding import codec
 from epfuzz.infra import proc
 from epfuzz.infra.errors import HarnessError, InputError
 from epfuzz.infra.folder_lock import locked
@@ -126,7 +126,7 @@ def finding_inputs(harness: str, files: list[Path], preset: str | None = None) -
     out: dict[str, list[Path]] = defaultdict(list)
     for f in files:
         try:
-            scn = codec.decode(read_input(f), protocol, preset)
+            scn, _ = decode_raw(read_raw(f), f, protocol, preset)
         except InputError:
             continue
         o = sim.run(scn, proto)
@@ -141,7 +141,7 @@ def merge(harness: str, dest: Path, sources: list[Path]) -> int:
     never changed, only new SHA-1-named inputs written (atomically)."""
     for s in sources:
         if not s.is_dir():
-            raise InputError(f"{s}: not a folder")
+            raise InputError(f"{s}: not a folder", path=s)
     _check(harness)  # an unknown harness fails before anything is written
     dest = dest.resolve()
     dest.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,7 @@ def prune(harness: str, corpus: Path) -> tuple[int, int]:
 def prune_noting(harness: str, corpus: Path) -> tuple[int, int, list[str]]:
     """`prune`, and the names of the files it left alone."""
     if not corpus.is_dir():
-        raise InputError(f"{corpus}: not a folder")
+        raise InputError(f"{corpus}: not a folder", path=corpus)
     _check(harness)
     corpus = corpus.resolve()
     with proc.stop_on_signals(), _says_untouched("prune", corpus, "nothing removed"), locked(corpus) as tmp:

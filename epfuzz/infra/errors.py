@@ -24,7 +24,12 @@ class EpfuzzError(Exception):
 
 
 class InputError(EpfuzzError):
-    """User input was wrong; the message is one line and names the culprit."""
+    """User input was wrong; the message is one line and names the culprit. `path`: the file it is about, where
+    it is about one (a JSON log's error event has it as its own field: ops trial 1205 item 5)."""
+
+    def __init__(self, message: str = "", path: object = None) -> None:
+        super().__init__(message)
+        self.path = str(path) if path is not None and str(path) else None
 
 
 class ScenarioError(InputError):

@@ -19,12 +19,12 @@ def load_series(run_dir: Path) -> list[dict[str, float]]:
     on stderr, a file that is no progress.csv at all is one line, exit 2 (a truncated one was exit 3)."""
     path = run_dir / "progress.csv"
     if not path.exists():
-        raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)")
+        raise InputError(f"{run_dir}: no progress.csv (not an epfuzz fuzz run folder?)", path=run_dir)
     try:
         with path.open(newline="", errors="replace") as f:
             reader = csv.DictReader(f)
             if reader.fieldnames is None or not set(COLUMNS) <= set(reader.fieldnames):
-                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})")
+                raise InputError(f"{path}: not a progress.csv (its header is not {','.join(COLUMNS)})", path=path)
             rows, bad = [], 0
             for row in reader:
                 try:
@@ -32,7 +32,7 @@ def load_series(run_dir: Path) -> list[dict[str, float]]:
                 except (TypeError, ValueError):
                     bad += 1
     except (OSError, csv.Error) as e:
-        raise InputError(f"{path}: cannot read: {e}") from None
+        raise InputError(f"{path}: cannot read: {e}", path=path) from None
     if bad:
         sys.stderr.write(f"epfuzz: {path}: skipped {bad} row(s) cut short or garbled\n")
     return rows
@@ -52,7 +52,7 @@ def _bugs(run_dir: Path) -> list[tuple[str, int, str]]:
                     except (KeyError, TypeError, ValueError):
                         bad += 1
         except (OSError, csv.Error) as e:
-            raise InputError(f"{index}: cannot read: {e}") from None
+            raise InputError(f"{index}: cannot read: {e}", path=index) from None
         if bad:
             sys.stderr.write(f"epfuzz: {index}: skipped {bad} row(s) cut short or garbled\n")
         return out
@@ -83,6 +83,20 @@ def _unaccounted(run_dir: Path) -> list[str]:
                 f"`{triage_command(run_dir, case_protocol(raw[0]))}` groups them"]
 
 
+def _incomplete(run_dir: Path) -> list[str]:
+    """Said under the totals of a run that never reached its summary: every engine writes `stats.json` as its
+    run ends (after a signal or a full disk too, where there is room), so a run folder without one was killed
+    (SIGKILL, the OOM killer, a machine lost); a SIGKILLed run read as finished (ops trial 1205 item 9)."""
+    if (run_dir / "stats.json").exists():
+        return []
+    raw = sorted(run_dir.glob("finding-*.json"))
+    group = "" if not raw or (run_dir / "bugs.csv").exists() else (
+        f"; its raw findings are not grouped: `{triage_command(run_dir, case_protocol(raw[0]))}` groups them")
+    return ["- **incomplete**: the run did not reach its summary (no stats.json, which every engine writes as its "
+            "run ends: it was killed, by SIGKILL or the OOM killer, or its disk filled); the totals are its last "
+            f"progress row's{group}"]
+
+
 def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
     rows = load_series(run_dir)
     bugs = _bugs(run_dir)
@@ -91,7 +105,7 @@ def report(run_dir: Path, png: bool = True) -> tuple[str, Path | None]:
           f"- duration: {last.get('seconds', 0):.0f} s, executions: {last.get('execs', 0):.0f} "
           f"({last.get('exec_per_s', 0):.0f} exec/s), features: {last.get('cov', 0):.0f}, "
           f"corpus: {last.get('corpus', 0):.0f}",
-          f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", "",
+          f"- peak RSS (all jobs): {max((r['rss_mb'] for r in rows), default=0):.0f} MB", *_incomplete(run_dir), "",
           "| seconds | execs | exec/s | features | corpus | findings | RSS MB |",
           "| --- | --- | --- | --- | --- | --- | --- |"]
     step = max(1, len(rows) // 12)

@@ -20,11 +20,11 @@ from epfuzz.cases.corpus import (
     is_case_text,
     load_case,
     read_bounded,
-    read_input,
     write_atomic,
 )
-from epfuzz.cases.replay import RUN_MARK, is_run_record, raw_preset
+from epfuzz.cases.replay import RUN_MARK, decode_raw, is_run_record, raw_preset, read_raw
 from epfuzz.encoding import codec
+from epfuzz.infra import log as elog
 from epfuzz.infra.errors import InputError
 from epfuzz.protocols import get_protocol
 from epfuzz.triage.findings import Grouping, case_protocol, group_findings, write_bug_index, write_finding
@@ -104,17 +104,17 @@ def _wrap(run_dir: Path, crashes: list[Path], protocol: str, preset: str | None,
     found = []
     for path in crashes:
         try:
-            scn = codec.decode(read_input(path), protocol, raw_preset(protocol, preset))
+            scn, _ = decode_raw(read_raw(path), path, protocol, raw_preset(protocol, preset))
         except InputError as e:
-            print(f"epfuzz: {e}", file=sys.stderr)
+            elog.error_line(str(e), e.path)
             continue
         proto = get_protocol(scn.protocol)
         out = get_backend(backend).run(scn, proto)
         if out.violation is not None:
             found.append((scn, out, proto))
         else:  # said: a crash clean under the preset given (or the home one) left the table without a word
-            print(f"epfuzz: {path}: clean under preset {scn.preset} on {backend}, not grouped (the preset its "
-                  "run fuzzed under? --preset)", file=sys.stderr)
+            elog.error_line(f"{path}: clean under preset {scn.preset} on {backend}, not grouped (the preset its "
+                            "run fuzzed under? --preset)", path)
     return [write_finding(run_dir, scn, codec.encode(scn), out, proto) for scn, out, proto in found]
 
 
@@ -147,7 +147,7 @@ def triage(run_dir: Path, protocol: str | None = None, keep: Path | None = None,
         # nothing to group and no run below: a typo'd or empty folder got an empty bugs.csv, exit 0, which
         # `report` then refused as no run folder (trial 0205 item 5): refused as report refuses it, nothing written
         raise InputError(f"{run_dir}: no findings (finding-*.json cases, crash-* artifacts) and no {RUN_MARK} "
-                         "(not an epfuzz fuzz run folder?)")
+                         "(not an epfuzz fuzz run folder?)", path=run_dir)
     _refuse_unloadable(run_dir, cases)  # before anything is written, the wrapped artifacts too
     if protocol and crashes:
         cases = sorted(set(cases) | set(_wrap(run_dir, crashes, protocol, preset, backend)))

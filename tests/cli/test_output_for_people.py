@@ -181,15 +181,25 @@ def test_a_json_log_is_json_lines_only_with_each_finding_and_progress_as_events(
             assert {k: e.get(k) for k in fields} == fields, e
 
 
-@pytest.mark.parametrize("jobs", ["1", "2"])
+#: the fuzz.summary event's keys, whichever engine ran (one schema: docs/usage.md)
+SUMMARY_KEYS = {"event", "level", "timestamp", "harness", "backend", "preset", "engine", "execs", "exec_per_s",
+                "corpus", "features", "harness_errors", "jobs", "findings", "bugs", "run_dir", "stop", "signal"}
+
+
+@pytest.mark.parametrize("jobs", ["1", "2", "libfuzzer"])
 def test_a_json_log_says_a_run_that_max_execs_ended_stopped_at_its_execs(tmp_path, jobs):
     """Trial 0205 item 4: `fuzz --max-execs 500` ended after 1 s of its 60 and fuzz.summary said "stop": "time";
-    every fuzz.finding event named the campaign's harness, backend and preset as its other events do."""
-    p = _fuzz_piped(tmp_path, "--log-format", "json", after=("--time", "600", "--max-execs", "40", "--jobs", jobs))
+    every fuzz.finding event named the campaign's harness, backend and preset as its other events do. The
+    summary event has the same keys whichever engine ran: the guided one said `features` and no
+    `harness_errors`, libFuzzer `cov` and no `features`, `--jobs N` alone `jobs` (ops trial 1205 item 5)."""
+    engine = ("--engine", "libfuzzer", "--time", "600") if jobs == "libfuzzer" else ("--jobs", jobs, "--time", "600")
+    p = _fuzz_piped(tmp_path, "--log-format", "json", after=(*engine, "--max-execs", "40"))
     assert p.returncode == 1, p.stderr[-2000:]
     events = [json.loads(x) for x in p.stderr.splitlines()]
     end = next(e for e in events if e["event"] == "fuzz.summary")
     assert end["stop"] == "execs" and end["execs"] >= 40 and end["signal"] is None, end
+    assert set(end) == SUMMARY_KEYS, end
+    assert end["jobs"] == (2 if jobs == "2" else 1) and end["features"] > 0 and end["harness_errors"] == 0, end
     found = [e for e in events if e["event"] == "fuzz.finding"]
     assert found and all(e["harness"] == "flag_write_signal_fuzzer" and e["backend"] == "sim"
                          and e["preset"] == end["preset"] for e in found), found[:1]
@@ -247,7 +257,7 @@ def test_the_json_summary_event_says_why_the_run_stopped_where_it_is_and_its_bug
                       [("sig", case, "overtake")], [bug], interrupted=2)
     elog.configure(json_lines=True)
     try:
-        log_end(elog.get_logger(), summary, features=5)
+        log_end(elog.get_logger(), summary)
     finally:
         elog.configure()
     events = [json.loads(x) for x in capsys.readouterr().err.splitlines()]
@@ -340,3 +350,20 @@ def test_a_json_log_has_each_changed_verdict_and_the_replay_summary_as_events(tm
     assert "FAIL (exit 1)" in p.stdout
     p = epfuzz("replay", str(tmp_path))  # for people: the lines alone
     assert "replay.changed" not in p.stderr + p.stdout and "replay.summary" not in p.stderr + p.stdout
+
+
+def test_a_json_log_of_a_replay_that_found_no_files_ends_in_its_replay_summary(tmp_path):
+    """Ops trial 1205 item 5: `replay EMPTYDIR` logged an error event (whose message kept an `epfuzz replay:`
+    prefix) and no replay.summary, where a missing path logged both: a CI job waiting for the summary got
+    none. Now zero counts and the exit status (2, as documented), after the one error."""
+    (tmp_path / "empty").mkdir()
+    p = epfuzz("--log-format", "json", "replay", str(tmp_path / "empty"))
+    assert p.returncode == 2, p.stdout + p.stderr
+    events = [json.loads(x) for x in p.stderr.splitlines()]
+    assert [e["event"] for e in events] == ["error", "replay.summary"], events
+    assert events[0]["message"] == "no files found", events
+    end = events[-1]
+    assert (end["replayed"], end["as_expected"], end["changed"], end["unreadable"], end["not_inputs"],
+            end["passed"], end["exit"]) == (0, 0, 0, 0, 0, False, 2), end
+    p = epfuzz("replay", str(tmp_path / "empty"))  # for people: the line alone
+    assert p.returncode == 2 and p.stderr == "epfuzz: no files found\n" and not p.stdout, p.stderr

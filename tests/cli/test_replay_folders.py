@@ -31,7 +31,7 @@ def test_raw_inputs_under_no_protocols_folder_name_ask_for_protocol(tmp_path, ca
     corpus = _inputs(tmp_path / "myrun" / "corpus")
     (corpus.parent / "progress.csv").write_text("elapsed\n")
     assert main(["replay", str(corpus.parent)]) == 2
-    assert capsys.readouterr().err.strip() == ("epfuzz replay: no files found (3 raw input(s) skipped: no folder "
+    assert capsys.readouterr().err.strip() == ("epfuzz: no files found (3 raw input(s) skipped: no folder "
                                                "above them names a protocol, pass --protocol NAME; 1 skipped: not "
                                                "inputs)")
     assert main(["replay", "--protocol", "deepep_v2_dispatch", str(corpus)]) == 0

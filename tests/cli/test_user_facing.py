@@ -130,9 +130,11 @@ def test_unexpected_error_is_exit_3_in_one_line(monkeypatch, capsys):
 
 
 def test_device_input_is_read_only_up_to_the_limit():
+    """/dev/zero is read up to the limit (1 MiB and a byte), not forever. As a raw input it decodes as its harness
+    would decode it, whatever its length (ops trial 1205 item 7): zeros, the simplest scenario, clean."""
     t0 = time.monotonic()
     p = epfuzz("run", "/dev/zero", "--protocol", "deepep_v2_dispatch", timeout=60)
-    assert p.returncode == 2 and "limit" in p.stderr.decode()
+    assert p.returncode == 0 and b"clean" in p.stdout, p.stdout + p.stderr
     assert time.monotonic() - t0 < 30
 
 
