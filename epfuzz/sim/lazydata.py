@@ -3,8 +3,8 @@ reads it (`Lazy`, `Bufs`), for `epfuzz.sim.memory.Memory` (issue 31)."""
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, ValuesView
-from typing import Final
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, ValuesView
+from typing import Any, Final, SupportsIndex
 
 import numpy as np
 
@@ -218,7 +218,12 @@ class Bufs(dict[str, bytearray]):
     """`Memory.bufs` while the data region is lazy: region -> bytearray, whose `__missing__` makes the data region
     (`Lazy.make`) and copies in `Lazy.bufs`; what reads the whole dict does so first. Present regions are looked up
     as in any dict, a little slower (a dict subclass's `__getitem__` is its Python-level slot): `Memory.bufs` is
-    the plain dict once the region is made, and the memory's own code reads that one."""
+    the plain dict once the region is made, and the memory's own code reads that one.
+
+    Every dict method answers as on the plain dict of a memory that made the region at once, and a write (set,
+    delete, `update`, `|=`, `clear`, `pop`, ...) is made in `Lazy.bufs`, that plain dict, as well: dict's own C
+    methods skip `__missing__` and see only this dict's entries, so each is overridden (tests/sim/test_bufs_model.py).
+    A copy or pickle is that plain dict."""
 
     def __init__(self, lazy: Lazy) -> None:
         super().__init__(lazy.bufs)
@@ -284,7 +289,8 @@ class Bufs(dict[str, bytearray]):
         """dict's own `pop` skips `__missing__`: the region made first, and taken out of the memory's regions, as
         from the plain dict `bufs` is once made."""
         self.whole()
-        out = self.lazy.bufs.pop(key, *default)
+        bufs: dict[str, Any] = self.lazy.bufs  # a default may be any value: compiled, no bytearray check on it
+        out = bufs.pop(key, *default)
         dict.pop(self, key, None)
         return out
 
@@ -293,6 +299,57 @@ class Bufs(dict[str, bytearray]):
         item = self.lazy.bufs.popitem()
         dict.pop(self, item[0], None)
         return item
+
+    # dict's own writes change only this dict's entries (and skip `__missing__`): each is made in the memory's
+    # regions, the data region made first, and this dict then holds what they hold, as the plain dict `bufs` is once
+    # made would (a key set here and not there was dropped by the next `whole`, a deleted one came back)
+    def __setitem__(self, key: str, value: bytearray) -> None:
+        self.whole()
+        self.lazy.bufs[key] = value
+        dict.__setitem__(self, key, value)
+
+    def __delitem__(self, key: str) -> None:
+        self.whole()
+        del self.lazy.bufs[key]
+        dict.__delitem__(self, key)
+
+    def update(self, *args: Any, **kwargs: bytearray) -> None:
+        self.whole()
+        self.lazy.bufs.update(*args, **kwargs)  # once: an iterator of pairs is read by one update only
+        self._mirror()
+
+    def __ior__(self, other: Any) -> Bufs:  # type: ignore[override]
+        self.whole()
+        self.lazy.bufs.__ior__(other)
+        self._mirror()
+        return self
+
+    def clear(self) -> None:
+        self.whole()
+        self.lazy.bufs.clear()
+        dict.clear(self)
+
+    def _mirror(self) -> None:
+        dict.clear(self)
+        dict.update(self, self.lazy.bufs)
+
+    def __or__(self, other: Any) -> dict[str, bytearray]:  # type: ignore[override]
+        self.whole()
+        return dict.__or__(self, other)
+
+    def __ror__(self, other: Any) -> dict[str, bytearray]:  # type: ignore[override]
+        self.whole()
+        return dict.__ror__(self, other)
+
+    @classmethod
+    def fromkeys(cls, keys: Iterable[str], value: Any = None) -> dict[str, Any]:  # type: ignore[override]
+        """A plain dict, as a plain dict's `fromkeys` makes (dict's would call `Bufs()`, which needs a `Lazy`)."""
+        return dict.fromkeys(keys, value)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        """Copied or pickled, the plain dict it reads as (dict's copied the entries here, the data region left out
+        while lazy, and shared the memory's regions with the copy)."""
+        return (dict, (self.copy(),))
 
     def copy(self) -> dict[str, bytearray]:
         self.whole()
