@@ -3,7 +3,8 @@ as a dict, the plain dict of a memory that made the region at once: random seque
 and mutating, answer the same (values, exceptions, order) on both, and leave both memories' regions (`_bufs`, the
 dict `bufs` is once made) the same. dict's own C methods skip `__missing__` and write only the subclass's own
 entries, so each one `Bufs` does not route through the region and the memory's regions answers differently
-(before this test: `__setitem__`, `__delitem__`, `update`, `clear`, `|=`, `|`, `fromkeys`, copies)."""
+(before this test: `__setitem__`, `__delitem__`, `update`, `clear`, `|=`, `|`, `fromkeys`, copies; compiled, a
+key that is no string or a value that is no bytearray, which a plain dict takes)."""
 
 from __future__ import annotations
 
@@ -20,9 +21,10 @@ from epfuzz.protocols.base import Layout
 from epfuzz.sim.memory import Memory
 
 LAYOUTS = (Layout(1, 2, 32, 2, (2,)), Layout(2, 3, 48, 4, (3, 1)))
-KEYS = st.sampled_from([*ops.REGIONS, "extra", "other"])
-#: values put in: fresh bytearrays (the same object goes into both dicts), told apart by their bytes
-VALUES = st.binary(min_size=0, max_size=4).map(bytearray)
+#: a key that is no region's, of any type a plain dict takes too (compiled, no str check on it)
+KEYS = st.sampled_from([*ops.REGIONS, "extra", "other", 1])
+#: values put in: fresh bytearrays (the same object goes into both dicts), told apart by their bytes, or any value
+VALUES = st.binary(min_size=0, max_size=4).map(bytearray) | st.sampled_from([None, 5])
 PAIRS = st.lists(st.tuples(KEYS, VALUES), max_size=3)
 
 Op = Callable[[dict[str, bytearray]], Any]
@@ -44,7 +46,7 @@ def _ops() -> st.SearchStrategy[tuple[str, Op]]:
         named("**", lambda b: {**b}), named("copy", lambda b: b.copy()), named("copy.copy", copy.copy),
         named("deepcopy", copy.deepcopy), named("pickle", lambda b: pickle.loads(pickle.dumps(b))),
         named("==", lambda b: (b == dict(b), b != {}, b == {})),
-        named("fromkeys", lambda b: b.fromkeys(["a", ops.DATA], 3)),
+        named("fromkeys", lambda b: b.fromkeys(["a", ops.DATA], 3)), named("sorted", lambda b: sorted(b, key=str)),
         st.tuples(k, v).map(lambda a: (f"[{a[0]!r}]=", lambda b: b.__setitem__(*a))),
         k.map(lambda key: (f"del [{key!r}]", lambda b: b.__delitem__(key))),
         PAIRS.map(lambda p: (f"update({p})", lambda b: b.update(p))),
@@ -56,6 +58,7 @@ def _ops() -> st.SearchStrategy[tuple[str, Op]]:
         PAIRS.map(lambda p: (f"{p} |", lambda b: dict(p) | b)),
         named("clear", lambda b: b.clear()),
         st.tuples(k, v).map(lambda a: (f"setdefault{a}", lambda b: b.setdefault(*a))),
+        k.map(lambda key: (f"setdefault({key!r})", lambda b: b.setdefault(key))),
         k.map(lambda key: (f"pop({key!r})", lambda b: b.pop(key))),
         k.map(lambda key: (f"pop({key!r}, None)", lambda b: b.pop(key, None))),
         named("popitem", lambda b: b.popitem()),
