@@ -219,8 +219,10 @@ SOURCE_OPS = (SrcStore, SrcFlush, SrcClear)
 #: the GPU-only ops: no WR (the requester only paces the channel through them)
 GPU_OPS = (SrcStore, SrcFlush, SrcClear, ProxyFence)
 
-# every op's __init__ without a generic attribute set per field (same signature and effect,
-# `epfuzz.ir.slotinit`): a protocol's sender makes its ops anew for each fresh configuration (issue 31)
+# every op's __init__ without a generic attribute set per field (same signature, `epfuzz.ir.slotinit`): a
+# protocol's sender makes its ops anew for each fresh configuration (issue 31). Checked: each int and bool
+# field holds a value of its type (an integer for an int, 0 and 1 for False and True; else a TypeError naming
+# the field), as the compiled core reads them, so that both paths run the same ops and refuse the same
 for _cls in (Write, WriteValue, AtomicAdd, WriteImm, Send, Read, CeCopy, CeValue, Spin, Flush, ProxyFence, SrcStore,
              SrcFlush, SrcClear):
-    fast_init(_cls)
+    fast_init(_cls, checked=True)

@@ -25,7 +25,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.opmake import insert_spins, layout_of
 from epfuzz.ir.payload import pad16
 from epfuzz.ir.scenario import Scenario
-from epfuzz.ir.slotinit import fast_init
+from epfuzz.ir.slotinit import checked_init
 
 Verdict = Literal["finding", "clean", ""]
 #: what `Protocol.expect` may be: one verdict, one per preset name ("*" for the rest), or a callable
@@ -59,7 +59,9 @@ class Layout:
         return slot * self.num_channels + channel
 
 
-@fast_init  # a receiver's poll makes these per accept: no generic attribute set per field (epfuzz.ir.slotinit)
+# a receiver's poll makes these per accept: no generic attribute set per field (epfuzz.ir.slotinit); checked as the
+# ops are (a plug-in's receiver makes them: `invalidate=1` is True on both paths, `length=1.5` refused on both)
+@checked_init
 @dataclass(frozen=True, slots=True)
 class Consume:
     """Bytes the receiver reads as ready payload, right after it saw a signal."""

@@ -3,8 +3,8 @@ reads it (`Lazy`, `Bufs`), for `epfuzz.sim.memory.Memory` (issue 31)."""
 
 from __future__ import annotations
 
-from collections.abc import ItemsView, Iterator, KeysView, ValuesView
-from typing import Final
+from collections.abc import Callable, ItemsView, Iterable, Iterator, KeysView, ValuesView
+from typing import Any, Final, SupportsIndex
 
 import numpy as np
 
@@ -218,13 +218,16 @@ class Bufs(dict[str, bytearray]):
     """`Memory.bufs` while the data region is lazy: region -> bytearray, whose `__missing__` makes the data region
     (`Lazy.make`) and copies in `Lazy.bufs`; what reads the whole dict does so first. Present regions are looked up
     as in any dict, a little slower (a dict subclass's `__getitem__` is its Python-level slot): `Memory.bufs` is
-    the plain dict once the region is made, and the memory's own code reads that one."""
+    the plain dict once the region is made, and the memory's own code reads that one.
+
+    Every dict method answers as on the plain dict of a memory that made the region at once, and a write is made in
+    `Lazy.bufs` (that dict) too: dict's own C methods skip `__missing__` and see only this dict's entries."""
 
     def __init__(self, lazy: Lazy) -> None:
         super().__init__(lazy.bufs)
         self.lazy = lazy
 
-    def __missing__(self, key: str) -> bytearray:
+    def __missing__(self, key: Any) -> bytearray:
         lz = self.lazy
         if key == _DATA and lz.on:
             lz.make()
@@ -240,7 +243,7 @@ class Bufs(dict[str, bytearray]):
             dict.clear(self)
             dict.update(self, lz.bufs)
 
-    def get(self, key: str, default: object = None) -> object:  # type: ignore[override]
+    def get(self, key: Any, default: object = None) -> object:  # type: ignore[override]
         self.whole()
         return dict.get(self, key, default)
 
@@ -272,27 +275,56 @@ class Bufs(dict[str, bytearray]):
         self.whole()
         return dict.__reversed__(self)
 
-    def setdefault(self, key: str, default: bytearray) -> bytearray:
-        """dict's own `setdefault` skips `__missing__`: a region there is returned, never replaced by `default`;
-        a new key goes into the memory's regions too, as it would in the plain dict `bufs` is once made."""
+    # dict's own `setdefault`, `pop`, ... skip `__missing__` and change only this dict's entries: each is made in the
+    # memory's regions, the data region made first, as in the plain dict `bufs` is once made (`setdefault` returns a
+    # region there, never replaced by its default; a key set here alone was dropped by the next `whole`, a deleted
+    # one came back, `clear` was undone)
+    def setdefault(self, key: Any, default: Any = None) -> Any:
+        return self._write(dict.setdefault, key, default)
+
+    def pop(self, key: Any, *default: Any) -> Any:
+        return self._write(dict.pop, key, *default)
+
+    def popitem(self) -> tuple[Any, Any]:
+        return self._write(dict.popitem)
+
+    def __setitem__(self, key: Any, value: Any) -> None:
+        self._write(dict.__setitem__, key, value)
+
+    def __delitem__(self, key: Any) -> None:
+        self._write(dict.__delitem__, key)
+
+    def update(self, *args: Any, **kwargs: Any) -> None:
+        self._write(dict.update, *args, **kwargs)  # once: an iterator of pairs is read by one update only
+
+    def __ior__(self, other: Any) -> Bufs:  # type: ignore[override]
+        self._write(dict.__ior__, other)
+        return self
+
+    def clear(self) -> None:
+        self._write(dict.clear)
+
+    def _write(self, method: Callable[..., Any], *args: Any, **kwargs: Any) -> Any:
         self.whole()
-        out = self.lazy.bufs.setdefault(key, default)
-        dict.setdefault(self, key, out)
+        out = method(self.lazy.bufs, *args, **kwargs)
+        dict.clear(self)
+        dict.update(self, self.lazy.bufs)
         return out
 
-    def pop(self, key: str, *default: object) -> object:  # type: ignore[override]
-        """dict's own `pop` skips `__missing__`: the region made first, and taken out of the memory's regions, as
-        from the plain dict `bufs` is once made."""
+    def __or__(self, other: Any) -> dict[str, bytearray]:  # type: ignore[override]
         self.whole()
-        out = self.lazy.bufs.pop(key, *default)
-        dict.pop(self, key, None)
-        return out
+        return dict.__or__(self, other)
 
-    def popitem(self) -> tuple[str, bytearray]:
+    def __ror__(self, other: Any) -> dict[str, bytearray]:  # type: ignore[override]
         self.whole()
-        item = self.lazy.bufs.popitem()
-        dict.pop(self, item[0], None)
-        return item
+        return dict.__ror__(self, other)
+
+    @classmethod
+    def fromkeys(cls, keys: Iterable[Any], value: Any = None) -> dict[str, Any]:  # type: ignore[override]
+        return dict.fromkeys(keys, value)  # a plain dict's (dict's calls `Bufs()`, which needs a `Lazy`)
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> tuple[Any, ...]:
+        return (dict, (self.copy(),))  # copied or pickled: the plain dict (dict's shared the memory's regions)
 
     def copy(self) -> dict[str, bytearray]:
         self.whole()

@@ -14,6 +14,7 @@ from epfuzz.core.native import mypyc_attr
 from epfuzz.ir import ops
 from epfuzz.ir.opmake import OpRec
 from epfuzz.ir.scenario import Scenario
+from epfuzz.ir.slotinit import as_flag, as_int
 from epfuzz.model.ordering import NO_PROXY_FENCE
 from epfuzz.protocols.opcheck import OutsideLayout, span_fits
 from epfuzz.sim import packets as pk
@@ -38,6 +39,8 @@ def read_op(op: object, kind: int) -> OpRec:
     elif kind == pk.K_FLUSH:
         r.qp = o.qp
         r.flag = o.stale
+    elif kind == pk.K_OTHER:
+        return _read_other(r, o)
     elif kind <= pk.K_OTHER:
         r.qp = o.qp
         r.fence = o.fence
@@ -65,6 +68,18 @@ def read_op(op: object, kind: int) -> OpRec:
                 r.flag = o.strong
         if kind == pk.K_CECOPY or kind == pk.K_CEVALUE:
             r.batch = o.batch
+    return r
+
+
+def _read_other(r: OpRec, o: Any) -> OpRec:
+    """`read_op` of an op of no known class, which starts as a SEND: its fields held to the rule an op class's
+    constructor holds its own to (`epfuzz.ir.slotinit`; no constructor of ours made it), so that the compiled
+    record's native fields take what the pure one takes (a fence of 1 is True) and both refuse the rest."""
+    owner = type(o).__name__
+    r.qp = as_int(o.qp, owner, "qp")
+    r.fence = as_flag(o.fence, owner, "fence")
+    r.slot = as_int(o.slot, owner, "slot")
+    r.value = as_int(o.value, owner, "value")
     return r
 
 
