@@ -19,7 +19,7 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation, check_bytes, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
-from epfuzz.protocols.base import Consume, Layout, Protocol
+from epfuzz.protocols.base import Consume, Layout, Protocol, Receiver
 from epfuzz.sim.memory import Memory, Starts
 from epfuzz.sim.nvlink import is_nvlink
 from epfuzz.sim.packets import A_FETCH, A_READ, Tlp
@@ -46,6 +46,8 @@ Reading = tuple[Consume, int, int]
 _NOTHING: Final[frozenset[int]] = frozenset()
 #: the region names, as constants to compiled code (`ops` is plain Python: `ops.DATA` is a module attribute get)
 _DATA: Final = ops.DATA
+_ALL: Final = 1 << 60  # the changed span [0, _ALL): "anything may have changed" (`Receiver.poll_changed`)
+_TOLD: Final[dict[type, bool]] = {}  # by receiver class: does it override `Receiver.poll_changed`
 
 
 class Receiving:
@@ -85,6 +87,10 @@ class Receiving:
         self.arrived = 0
         self.epoch = -1
         self.watch = self.rx.watch
+        #: a receiver told which bytes of the data region changed since its last poll (`Receiver.poll_changed`):
+        #: [lo, hi) covering every data TLP landed since (all of the region at an epoch's start)
+        self.told = _told(self.rx)
+        self.lo, self.hi = 0, _ALL
         #: per watched region, the (starts, ends) of the byte spans the receiver's poll reads (None: the
         #: whole region); None for all: the receiver did not say (`Receiver.watch_bytes`), poll as before
         self.spans: dict[str, tuple[list[int], list[int]] | None] | None = None
@@ -109,6 +115,7 @@ class Receiving:
         if self.cache is not None and (self.proto.poison or epoch == 0):  # the poison is the GPU's own store
             self.cache.store(self.mem.bufs[_DATA], 0, len(self.mem.bufs[_DATA]))
         self.rx.start_epoch(epoch)
+        self.lo, self.hi = 0, _ALL  # the poison, the resets, a new epoch: the next poll looks at all
         self.pending_local = self.local_left.get(epoch, 0)
 
     def close(self, position: int) -> Violation | None:
@@ -122,10 +129,11 @@ class Receiving:
         """Everything `land` changes except memory (see `key`/`snapshot`)."""
         return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local, self.arrived,
                 self.look, None if self.polls is None else len(self.polls),
-                None if self.cache is None else self.cache.state())
+                None if self.cache is None else self.cache.state(), self.lo, self.hi)
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n, cs = state
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n, cs, *_ = state
+        self.lo, self.hi = state[9], state[10]
         self.rx.restore(rs)
         if self.cache is not None:
             self.cache.restore(cs)
@@ -222,6 +230,11 @@ class Receiving:
                 self.skipped += 1
         else:
             self.mem.apply(t)
+        if self.told and t.region == _DATA:  # what the receiver's next poll is told changed
+            if t.off < self.lo:
+                self.lo = t.off
+            if t.off + t.length > self.hi:
+                self.hi = t.off + t.length
         if t.seq + t.n > self.arrived:
             self.arrived = t.seq + t.n
         if t.local:
@@ -243,7 +256,11 @@ class Receiving:
         """The receiver looks (woken by TLP `trigger`, or at the epoch's start: -1) and each accept
         is judged."""
         epoch = self.epoch
-        consumed = self.rx.poll(self.mem, epoch)
+        if self.told:
+            consumed = self.rx.poll_changed(self.mem, epoch, self.lo, self.hi)
+            self.lo, self.hi = _ALL, 0  # nothing changed since this poll
+        else:
+            consumed = self.rx.poll(self.mem, epoch)
         if consumed and self.polls is not None:
             self.polls.append(Poll(position, trigger, [c.what for c in consumed], consumed, epoch))
         horizon = self.look if self.early else self.arrived
@@ -291,6 +308,14 @@ class Receiving:
                 self.reading += ((c, self.epoch, self.lag),)
         self.deferred = tuple(still)
         return None
+
+
+def _told(rx: Receiver) -> bool:
+    """Does `rx`'s class override `Receiver.poll_changed` (the emulator then tells it what changed)?"""
+    told = _TOLD.get(type(rx))
+    if told is None:
+        told = _TOLD[type(rx)] = getattr(type(rx), "poll_changed", None) is not Receiver.poll_changed
+    return told
 
 
 def _merged(ranges: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
