@@ -8,7 +8,6 @@ data (`flush_on_accept`), and data still being read for `faults.rx_lag` TLPs.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -22,7 +21,9 @@ from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
 from epfuzz.protocols.base import Consume, Layout, Protocol, Receiver
 from epfuzz.sim.memory import Memory, Starts
 from epfuzz.sim.nvlink import is_nvlink
-from epfuzz.sim.packets import A_FETCH, A_READ, Tlp
+from epfuzz.sim.packets import Tlp
+from epfuzz.sim.spans import merged as _merged
+from epfuzz.sim.spans import touched as _touched
 
 
 @dataclass(init=False)
@@ -40,8 +41,9 @@ class Poll:
         self.consumes = [] if consumes is None else consumes
 
 
-#: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
-Reading = tuple[Consume, int, int]
+#: (consume, epoch, TLPs left to read, its region, start, end): bytes accepted and still being read (faults.rx_lag);
+#: the consume's range copied out (a field read of a plain-Python `Consume` is a generic get, per TLP landed)
+Reading = tuple[Consume, int, int, str, int, int]
 
 _NOTHING: Final[frozenset[int]] = frozenset()
 #: the region names, as constants to compiled code (`ops` is plain Python: `ops.DATA` is a module attribute get)
@@ -273,20 +275,22 @@ class Receiving:
             if v is not None:
                 return v
             if self.lag and c.region == _DATA:
-                self.reading += ((c, epoch, self.lag),)
+                self.reading += ((c, epoch, self.lag, c.region, c.offset, c.offset + c.length),)
         return None
 
     def _still_reading(self, t: Tlp, position: int) -> Violation | None:
         """Data accepted earlier and still being read must not change under the reader."""
         if not self.reading:
             return None
-        for c, e, _ in self.reading:
-            if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
+        region, lo, hi = t.region, t.off, t.off + t.length
+        for c, e, _, r, a, b in self.reading:
+            if region == r and lo < b and a < hi:
                 v = self._verify(c, e, t.seq, position)
                 if v is not None:
                     v.kind = "overwritten-while-read"
                     return v
-        self.reading = tuple((c, e, left - t.n) for c, e, left in self.reading if left - t.n > 0)
+        n = t.n
+        self.reading = tuple((c, e, left - n, r, a, b) for c, e, left, r, a, b in self.reading if left - n > 0)
         return None
 
     def _flushed(self, trigger: int, position: int) -> Violation | None:
@@ -305,7 +309,7 @@ class Receiving:
             if v is not None:
                 return v
             if self.lag:  # the read of the data starts once the flush read is back
-                self.reading += ((c, self.epoch, self.lag),)
+                self.reading += ((c, self.epoch, self.lag, c.region, c.offset, c.offset + c.length),)
         self.deferred = tuple(still)
         return None
 
@@ -317,34 +321,3 @@ def _told(rx: Receiver) -> bool:
         told = _TOLD[type(rx)] = getattr(type(rx), "poll_changed", None) is not Receiver.poll_changed
     return told
 
-
-def _merged(ranges: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """(offset, length) ranges as sorted, disjoint [start, end) spans: starts and ends."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for off, length in sorted(ranges):
-        if length <= 0:
-            continue
-        if ends and off <= ends[-1]:
-            ends[-1] = max(ends[-1], off + length)
-        else:
-            starts.append(off)
-            ends.append(off + length)
-    return starts, ends
-
-
-def _touched(t: Tlp, spans: tuple[list[int], list[int]] | None) -> tuple[int, int]:
-    """The bytes of `t` a receiver reads, as one [lo, hi) from the first watched byte it writes to the
-    last (hi <= lo: none); a READ writes nothing. What lies between two spans is compared too: a change
-    there only costs a poll that finds nothing."""
-    if t.action == A_READ or t.action == A_FETCH:
-        return 0, 0
-    lo, hi = t.off, t.off + t.length
-    if spans is None:
-        return lo, hi
-    starts, ends = spans
-    j = bisect_right(ends, lo)  # the first span ending after lo
-    if j == len(ends) or starts[j] >= hi:
-        return 0, 0
-    k = bisect_left(starts, hi) - 1  # the last span starting before hi
-    return max(lo, starts[j]), min(hi, ends[k])
