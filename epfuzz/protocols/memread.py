@@ -17,12 +17,14 @@ from epfuzz.protocols.base import MemoryView
 # Final: compiled code reads them as constants, not a module-dict lookup per word (issue 31)
 _U32X4: Final = struct.Struct("<4I")  # a CQE or a 16-byte chunk, as `MemoryView.u32x4` reads it
 _U64: Final = struct.Struct("<Q")
-_U32: Final = struct.Struct("<I")  # a CQ entry's valid word (`cq_seen`)
-_U32X2: Final = struct.Struct("<II")  # a CQ entry's valid and immediate words (`cq_seen`)
 _CQ: Final = ops.CQ  # the region names as constants (`ops` is plain Python: a module attribute get per use)
 _RECV: Final = ops.RECV
 #: struct.Struct("<" + "Q" * n) by n: all n tail words of signal memory in one read (`DispatchReceiver._poll_words`)
 _TAILS: Final[dict[int, struct.Struct]] = {}
+#: struct.Struct("<" + "II8x" * n) by n (WRITE_WITH_IMM: each entry's valid and immediate words) and
+#: struct.Struct("<" + "I12x" * n) by -n (SEND: the valid word only): a CQ's entries in one read (`cq_seen`),
+#: without the words it never looks at (the whole CQ as u32 was half its cost, issue 31)
+_CQS: Final[dict[int, struct.Struct]] = {}
 #: str(i) for the small numbers an accept's description names (slots, channels): no int-to-str per accept
 _STRS: Final[tuple[str, ...]] = tuple(str(i) for i in range(256))
 
@@ -38,6 +40,11 @@ def _words(made: dict[int, struct.Struct], key: int, unit: str, n: int) -> struc
 def tail_words(n: int) -> struct.Struct:
     """The struct that reads n little-endian u64 words."""
     return _words(_TAILS, n, "Q", n)
+
+
+def cq_words(n: int, imm: bool) -> struct.Struct:
+    """The struct that reads, of n 16-byte CQ entries, each one's valid word and (imm) the word after it."""
+    return _words(_CQS, n, "II8x", n) if imm else _words(_CQS, -n, "I12x", n)
 
 
 def num_str(i: int) -> str:
@@ -83,13 +90,13 @@ def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int
             nxt: list[int]) -> list[int] | None:
     """`DispatchReceiver._observe` of every unfinished channel over completions (WRITE_WITH_IMM or SEND) in a view
     with `bufs`, as one flat list of (channel, finish, tail) (finish -1: a stale SEND message, tail its entry),
-    `nxt` (the receiver's `next_cqe`) advanced past the entries read: each unfinished channel's next entries read
-    one struct call each (valid and immediate words), not a list per channel nor the whole CQ per poll (a poll per
-    completion unpacked every entry: quadratic in them, issue 31). None (nothing read) for a CQ not of the
-    layout's size. tests/zoo/test_poll_words.py holds a view with `bufs` to one read through its methods."""
+    `nxt` (the receiver's `next_cqe`) advanced past the entries read: the whole CQ read in one struct call, not a
+    list and a struct call per channel and entry (issue 31). None (nothing read) for a CQ not of the layout's size.
+    tests/zoo/test_poll_words.py holds a view with `bufs` to one read through its methods."""
     cq = bufs[_CQ]
     if len(cq) != 16 * nch * ms:
         return None
+    ents: tuple[int, ...] = cq_words(nch * ms, imm).unpack(cq)  # the length is the struct's: checked above
     recv = cq if imm else bufs[_RECV]
     mark = epoch + 1
     seen: list[int] = []
@@ -98,19 +105,15 @@ def cq_seen(bufs: dict[str, bytearray], nch: int, ms: int, imm: bool, epoch: int
             continue
         k = nxt[c]
         while k < ms:
-            e = c * ms + k  # entry e at e * 16: its valid word, then (imm) its immediate
+            e = c * ms + k  # entry e: ents[2e] valid, ents[2e + 1] immediate (imm); else ents[e] valid
+            if ents[2 * e if imm else e] != mark:
+                break
             if imm:
-                w: tuple[int, ...] = _U32X2.unpack_from(cq, e * 16)
-                if w[0] != mark:
-                    break
-                lo = w[1]
+                lo = ents[2 * e + 1]
                 seen.append(c)
                 seen.append(lo & 1)
                 seen.append((lo >> 1) & 0x7FFFFF)
             else:  # SEND: the tail is in the message, which must carry this epoch
-                v: tuple[int, ...] = _U32.unpack_from(cq, e * 16)
-                if v[0] != mark:
-                    break
                 msg = buf_u64(recv, e * 16)
                 seen.append(c)
                 if msg >> 48 != mark:

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import random
 
-from epfuzz.protocols.memread import mem_read, mem_u32x4, mem_u64, num_str
+from epfuzz.protocols.memread import cq_words, mem_read, mem_u32x4, mem_u64, num_str
 from tests.zoo.memviews import BufsView
 
 
@@ -45,3 +45,13 @@ def test_num_str_is_str() -> None:
     for i in [*range(-3, 300), 1 << 40]:
         assert num_str(i) == str(i)
 
+
+def test_cq_words_read_each_entry_valid_and_immediate_word() -> None:
+    """`cq_seen`'s struct reads, of each 16-byte entry, its first word (and with `imm` its second): what the
+    same entries read as whole u32x4 say."""
+    rng = random.Random(5)
+    for n in (1, 3, 17):
+        cq = bytearray(rng.randbytes(16 * n))
+        whole = [mem_u32x4(BufsView({"r": bytes(cq)}), "r", 16 * e) for e in range(n)]
+        assert list(cq_words(n, True).unpack(cq)) == [w for e in whole for w in e[:2]]
+        assert list(cq_words(n, False).unpack(cq)) == [e[0] for e in whole]
