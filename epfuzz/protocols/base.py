@@ -112,6 +112,13 @@ class Receiver(abc.ABC):
     def poll(self, mem: MemoryView, epoch: int) -> list[Consume]:
         """Look at memory now; return every byte range accepted as ready by this poll."""
 
+    def poll_changed(self, mem: MemoryView, epoch: int, lo: int, hi: int) -> list[Consume]:
+        """`poll`, told that since this receiver's last poll no byte of the data region changed outside [lo, hi)
+        (lo >= hi: none did; other regions are not told of). A receiver that overrides it promises the same
+        result as `poll`'s; it may use the span to look at less. The emulator calls it, never `poll`, for a
+        receiver whose class overrides it; the default (every plug-in's unless it opts in) is `poll`."""
+        return self.poll(mem, epoch)
+
     @abc.abstractmethod
     def done(self) -> bool:
         """Has this epoch's receiver seen everything it waits for?"""

@@ -25,6 +25,7 @@ _DATA: Final = ops.DATA  # a constant to compiled code (`ops` is plain Python: a
 #: `_tag_struct` by (slots, token bytes)
 _TAGS: Final[dict[tuple[int, int], struct.Struct]] = {}
 _TAGS_KEPT: Final = 256
+_TAG: Final = struct.Struct("<I4xI")  # one slot's tag words 0 and 2 (`TagReceiver.poll_changed`)
 
 
 @mypyc_attr(allow_interpreted_subclasses=True)
@@ -86,6 +87,40 @@ class TagReceiver(Receiver):
                     continue
                 row[i] = True
                 out.append(consume(_DATA, off, tb, c, f"slot {num_str(i)} of channel {num_str(c)} (tag seen)"))
+        return out
+
+    def poll_changed(self, mem: MemoryView, epoch: int, lo: int, hi: int) -> list[Consume]:
+        """`poll` over the slots with a byte in [lo, hi) only: a slot not accepted at the last poll did not show
+        this epoch's tag (or checksum) then, and shows it now only if its bytes changed since (a poll per data
+        TLP read every slot's tag: polls quadratic in the tokens, issue 31). The whole `poll` for a subclass,
+        a span past the region or a view without `bufs`."""
+        lay = self.lay
+        tb = lay.token_bytes
+        spc = lay.slots_per_channel
+        nch = lay.num_channels
+        bufs: dict[str, bytearray] | None = getattr(mem, "bufs", None)
+        if type(self) is not TagReceiver or bufs is None or tb < CHUNK or lo < 0 or hi > nch * spc * tb \
+                or len(bufs[_DATA]) < nch * spc * tb:
+            return self.poll(mem, epoch)
+        out: list[Consume] = []
+        if hi <= lo:
+            return out
+        data = bufs[_DATA]
+        accepted = self.accepted
+        for g in range(lo // tb, (hi - 1) // tb + 1):  # the slots [lo, hi) touches, in `poll`'s order
+            c = g // spc
+            i = g - c * spc
+            row = accepted[c]
+            if i >= len(row) or row[i]:
+                continue
+            off = g * tb
+            w: tuple[int, ...] = _TAG.unpack_from(data, off + tb - CHUNK)
+            if w[0] != epoch or w[1] != i * nch + c:
+                continue
+            if self.checksum and not token_checksum_ok(bytes(data[off:off + tb])):
+                continue
+            row[i] = True
+            out.append(consume(_DATA, off, tb, c, f"slot {num_str(i)} of channel {num_str(c)} (tag seen)"))
         return out
 
     def _tag_words(self, mem: MemoryView, n: int, tb: int) -> tuple[int, ...] | None:

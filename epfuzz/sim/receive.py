@@ -8,7 +8,6 @@ data (`flush_on_accept`), and data still being read for `faults.rx_lag` TLPs.
 
 from __future__ import annotations
 
-from bisect import bisect_left, bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -19,10 +18,12 @@ from epfuzz.ir import ops
 from epfuzz.ir.scenario import Scenario
 from epfuzz.model.oracle import Violation, check_bytes, judge
 from epfuzz.model.rxcache import CACHED, COHERENT, RxCache, check_map
-from epfuzz.protocols.base import Consume, Layout, Protocol
+from epfuzz.protocols.base import Consume, Layout, Protocol, Receiver
 from epfuzz.sim.memory import Memory, Starts
 from epfuzz.sim.nvlink import is_nvlink
-from epfuzz.sim.packets import A_FETCH, A_READ, Tlp
+from epfuzz.sim.packets import Tlp
+from epfuzz.sim.spans import merged as _merged
+from epfuzz.sim.spans import touched as _touched
 
 
 @dataclass(init=False)
@@ -40,12 +41,15 @@ class Poll:
         self.consumes = [] if consumes is None else consumes
 
 
-#: (consume, epoch, TLPs left to read): bytes accepted and still being read (faults.rx_lag)
-Reading = tuple[Consume, int, int]
+#: (consume, epoch, TLPs left to read, its region, start, end): bytes accepted and still being read (faults.rx_lag);
+#: the consume's range copied out (a field read of a plain-Python `Consume` is a generic get, per TLP landed)
+Reading = tuple[Consume, int, int, str, int, int]
 
 _NOTHING: Final[frozenset[int]] = frozenset()
 #: the region names, as constants to compiled code (`ops` is plain Python: `ops.DATA` is a module attribute get)
 _DATA: Final = ops.DATA
+_ALL: Final = 1 << 60  # the changed span [0, _ALL): "anything may have changed" (`Receiver.poll_changed`)
+_TOLD: Final[dict[type, bool]] = {}  # by receiver class: does it override `Receiver.poll_changed`
 
 
 class Receiving:
@@ -85,6 +89,10 @@ class Receiving:
         self.arrived = 0
         self.epoch = -1
         self.watch = self.rx.watch
+        #: a receiver told which bytes of the data region changed since its last poll (`Receiver.poll_changed`):
+        #: [lo, hi) covering every data TLP landed since (all of the region at an epoch's start)
+        self.told = _told(self.rx)
+        self.lo, self.hi = 0, _ALL
         #: per watched region, the (starts, ends) of the byte spans the receiver's poll reads (None: the
         #: whole region); None for all: the receiver did not say (`Receiver.watch_bytes`), poll as before
         self.spans: dict[str, tuple[list[int], list[int]] | None] | None = None
@@ -109,6 +117,7 @@ class Receiving:
         if self.cache is not None and (self.proto.poison or epoch == 0):  # the poison is the GPU's own store
             self.cache.store(self.mem.bufs[_DATA], 0, len(self.mem.bufs[_DATA]))
         self.rx.start_epoch(epoch)
+        self.lo, self.hi = 0, _ALL  # the poison, the resets, a new epoch: the next poll looks at all
         self.pending_local = self.local_left.get(epoch, 0)
 
     def close(self, position: int) -> Violation | None:
@@ -122,10 +131,11 @@ class Receiving:
         """Everything `land` changes except memory (see `key`/`snapshot`)."""
         return (self.rx.state(), self.reading, self.deferred, self.invisible, self.pending_local, self.arrived,
                 self.look, None if self.polls is None else len(self.polls),
-                None if self.cache is None else self.cache.state())
+                None if self.cache is None else self.cache.state(), self.lo, self.hi)
 
     def restore(self, state: tuple[Any, ...]) -> None:
-        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n, cs = state
+        rs, self.reading, self.deferred, self.invisible, self.pending_local, self.arrived, self.look, n, cs, *_ = state
+        self.lo, self.hi = state[9], state[10]
         self.rx.restore(rs)
         if self.cache is not None:
             self.cache.restore(cs)
@@ -222,6 +232,11 @@ class Receiving:
                 self.skipped += 1
         else:
             self.mem.apply(t)
+        if self.told and t.region == _DATA:  # what the receiver's next poll is told changed
+            if t.off < self.lo:
+                self.lo = t.off
+            if t.off + t.length > self.hi:
+                self.hi = t.off + t.length
         if t.seq + t.n > self.arrived:
             self.arrived = t.seq + t.n
         if t.local:
@@ -243,7 +258,11 @@ class Receiving:
         """The receiver looks (woken by TLP `trigger`, or at the epoch's start: -1) and each accept
         is judged."""
         epoch = self.epoch
-        consumed = self.rx.poll(self.mem, epoch)
+        if self.told:
+            consumed = self.rx.poll_changed(self.mem, epoch, self.lo, self.hi)
+            self.lo, self.hi = _ALL, 0  # nothing changed since this poll
+        else:
+            consumed = self.rx.poll(self.mem, epoch)
         if consumed and self.polls is not None:
             self.polls.append(Poll(position, trigger, [c.what for c in consumed], consumed, epoch))
         horizon = self.look if self.early else self.arrived
@@ -256,20 +275,22 @@ class Receiving:
             if v is not None:
                 return v
             if self.lag and c.region == _DATA:
-                self.reading += ((c, epoch, self.lag),)
+                self.reading += ((c, epoch, self.lag, c.region, c.offset, c.offset + c.length),)
         return None
 
     def _still_reading(self, t: Tlp, position: int) -> Violation | None:
         """Data accepted earlier and still being read must not change under the reader."""
         if not self.reading:
             return None
-        for c, e, _ in self.reading:
-            if t.region == c.region and t.off < c.offset + c.length and c.offset < t.off + t.length:
+        region, lo, hi = t.region, t.off, t.off + t.length
+        for c, e, _, r, a, b in self.reading:
+            if region == r and lo < b and a < hi:
                 v = self._verify(c, e, t.seq, position)
                 if v is not None:
                     v.kind = "overwritten-while-read"
                     return v
-        self.reading = tuple((c, e, left - t.n) for c, e, left in self.reading if left - t.n > 0)
+        n = t.n
+        self.reading = tuple((c, e, left - n, r, a, b) for c, e, left, r, a, b in self.reading if left - n > 0)
         return None
 
     def _flushed(self, trigger: int, position: int) -> Violation | None:
@@ -288,38 +309,15 @@ class Receiving:
             if v is not None:
                 return v
             if self.lag:  # the read of the data starts once the flush read is back
-                self.reading += ((c, self.epoch, self.lag),)
+                self.reading += ((c, self.epoch, self.lag, c.region, c.offset, c.offset + c.length),)
         self.deferred = tuple(still)
         return None
 
 
-def _merged(ranges: Sequence[tuple[int, int]]) -> tuple[list[int], list[int]]:
-    """(offset, length) ranges as sorted, disjoint [start, end) spans: starts and ends."""
-    starts: list[int] = []
-    ends: list[int] = []
-    for off, length in sorted(ranges):
-        if length <= 0:
-            continue
-        if ends and off <= ends[-1]:
-            ends[-1] = max(ends[-1], off + length)
-        else:
-            starts.append(off)
-            ends.append(off + length)
-    return starts, ends
+def _told(rx: Receiver) -> bool:
+    """Does `rx`'s class override `Receiver.poll_changed` (the emulator then tells it what changed)?"""
+    told = _TOLD.get(type(rx))
+    if told is None:
+        told = _TOLD[type(rx)] = getattr(type(rx), "poll_changed", None) is not Receiver.poll_changed
+    return told
 
-
-def _touched(t: Tlp, spans: tuple[list[int], list[int]] | None) -> tuple[int, int]:
-    """The bytes of `t` a receiver reads, as one [lo, hi) from the first watched byte it writes to the
-    last (hi <= lo: none); a READ writes nothing. What lies between two spans is compared too: a change
-    there only costs a poll that finds nothing."""
-    if t.action == A_READ or t.action == A_FETCH:
-        return 0, 0
-    lo, hi = t.off, t.off + t.length
-    if spans is None:
-        return lo, hi
-    starts, ends = spans
-    j = bisect_right(ends, lo)  # the first span ending after lo
-    if j == len(ends) or starts[j] >= hi:
-        return 0, 0
-    k = bisect_left(starts, hi) - 1  # the last span starting before hi
-    return max(lo, starts[j]), min(hi, ends[k])
