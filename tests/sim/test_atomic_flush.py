@@ -71,3 +71,22 @@ def test_random_scenarios_keep_the_authors_promise_per_preset(name):
                                      proto).violation is not None for _ in range(150))
     assert found["no-ro"] == found["mlx5-default"] == found["ib-o9-20"] == 0, found
     assert found["mlx5-pci-atomic"] > 0, found
+
+
+def test_explain_says_another_channels_wr_was_not_behind_the_flushed_atomic():
+    """Two channels on two QPs: channel 1's atomic MemRd (QP 1) moved before channel 0's (QP 0), which channel
+    0's Flush waited for. Channel 1 never waited for it, so the pass is allowed, and explain says why (not
+    "IB-local-only, the responder had its bytes": an atomic's response needed its execution)."""
+    from epfuzz.ir.scenario import Overtake
+    from epfuzz.sim.engine import build
+    from epfuzz.triage.explain import overtake_lines
+
+    scn = codec.load_dict({"protocol": f"{MOD}:AtomicFlushXQP", "knobs": {"atomic_mode": 0, "reorder_window": 64},
+                           "topology": {"num_channels": 2, "num_qps": 2},
+                           "payload": {"hidden_bytes": 16, "scale_bytes": 0, "meta_bytes": 16, "num_tokens": 2}})
+    proto = get_protocol(scn.protocol)
+    mine = [t for t in build(scn, proto).tlps if t.qp == 1 and t.attrs.type.name == "READ"]
+    assert len(mine) == 1
+    run = simulate(scn.replace(schedule=(Overtake("pcie", mine[0].seq, 64),)), proto)
+    lines = [x for x in overtake_lines(run) if x.startswith("xQP: MemRd of recv bytes 32-39 passed MemRd")]
+    assert len(lines) == 1 and "WR 3 of channel 1 was not posted behind that wait" in lines[0], lines
