@@ -249,6 +249,14 @@ COMPLETION_CLAUSES: dict[str, CompletionClause] = {c.name: c for c in (
                      "received); o9-20: the responder executes it in PSN order",
                      "a FETCH_AND_ADD completes when its response is back: after the responder executed it, "
                      "behind every earlier packet of the QP"),
+    CompletionClause("IB-atomic-executed", "IBA vol. 1 ch. 9.7 (the atomic response carries the value the "
+                     "responder fetched: it executed the ATOMIC first); PCIe r5.0 Table 2-40 B2a (mode 0: its MemRd "
+                     "passes no earlier posted write), C2a (mode 4: its AtomicOp passes none unless RO/IDO, C2b); "
+                     "research anchors C: atomic completion implies earlier writes complete (DeepEP #83)",
+                     "a WR its channel posts after a Flush or IBV_SEND_FENCE that waited for an ATOMIC's response "
+                     "never becomes visible before that atomic's execution TLP (its MemRd in PCI atomic mode 0, "
+                     "its AtomicOp in mode 4), on any QP: it is behind every earlier write that TLP could not "
+                     "pass, and only those (an RO AtomicOp passing RO data, C2b, still lets it pass the data)"),
     CompletionClause("IB-sq-order", "ibv_poll_cq(3): a work completion means the WR and every outstanding "
                      "unsignaled WR posted before it on the work queue have completed",
                      "a QP's WRs complete in post order, so a Flush waits for the last WR posted on its QP "
@@ -257,8 +265,9 @@ COMPLETION_CLAUSES: dict[str, CompletionClause] = {c.name: c for c in (
                      "a Flush waits for its own QP only: other QPs' WRs, before or after it, are not waited for"),
     CompletionClause("IB-local-only", "NCCL docs: gin.flush is local completion only; research notes, patterns "
                      "4 and 9",
-                     "local completion says the responder NIC has the bytes, not that they are visible in its "
-                     "memory: a WR posted after a Flush on another QP may still become visible first (xQP)"),
+                     "a WRITE's local completion says the responder NIC has the bytes, not that they are visible "
+                     "in its memory: a WR posted after a Flush on another QP may still become visible first (xQP); "
+                     "a READ's or ATOMIC's completion needed its execution (IB-read-response, IB-atomic-executed)"),
     CompletionClause("IB-fence", "ibv_post_send(3) IBV_SEND_FENCE: wait for prior RDMA READ and ATOMIC WRs of "
                      "the QP to complete",
                      "a fenced WR starts once the QP's earlier ATOMICs have completed (their responses are back, "

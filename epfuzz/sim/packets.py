@@ -194,7 +194,7 @@ class Tlp:
     """
 
     __slots__ = ("seq", "n", "mps", "epoch", "attrs", "action", "qp", "region", "off", "length", "value",
-                 "dep", "hold", "pkt", "wr", "target", "local", "after", "fence_read", "batch")
+                 "dep", "hold", "pkt", "wr", "target", "local", "after", "fence_read", "batch", "acked")
     seq: int
     n: int
     mps: int
@@ -217,11 +217,16 @@ class Tlp:
     after: int
     fence_read: int
     batch: int  # the copy-engine batch it was copied in (`epfuzz.model.cebatch`), or -1
+    #: its packet's `Packet.acked`: per QP, the last WR whose completion its channel had waited for (a Flush's,
+    #: a fence's) before posting it; it never passes the execution TLP of a READ or ATOMIC among those
+    #: (IB-atomic-executed, IB-read-response)
+    acked: list[int]
 
     def __init__(self) -> None:
         self.after = -1
         self.fence_read = -1
         self.batch = -1
+        self.acked = NO_ACKS
 
     def __repr__(self) -> str:  # pragma: no cover
         a = self.attrs
@@ -241,7 +246,7 @@ class Tlp:
         t.seq, t.n, t.mps, t.epoch, t.attrs, t.action = self.seq, self.n, self.mps, self.epoch, self.attrs, self.action
         t.qp, t.region, t.off, t.length, t.value = self.qp, self.region, self.off, self.length, self.value
         t.dep, t.hold, t.pkt, t.wr, t.target, t.local = self.dep, self.hold, self.pkt, self.wr, self.target, self.local
-        t.after, t.fence_read, t.batch = self.after, self.fence_read, self.batch
+        t.after, t.fence_read, t.batch, t.acked = self.after, self.fence_read, self.batch, self.acked
         return t
 
 

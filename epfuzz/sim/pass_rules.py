@@ -16,7 +16,7 @@ from epfuzz.model.ordering import Attrs, passing_rule_name
 from epfuzz.model.ordering import may_pass as _may_pass
 from epfuzz.model.rdma_read import UNFENCED
 from epfuzz.sim.adversary import PassRule
-from epfuzz.sim.packets import A_FETCH, LocalStore, Packet, Tlp
+from epfuzz.sim.packets import A_ADD, A_FETCH, A_READ, LocalStore, Packet, Tlp
 from epfuzz.sim.responder import RESPONDER_ATTRS
 
 
@@ -31,10 +31,13 @@ def tlp_pass_rule() -> PassRule:
     unordered (PCIe ordering is per path, "path"). An RDMA READ's MemRd
     (`epfuzz.model.rdma_read`) is never passed by a WR fenced behind it
     ("IB-fence-read"); an unfenced later TLP of its QP may pass it ("IB-read-unfenced",
-    where the table allows: A3 for a posted write). Copies of one copy-engine batch
-    on one lane pass each other freely ("CE-batch"), a later batch never passes an
-    earlier one (`epfuzz.model.cebatch`). The reorder window is applied
-    by `apply_overtakes`, unit by unit.
+    where the table allows: A3 for a posted write). The TLP by which the responder executed a READ or an
+    ATOMIC (the MemRd; in PCI atomic mode 4 the AtomicOp) is never passed by a WR its channel posted once
+    that WR's response was back, a Flush's or a fence's wait ("IB-read-response", "IB-atomic-executed",
+    `Tlp.acked`): that TLP's own cell (B2a, C2a/C2b) then decides what of the earlier data it covers.
+    Copies of one copy-engine batch on one lane pass each other freely ("CE-batch"), a later batch never
+    passes an earlier one (`epfuzz.model.cebatch`). The reorder window is applied by `apply_overtakes`,
+    unit by unit.
     """
     table = _PairMemo()
 
@@ -47,8 +50,14 @@ def tlp_pass_rule() -> PassRule:
             return None
         if later.hold and later.qp == earlier.qp:  # o9-20: atomic held for the QP's earlier writes
             return None
-        if earlier.action == A_FETCH and (later.after == earlier.wr or later.fence_read == earlier.wr):
-            return None  # IB-read-response, IB-fence-read: it started after that READ completed
+        ea = earlier.action
+        if ea in (A_FETCH, A_READ) or (ea == A_ADD and earlier.dep < 0):  # a READ's or an ATOMIC's execution
+            # TLP (its MemRd; mode 4: its AtomicOp; mode 0's write-back MemWr has a dep), which its response
+            # waited for: a WR its channel posted once that response was back (a Flush's, a fence's) never passes it
+            acked = later.acked
+            if later.after == earlier.wr or later.fence_read == earlier.wr or (
+                    earlier.qp < len(acked) and earlier.wr <= acked[earlier.qp]):
+                return None  # IB-read-response, IB-fence-read, IB-atomic-executed
         if later.batch >= 0 and earlier.batch >= 0 and later.qp == earlier.qp:  # one copy-engine lane:
             return CE_BATCH if later.batch == earlier.batch else None  # no order in a batch, stream order across
         if later.qp != earlier.qp:                # IB: no ordering across QPs; the responder

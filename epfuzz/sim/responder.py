@@ -191,7 +191,7 @@ class Responder:
         t.dep, t.hold, t.pkt, t.wr = dep, hold, p.seq, p.wr
         # most protocols route nothing elsewhere: no dict look-up per TLP then
         t.target, t.local = self.targets.get(region, 0) if self.targets else 0, _NONE
-        t.after, t.fence_read, t.batch = p.after, p.fence_read, p.batch
+        t.after, t.fence_read, t.batch, t.acked = p.after, p.fence_read, p.batch, p.acked
         self.out.append(t)
         return t
 

@@ -206,6 +206,7 @@ def overtake_lines(run: SimRun) -> list[str]:
     """One line per pass the trace used ("CELL: ..."), TLPs then packets: the cells `run` reports.
     A pass of a flushed WR's TLP across QPs says so: the Flush was local completion only."""
     flushed = _flushed(run)
+    chan = {w.id: w.channel for w in run.wrs}
 
     ro_only = _ro_only_key(run)
 
@@ -215,6 +216,10 @@ def overtake_lines(run: SimRun) -> list[str]:
         f = flushed.get(b.wr)
         if r != "xQP" or f is None:
             return ""
+        if b.attrs.type != TlpType.POSTED:  # a READ's or an ATOMIC's execution: its response needed it
+            return (f" (WR {b.wr} was flushed by channel {f.channel} at t={f.done} ns, but WR {a.wr} of channel "
+                    f"{chan.get(a.wr, '?')} was not posted behind that wait: IB-atomic-executed and "
+                    "IB-read-response order only what the waiting channel posts after it)")
         return (f" (WR {b.wr} was flushed by channel {f.channel} at t={f.done} ns: IB-local-only, the responder "
                 "had its bytes, not memory)")
 

@@ -17,8 +17,8 @@ from epfuzz.sim.engine import build, simulate
 from epfuzz.sim.packets import FlushWait, Packet, Wr
 from epfuzz.sim.requester import BASE_LATENCY_NS, post_and_send
 
-TESTED = {"IB-ack", "IB-atomic-response", "IB-sq-order", "IB-flush-qp", "IB-local-only", "IB-fence",
-          "quiet-stale-frontier"}
+TESTED = {"IB-ack", "IB-atomic-response", "IB-atomic-executed", "IB-sq-order", "IB-flush-qp", "IB-local-only",
+          "IB-fence", "quiet-stale-frontier"}
 BIG = 16384  # four 4 KiB packets
 
 
@@ -63,6 +63,40 @@ def test_ib_atomic_response_a_flush_after_an_atomic_waits_for_its_response():
     atomic = _last(pkts, f.wr)
     assert f.clause == "IB-atomic-response" and f.wr == 2
     assert f.done == atomic.arrive + BASE_LATENCY_NS
+
+
+def test_ib_atomic_executed_a_wr_posted_after_the_atomics_response_never_passes_its_execution_tlp():
+    """IBA 9.7: the atomic response carries the fetched value, so the responder executed the ATOMIC before the
+    requester saw it complete (research anchors C: atomic completion implies earlier writes complete, DeepEP #83).
+    A flag posted after a Flush (any QP) or a fence (its QP) that waited for it is behind the atomic's MemRd
+    (mode 0) or AtomicOp (mode 4); that TLP's own cell says what of the data it covers: B2a all (RO or not), C2b
+    not the RO data in mode 4. Mode 0's write-back MemWr is no execution TLP (the response does not wait for it).
+    (A protocol author's trial, 2026-12-05, H1: the flag passed the MemRd, a false alarm on a strict MR.)"""
+    from epfuzz.sim.packets import TlpAction
+    from epfuzz.sim.pass_rules import tlp_pass_rule
+    from tests.sim_tlps import channel_tlps
+
+    rule = tlp_pass_rule()
+    for mode in (0, 4):
+        scn = codec.load_dict({"protocol": "dispatch_any", "topology": {"num_channels": 1, "num_qps": 2},
+                               "knobs": {"mr_relaxed": True, "nic_relaxed_ordering": True, "atomic_mode": mode}})
+        data = ops.Write(0, ops.DATA, 0, 64)
+        faa = ops.AtomicAdd(0, ops.RECV, 0, 0)
+        for prog, waited in (([data, faa, ops.Flush(0), ops.WriteValue(1, ops.SIGNAL, 0, 1)], True),
+                             ([data, faa, ops.WriteValue(1, ops.SIGNAL, 0, 1)], False),
+                             ([data, faa, ops.WriteValue(0, ops.SIGNAL, 0, 1, fence=True)], True)):
+            t = channel_tlps(scn, prog)
+            d, x, flag = t[0], t[1], t[-1]
+            assert x.wr == 1 and (x.action, x.dep) == ((TlpAction.READ, -1) if mode == 0 else (TlpAction.ADD, -1))
+            cross = flag.qp != x.qp
+            if waited:
+                assert flag.acked[0] == x.wr and rule(flag, x) is None
+            else:
+                assert not flag.acked and rule(flag, x) == "xQP"
+            assert rule(x, d) == (None if mode == 0 else "C2b")      # B2a; C2b (RO MR and NIC)
+            assert rule(flag, d) == ("xQP" if cross else "A2b")      # alone it could: x holds it back
+            if mode == 0:                                            # the write-back: not what the response needed
+                assert t[2].dep == x.seq and rule(flag, t[2]) == ("xQP" if cross else "A2b")
 
 
 def test_ib_sq_order_a_flush_waits_for_the_qps_last_wr_whoever_posted_it():
