@@ -297,14 +297,14 @@ def shape_of(wrs: list[Any], tokens_in_channel: Any) -> set[Feature]:
     the same order, so the same set in the same iteration order)."""
     data = ops.DATA
     data_qps: dict[int, set[int]] = {}
-    for w in wrs:
-        if getattr(w.op, "region", None) == data:
+    for w in wrs:  # each WR's op class and region read off its record (`OpRec.op_class`): no op made for them
+        if w.rec.op_region() == data:
             data_qps.setdefault(w.channel, set()).add(w.qp)
     out: set[Feature] = set()
     none: set[int] = set()
     for w in wrs:
-        op = w.op
-        out.add(("wr", type(op).__name__, getattr(op, "region", "-"),
+        rec = w.rec
+        out.add(("wr", rec.op_class(), rec.op_region(),
                  "data-qp" if w.qp in data_qps.get(w.channel, none) else "other-qp"))
     top = 0
     first = True
