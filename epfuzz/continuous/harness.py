@@ -76,7 +76,7 @@ class Harness:
             feats = self.counters.features(run)
             self.counters.emit(feats)
             if self.steer is not None:   # the mutator's corpus sees every execution, as the guided engine does
-                self.steer.observe(data, run, feats)
+                self.steer.observe(data, run, feats, scn)   # `scn` decoded once, here
         if outcome.violation is None:
             return
         try:
