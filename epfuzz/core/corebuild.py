@@ -87,10 +87,13 @@ def build(best_effort: bool = False) -> int:
     t0 = time.monotonic()
     clean()
     cwd = os.getcwd()
+    # the hash of the sources as the build reads them, before it copies them: taken after the compile, it recorded
+    # a source edited during the build (minutes) as built, and the stale extension ran as current
+    sources = native.digest()
     try:
         with tempfile.TemporaryDirectory(prefix="epfuzz-core-") as tmp:
             _compile(tmp)
-        native.MANIFEST.write_text(json.dumps({"sources": native.digest(), "python": sys.version.split()[0]}) + "\n")
+        native.MANIFEST.write_text(json.dumps({"sources": sources, "python": sys.version.split()[0]}) + "\n")
     except (Exception, SystemExit) as e:  # noqa: BLE001 - any failure means: run the pure path
         clean()
         print(f"epfuzz: compiled emulator not built ({_why(e)}); using pure Python")

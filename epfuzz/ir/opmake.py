@@ -160,6 +160,13 @@ def insert_spins(programs: Sequence[Sequence[Any]], spins: Sequence[SpinFault], 
     return out
 
 
+#: the class `OpRec._make` makes an op of, by the record's kind, and its name; the kinds whose class has a region
+_MADE: Final[dict[int, type]] = {K_WRITE: Write, K_VALUE: WriteValue, K_ATOMIC: AtomicAdd, K_IMM: WriteImm,
+                                 K_SEND: Send, K_SPIN: Spin, K_FLUSH: Flush}
+_MADE_NAME: Final[dict[int, str]] = {k: c.__name__ for k, c in _MADE.items()}
+_MADE_REGION: Final[frozenset[int]] = frozenset(k for k, c in _MADE.items() if hasattr(c, "region"))
+
+
 @mypyc_attr(acyclic=True)  # refers to an op (frozen, refers to nothing back) at most: no cycle collector
 class OpRec:
     """An op as the sim's requester reads it: its kind and fields as native attributes, where each read of a field
@@ -195,6 +202,26 @@ class OpRec:
         if o is None:
             o = self._op = self._make()
         return o  # type: ignore[return-value]
+
+    def op_class(self) -> str:
+        """`type(self.op()).__name__`, the op not made for it: a record whose op is not made yet (a built-in
+        sender's) makes one of its kind's exact class (`_make`); the guided search's `shape` features read it
+        for every WR of a fresh form (issue 31: they made every op the records spared)."""
+        if self._op is None:
+            name = _MADE_NAME.get(self.kind)
+            if name is not None:
+                return name
+        return type(self.op()).__name__
+
+    def op_region(self) -> object:
+        """`getattr(self.op(), "region", "-")`, the op not made for it (`op_class`)."""
+        if self._op is None:
+            k = self.kind
+            if k in _MADE_REGION:
+                return self.region
+            if k in _MADE_NAME:
+                return "-"
+        return getattr(self.op(), "region", "-")
 
     def _make(self) -> Op:
         k = self.kind

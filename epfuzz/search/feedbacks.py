@@ -175,6 +175,13 @@ def feature_index(key: Feature) -> int:
     return zlib.crc32(repr(key).encode()) % POOL
 
 
+#: features whose counter `Counters.emit` keeps (cleared when full): a run's features are mostly ones seen before,
+#: and a key's `repr` cost ~5k instructions under callgrind, a dict look-up a few hundred (issue 31: ~8% of the
+#: harness's execution). Keys equal as dict keys share a counter: the default features hold one type per position
+#: (never 1 in one key where another holds True), and the corpus counts such keys as one feature anyway
+INDEXED = 1 << 16
+
+
 class Counters:
     """A block of atheris counters; `emit` bumps one per feature key (reserve before Setup).
 
@@ -188,12 +195,18 @@ class Counters:
         self.base = [atheris._reserve_counter() for _ in range(size)]
         self._atheris = atheris
         self.feedbacks: Sequence[Any] = DEFAULT
+        self._index: dict[Feature, int] = {}   # key -> its counter's position in `base` (INDEXED at most)
 
     def features(self, run: SimRun) -> set[Feature]:
         return features(run, self.feedbacks)
 
     def emit(self, keys: Iterable[Feature]) -> None:
         # looked up per call: atheris.Setup rebinds _trace_branch to the libFuzzer-linked core
-        base, trace = self.base, self._atheris._trace_branch
+        base, trace, index = self.base, self._atheris._trace_branch, self._index
         for k in keys:
-            trace(base[feature_index(k) % self.size])
+            i = index.get(k)
+            if i is None:
+                if len(index) >= INDEXED:
+                    index.clear()
+                i = index[k] = feature_index(k) % self.size
+            trace(base[i])

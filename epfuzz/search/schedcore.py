@@ -84,8 +84,9 @@ def energy_of(hits: list[int], feats: Any, picked: int, slots: int, near: bool, 
     from 0 in CPython 3.11, a plain double accumulation), damped by picks, times 4 for a slot holder and 8
     for a near miss, over the cost in TLPs (epfuzz.search.scheduler.energy)."""
     s = 0.0
-    for k in feats:
-        s += 1.0 / hits[k]
+    for k in feats:  # ids (an `array`): each unboxed once, so `hits[i]` is a native list read, not a generic one
+        i: int = k
+        s += 1.0 / hits[i]
     w = s / math.sqrt(1 + picked)
     if slots:
         w *= 4.0

@@ -97,3 +97,17 @@ def test_the_build_leaves_no_mypy_cache_in_the_working_directory(monkeypatch: py
     with pytest.raises(Stop):
         corebuild._compile(str(tmp_path / "build"))
     assert seen and list(user.iterdir()) == []
+
+
+def test_a_source_edited_during_the_build_leaves_the_build_stale(monkeypatch: pytest.MonkeyPatch,
+                                                                  tmp_path: Path) -> None:
+    """The manifest holds the hash of the sources the build read, not of those there when it ends: a source edited
+    while the compiler ran (minutes) was recorded as built, and the stale extension ran as current. The compile is
+    stood in for by a source's edit (the digest changes under it); the manifest is written to a scratch file."""
+    digests = iter(["before", "after"])
+    monkeypatch.setattr(native, "digest", lambda: next(digests))
+    monkeypatch.setattr(native, "MANIFEST", tmp_path / "manifest.json")
+    monkeypatch.setattr(corebuild, "clean", lambda: 0)
+    monkeypatch.setattr(corebuild, "_compile", lambda tmp: native.digest())  # the edit, during the compile
+    assert corebuild.main([]) == 0
+    assert '"sources": "before"' in (tmp_path / "manifest.json").read_text()

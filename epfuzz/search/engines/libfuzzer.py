@@ -111,12 +111,15 @@ class Steer:
     def made(self, out: bytes, move: str) -> None:
         self.pending = (out, move)
 
-    def observe(self, data: bytes, run: SimRun, feats: set[Feature]) -> bool:
+    def observe(self, data: bytes, run: SimRun, feats: set[Feature], scenario: Scenario | None = None) -> bool:
         """One execution libFuzzer ran (a mutant, a seed, another job's input), judged by the guided
-        engine as its own; True if kept."""
+        engine as its own; True if kept. `scenario`: what `data` decodes to under this protocol and preset, where
+        the caller decoded it (the harness): the engine takes it instead of decoding `data` a second time."""
         move = self.pending[1] if self.pending is not None and self.pending[0] == data else "libfuzzer"
         self.pending = None
         self._run, self._feats = run, feats
+        if scenario is not None:  # `Guided.try_input` runs a scenario handed along with the very bytes object
+            self.guided.ctx.made = (data, scenario)
         try:
             kept = self.guided.try_input(data, move).kept
         finally:
