@@ -89,7 +89,9 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="also fail (exit 1) when an input has no expected verdict (make replay uses this)")
     _common(rp)
 
-    sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
+    ls = sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
+    ls.add_argument("--presets", action="store_true",
+                    help="only the presets: each platform knob, pinned (its value) or free (the values fuzzed)")
 
     fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time; summarise the bugs found")
     fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
