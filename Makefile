@@ -61,8 +61,9 @@ test: install vm-deps docs
 	$(PY) -m pytest -q -m guest
 
 # the documentation site (docs/, mkdocs.yml) into site/, warnings as errors: a broken link or anchor between
-# pages, a page left out of the nav or an API name mkdocstrings cannot find fails the build; the measured
-# tables are rendered from bench/*.json while it builds (bench/docs_tables.py)
+# pages or a page left out of the nav fails the build; the measured tables are rendered from bench/*.json while
+# it builds (bench/docs_tables.py); plugins.md's API reference is in the markdown itself, written from the code
+# (python -m epfuzz.protocols.apiref docs/plugins.md; tests/zoo/test_apiref.py fails when it is stale)
 $(VENV)/.docs: $(VENV)/.installed
 	$(PIP) install -q -e '.[dev,core,docs]'
 	touch $@

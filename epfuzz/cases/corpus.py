@@ -306,10 +306,11 @@ def parse_manifest(folder: Path) -> tuple[str, dict[str, str], list[str]] | None
     return preset, verdicts, damage
 
 
-def write_manifest(folder: Path, preset: str, verdicts: dict[str, str]) -> Path:
+def write_manifest(folder: Path, preset: str, verdicts: dict[str, str],
+                   by: str = "`make seeds` (python -m epfuzz.continuous.seeds), checked by `make replay`") -> Path:
     path = manifest_path(folder)
     head = (f"# expected sim verdicts of the raw inputs in {folder.name}/ (by sha1 of the content); "
-            "written by `make seeds` (python -m epfuzz.continuous.seeds), checked by `make replay`\n")
+            f"written by {by}\n")
     body = "".join(f"{k} {v}\n" for k, v in sorted(verdicts.items()))
     text = f"{head}preset {preset}\n{body}".encode()
     if not path.exists() or path.read_bytes() != text:

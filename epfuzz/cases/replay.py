@@ -233,7 +233,7 @@ def expected(case: Case, path: Path, raw: bool) -> Expectation:
                                "(give the case an 'expect')")
     m = read_manifest(path.parent)
     if m is None:
-        return Expectation("", f"no manifest {manifest_path(path.parent)}")
+        return Expectation("", f"no manifest {manifest_path(path.parent)}; `epfuzz corpus manifest` writes one")
     if m[0] != preset:
         return Expectation("", f"{manifest_path(path.parent)} holds verdicts for preset {m[0]}, not {preset}")
     return Expectation("", f"not in {manifest_path(path.parent)} (run `make seeds`)")

@@ -89,7 +89,9 @@ def _add_run_commands(sub: argparse._SubParsersAction) -> None:
                     help="also fail (exit 1) when an input has no expected verdict (make replay uses this)")
     _common(rp)
 
-    sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
+    ls = sub.add_parser("list", help="harnesses, protocols, presets, backends (and why one cannot run)")
+    ls.add_argument("--presets", action="store_true",
+                    help="only the presets: each platform knob, pinned (its value) or free (the values fuzzed)")
 
     fz = sub.add_parser("fuzz", help="fuzz a harness for a bounded time; summarise the bugs found")
     fz.add_argument("harness", nargs="?", help="a harness name (epfuzz list), or omit with --protocol")
@@ -158,17 +160,21 @@ def _add_analysis_commands(sub: argparse._SubParsersAction) -> None:
 
 def _add_upkeep_commands(sub: argparse._SubParsersAction, plugin: bool = False) -> None:
     """`plugin`: the corpus command line gives --protocol, which stands for the harness: no HARNESS word."""
-    co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1); "
-                                       "inputs that trigger a finding are always kept")
+    co = sub.add_parser("corpus", help="merge or prune a corpus by coverage (libFuzzer -merge=1; inputs that "
+                                       "trigger a finding are always kept), or pin its verdicts (manifest)")
     cos = co.add_subparsers(dest="action", required=True, parser_class=_Parser, metavar="ACTION")
     cm = cos.add_parser("merge", help="add the inputs of SOURCE... that add coverage (or a finding) to DEST")
     cp = cos.add_parser("prune", help="keep DEST's coverage-adding and finding inputs only")
-    for sp in (cm, cp):
+    cv = cos.add_parser("manifest", help="write DEST.verdicts beside DEST: the sim verdict of each input, which "
+                        "`replay --strict` then checks (what `make seeds` writes for the built-in corpora)")
+    cv.add_argument("--preset", help="the preset the verdicts hold for: the one `replay` is given "
+                                     "(default: the protocol's home preset, where replay decodes raw inputs)")
+    for sp in (cm, cp, cv):
         if plugin:
             sp.set_defaults(harness=None)
         else:
             sp.add_argument("harness", help="the harness whose coverage counts (epfuzz list), or omit with --protocol")
-        sp.add_argument("dest", help="corpus folder to add to (merge) or to shrink (prune)")
+        sp.add_argument("dest", help="corpus folder to add to (merge), to shrink (prune) or to pin (manifest)")
         sp.add_argument("--protocol", metavar="MODULE:ATTR",
                         help="your own protocol's corpus (a plug-in, as fuzz --protocol): in place of HARNESS")
     cm.add_argument("sources", nargs="+", help="folders whose coverage-adding inputs are added")

@@ -14,12 +14,12 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from epfuzz.backends import NAMES as BACKENDS
 from epfuzz.backends import Outcome, blind_spot, get_backend
 from epfuzz.cases.corpus import Case
 from epfuzz.cases.replay import load_any
 from epfuzz.cli.args import asks_json, parse
 from epfuzz.cli.guard import EXIT_CLEAN, EXIT_FINDING, EXIT_HARNESS, EXIT_INPUT, trust, unexpected
+from epfuzz.cli.listing import cmd_list
 from epfuzz.cli.replay import cmd_replay
 from epfuzz.cli.upkeep import cmd_corpus, cmd_report, cmd_triage, known_harness
 from epfuzz.encoding import codec
@@ -27,7 +27,7 @@ from epfuzz.infra import log as elog
 from epfuzz.infra.errors import EpfuzzError, HarnessError, InputError, ProtocolError
 from epfuzz.infra.extras import require
 from epfuzz.infra.proc import Stopped
-from epfuzz.infra.shipped import carried, docs_page, where_to_keep
+from epfuzz.infra.shipped import docs_page, where_to_keep
 from epfuzz.ir.presets import PRESETS
 from epfuzz.protocols import REGISTRY, get_protocol, limits
 from epfuzz.protocols.registry import describe
@@ -88,27 +88,6 @@ def cmd_run(a: argparse.Namespace) -> int:
     elog.get_logger().debug("run", scenario=case.scenario.digest(), protocol=case.scenario.protocol,
                            preset=case.scenario.preset, backend=backend.name, verdict=out.verdict)
     return EXIT_FINDING if out.violation else EXIT_CLEAN
-
-
-def cmd_list(a: argparse.Namespace) -> int:
-    from epfuzz.continuous.targets import harness_names
-
-    print("harnesses:")
-    for h in harness_names():
-        print(f"  {h}")
-    print("protocols:")
-    for name, p in REGISTRY.items.items():
-        home = "" if p.home_preset == "spec" else f" (fuzzed under {p.home_preset})"
-        print(f"  {name} [{p.expected() or 'depends on the scenario'}]{home} {p.doc}")
-    print("presets:")
-    for preset in PRESETS.values():
-        print(f"  {preset.name}: {preset.doc}")
-    print("backends:")
-    for b in BACKENDS:
-        ok, why = get_backend(b, require=False).availability()
-        print(f"  {b}: {'available' if ok else 'unavailable'}: {why}")
-    print("files this install carries:", *carried(), sep="\n  ")  # a pip user has no checkout to look in
-    return EXIT_CLEAN
 
 
 #: --jobs above this many times the machine's cores is refused: each job is a process of its own, and 1000 of them

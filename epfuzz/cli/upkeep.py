@@ -53,6 +53,8 @@ def cmd_corpus(a: argparse.Namespace) -> int:
     if a.harness:
         known_harness(a.harness)
     target = a.protocol or a.harness
+    if a.action == "manifest":
+        return _manifest(target, Path(a.dest), a.preset)
     if a.action == "merge":
         n = maintain.merge(target, Path(a.dest), [Path(p) for p in a.sources])
         print(f"merged {n} input(s) that add coverage into {a.dest}")
@@ -61,6 +63,26 @@ def cmd_corpus(a: argparse.Namespace) -> int:
         print(f"pruned {a.dest}: {before} -> {after} input(s), coverage kept")
         if other:
             print(maintain.untouched_note(other))
+    return EXIT_CLEAN
+
+
+def _manifest(target: str, folder: Path, preset: str | None) -> int:
+    """`epfuzz corpus manifest`: pin each input's sim verdict beside the folder, for `replay --strict`."""
+    from epfuzz.continuous.seeds import plugin_manifest
+    from epfuzz.ir.presets import get_preset
+    from epfuzz.protocols import load_plugin
+
+    if not folder.is_dir():
+        raise InputError(f"no such folder: {folder}{missing(folder)}" if not folder.exists()
+                         else f"{folder}: not a folder (give the corpus folder of raw inputs)")
+    if preset:
+        get_preset(preset)  # an unknown name, refused before any input is run
+    if ":" in target:
+        load_plugin(target)
+    path, verdicts = plugin_manifest(target if ":" in target else target.removesuffix("_fuzzer"), folder, preset)
+    findings = sum(v == "finding" for v in verdicts.values())
+    print(f"wrote {path}: {len(verdicts)} input(s), {findings} finding, {len(verdicts) - findings} clean"
+          + ("" if verdicts else " (no input named by its sha1 in the folder)"))
     return EXIT_CLEAN
 
 

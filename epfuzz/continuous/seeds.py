@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from epfuzz.backends import get_backend
-from epfuzz.cases.corpus import Case, read_input, sha1, write_atomic, write_manifest
+from epfuzz.cases.corpus import LIBFUZZER_SHA1, Case, read_input, sha1, write_atomic, write_manifest
 from epfuzz.encoding import codec
 from epfuzz.ir.scenario import Scenario
 from epfuzz.protocols import REGISTRY, get_protocol
@@ -122,21 +122,38 @@ def write_manifests(root: Path = ROOT, preset: str | None = None) -> list[Path]:
     `preset`, else its protocol's home preset, the one its harness decodes the seeds under: the nvlink
     and device protocols' manifests held spec verdicts, so `make replay` checked their seeds as no harness
     runs them (operator trial 1205, item 3)."""
-    sim = get_backend("sim")
     out = []
     for name in REGISTRY.items:
         folder = root / "corpus" / f"{name}_fuzzer"
-        if not folder.is_dir():
-            continue
-        verdicts = {}
-        proto = get_protocol(name)
-        where = preset or proto.home_preset
-        for path in sorted(folder.iterdir()):
-            if path.is_file() and not path.name.startswith("."):
-                data = read_input(path)
-                verdicts[sha1(data)] = sim.run(codec.decode(data, name, where), proto).verdict
-        out.append(write_manifest(folder, where, verdicts))
+        if folder.is_dir():
+            where = preset or get_protocol(name).home_preset
+            out.append(write_manifest(folder, where, seed_verdicts(name, folder, where)))
     return out
+
+
+def seed_verdicts(protocol: str, folder: Path, preset: str) -> dict[str, str]:
+    """{sha1: sim verdict} of the inputs in `folder` (files named by a sha1, as libFuzzer and `make seeds` name
+    them: the only ones `replay` reads from a folder), each decoded under `preset` as `replay` decodes it."""
+    sim, proto = get_backend("sim"), get_protocol(protocol)
+    verdicts = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and LIBFUZZER_SHA1.fullmatch(path.name):
+            data = read_input(path)
+            verdicts[sha1(data)] = sim.run(codec.decode(data, protocol, preset), proto).verdict
+    return verdicts
+
+
+def plugin_manifest(protocol: str, folder: Path, preset: str | None) -> tuple[Path, dict[str, str]]:
+    """`epfuzz corpus manifest`: write `folder`'s seed manifest (FOLDER.verdicts beside it, atomically), the
+    sim verdict of each input under `preset` (else the protocol's home preset, where `replay` decodes raw
+    inputs): a plug-in's seeds had no way to get one, so a protocol whose `expect` is a mapping or
+    "finding" replayed them UNCHECKED and `replay --strict` failed (an author's trial, L2)."""
+    from epfuzz.cases.replay import raw_preset
+
+    where = raw_preset(protocol, preset)
+    verdicts = seed_verdicts(protocol, folder, where)
+    by = f"`epfuzz corpus manifest --protocol {protocol}`, checked by `epfuzz replay --strict`"
+    return write_manifest(folder, where, verdicts, by), verdicts
 
 
 def write_all(root: Path = ROOT) -> list[Path]:

@@ -180,7 +180,9 @@ class Protocol(abc.ABC):
     fixed: dict[str, Any] = {}
     #: "finding" for a protocol as shipped with its bug, "clean" for a fixed one; where the truth
     #: depends on the platform, a mapping by preset name ("*": every other preset) or a callable
-    #: of the scenario: read it through `expected(scn)`
+    #: of the scenario: read it through `expected(scn)`. Under nvlink a plain "clean" promises nothing for a
+    #: scenario whose signal is no ordering point (platform_expect.refine); a mapping's value, "*" included, is
+    #: taken as written. Mapping keys and values are checked at load (epfuzz.protocols.preflight.expect_rule)
     expect: ExpectRule = "clean"
     #: the platform preset its bug lives on, where `epfuzz fuzz NAME` and its harness (ClusterFuzzLite's
     #: too) run unless told otherwise: an NVLink bug fuzzed under the PCIe presets is clean by construction

@@ -260,9 +260,10 @@ class Registry:
             raise ProtocolError(f"cannot construct protocol {spec!r}: {describe(e)}{self.where(e)}") from None
         if not isinstance(proto, Protocol):
             raise InputError(_not_a_protocol(spec, proto))
-        from epfuzz.protocols.preflight import fields
+        from epfuzz.protocols.preflight import expect_rule, fields
 
         fields(proto, spec)  # a misspelt pin or signature knob, named now rather than at the first finding
+        expect_rule(proto, spec)  # so is a misspelt preset in its `expect`
         _checked_receiver(proto, spec)
         self.loaded[spec] = proto
         return proto

@@ -24,7 +24,7 @@ from epfuzz.backends.base import Outcome
 from epfuzz.encoding.pins import fixed_fields
 from epfuzz.infra.errors import EpfuzzError, InputError
 from epfuzz.ir.fields import BoolField, ChoiceField, IntField, IntsField, ItemsField, NameField
-from epfuzz.ir.presets import get_preset
+from epfuzz.ir.presets import get_preset, model_of
 from epfuzz.ir.scenario import Scenario, iter_leaf_fields
 from epfuzz.protocols.base import Protocol
 
@@ -44,7 +44,7 @@ class Need:
     pinned: str = ""          # "preset" or "protocol" where that pins the field, else ""
 
     def text(self) -> str:
-        name = self.path.split(".")[-1]
+        name = self.path if self.path.startswith("gpu.") else self.path.split(".")[-1]  # gpu.fence, not signal's
         return f"{name}={self.value}" + (f"[{self.pinned}]" if self.pinned else "")
 
 
@@ -60,6 +60,29 @@ class Needs:
     steps: int = 0             # explorations made
     #: knob paths no other value of which makes a scenario this protocol runs: neither needed nor not
     untried: list[str] = field(default_factory=list)
+    #: NIC knobs a GPU-model preset pins only to switch the NIC stages off (`knobs_to_ask`): not asked
+    plumbing: list[str] = field(default_factory=list)
+
+
+#: the gpu fields the sim's NVLink model reads (`epfuzz.model.ordering.gpu_signal_clause`: whether a signal is an
+#: ordering point): under a GPU-model preset they are the knobs a finding may need
+GPU_KNOBS = ("gpu.fence", "gpu.store", "gpu.path")
+
+
+def knobs_to_ask(scn: Scenario, fields: tuple[str, ...]) -> tuple[tuple[str, ...], list[str]]:
+    """(the knob fields to ask, the ones left out) for `scn`'s preset. Under a GPU-model preset (nvlink) the NIC
+    knobs it pins only keep the NIC stages from reordering before the PTX clauses apply: another value of one is
+    no platform at all, and the sim's answer there is an artefact (PCI_ATOMIC_MODE=0 made a GPU atomic the
+    responder's read-modify-write, whose MemRd the stream keeps behind the earlier stores, so `explain` said an
+    NVLink finding needed atomic_mode=4 and named no gpu.* knob: an author's trial, L3). They are left out; the
+    gpu fields that decide a signal's clause are asked instead."""
+    from epfuzz.protocols.platform_expect import GPU_MODELS
+
+    if model_of(scn.preset) not in GPU_MODELS:
+        return fields, []
+    pins = get_preset(scn.preset).fixed
+    return (tuple(f for f in fields if f not in pins) + tuple(g for g in GPU_KNOBS if g not in fields),
+            [f for f in fields if f in pins])
 
 
 def survives(scn: Scenario, proto: Protocol, kind: str | None, max_states: int = MAX_STATES) -> tuple[bool, str]:
@@ -149,6 +172,7 @@ def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[s
     ask = _Asker(scn, proto, kind)
     specs = dict(iter_leaf_fields())
     out = Needs([], [], [], [], "")
+    knob_fields, out.plumbing = knobs_to_ask(scn, knob_fields)
     base_ops: list[Any] | None = None
     for path in knob_fields:
         value = scn.get_path(path)
@@ -159,8 +183,9 @@ def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[s
             if not others:
                 out.unfollowed.append(path)
                 continue
-        # a count knob (a plug-in's topology.num_qps) is needed where fewer units kill the finding
-        gone = ask.killed_by(path, others, every=not isinstance(specs[path], IntField))
+        # a count knob (a plug-in's topology.num_qps) is needed where fewer units kill the finding; a gpu knob
+        # where a stronger fence (or store, or a nearer consumer) does: `__threadfence` to a peer keeps it too
+        gone = ask.killed_by(path, others, every=not isinstance(specs[path], IntField) and path not in GPU_KNOBS)
         if gone:
             out.knobs.append(Need(path, value, tuple(gone), _pinned(scn, path)))
         elif gone is None:
@@ -169,7 +194,8 @@ def needs(scn: Scenario, proto: Protocol, kind: str | None, knob_fields: tuple[s
             out.irrelevant.append(path)
     if shape:
         for path, spec in specs.items():
-            if path in knob_fields or path == "schedule" or isinstance(spec, NameField) or path.startswith("gpu."):
+            if path in knob_fields or path in out.plumbing or path == "schedule" or isinstance(spec, NameField) \
+                    or path.startswith("gpu."):
                 continue
             gone = ask.killed_by(path, _other_values(spec, scn.get_path(path), shape=True))
             if gone:

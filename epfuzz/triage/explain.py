@@ -307,8 +307,9 @@ def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
     got = needs(scn, proto, kind, fields)
     specs = dict(iter_leaf_fields())
     needed = [_label(n.path, n.value) + (f", pinned by the {n.pinned}" if n.pinned else "")
-              + (f": not with {', '.join(map(_value, n.without))}" if isinstance(specs[n.path], IntField) else "")
-              for n in got.knobs]  # a count: which fewer kill it (some more may keep it)
+              + (f": not with {', '.join(map(_value, n.without))}" if isinstance(specs[n.path], IntField)
+                 or n.path.startswith("gpu.") else "")
+              for n in got.knobs]  # a count: which fewer kill it (some more may keep it); a gpu knob: which values
     irrelevant = [_label(p, scn.get_path(p)) for p in got.irrelevant]
     unused = [f"{p}={scn.get_path(p)}: the same ops either way"
               + (" (it posts fenced WRs itself)" if p == "signal.fence" and _fence_posted(run) else "")
@@ -326,6 +327,10 @@ def _needs_lines(scn: Scenario, proto: Protocol, run: SimRun,
     if got.untried:
         L.append("knobs no other value of which makes a scenario this protocol runs (neither needed nor not):")
         L += [f"  {_label(p, scn.get_path(p))}" for p in got.untried]
+    if got.plumbing:
+        L.append(f"knobs the {scn.preset} preset pins only to keep the NIC stages from reordering (not asked: "
+                 "another value is no NVLink platform):")
+        L += [f"  {_label(p, scn.get_path(p))}" for p in got.plumbing]
     if unused:
         L.append("scenario fields this protocol's ops do not follow:")
         L += [f"  {k}" for k in unused]

@@ -248,6 +248,23 @@ def test_a_misspelt_signature_knob_is_refused_before_the_campaign(tmp_path):
     assert not (tmp_path / "r").exists()
 
 
+def test_a_misspelt_preset_in_expect_is_refused_at_load_with_the_file_and_the_close_name(tmp_path):
+    """An author's trial (typo.py): expect {"spec": ..., "mlx5-pci-atomics": ...} ran 4 execs under
+    mlx5-pci-atomic and stopped with "harness error: expect gives None" (exit 3, no file, no close name);
+    under no-ro, with no finding, nothing was said. It is named at load now, like a misspelt pin."""
+    plugin(tmp_path, "mine")
+    text = (tmp_path / "mine.py").read_text().replace(
+        'name, expect = "flag", "finding"', 'name, expect = "flag", {"spec": "finding", "mlx5-pci-atomics": "finding"}')
+    assert "mlx5-pci-atomics" in text
+    (tmp_path / "mine.py").write_text(text)
+    p = epfuzz(tmp_path, "fuzz", "--protocol", "mine:Flag", "--preset", "no-ro", "--time", "30", "--run-dir", "r")
+    assert p.returncode == 2, p.stdout + p.stderr
+    line = one_line(p)
+    assert f"({tmp_path / 'mine.py'}, class Flag)" in line
+    assert "expect names preset 'mlx5-pci-atomics', which is no preset; did you mean mlx5-pci-atomic?" in line
+    assert not (tmp_path / "r").exists()
+
+
 def test_a_receiver_that_hangs_with_nothing_reordered_is_a_plugin_error_before_the_campaign(tmp_path):
     """An author's trial: a receiver whose done() never returns True made every input a `hang|in-order|no
     knob` finding and a "FALSE ALARM ... a bug in the model". The pre-flight run says it is the plug-in's."""

@@ -77,3 +77,21 @@ def test_run_shows_the_plugins_own_name(tmp_path, capsys):
     main(["run", str(raw), "--protocol", "examples.seqflag:SeqFlag"])
     out = capsys.readouterr().out
     assert "protocol examples.seqflag:SeqFlag ('seqflag')" in out.splitlines()[0], out
+
+
+class StarClean(SeqFlag):
+    name, expect = "seqflag_star_clean", {"*": "clean"}
+
+
+class WordClean(SeqFlag):
+    name, expect = "seqflag_word_clean", "clean"
+
+
+def test_under_nvlink_a_word_clean_is_refined_and_a_mapping_is_taken_as_written():
+    """docs/plugins.md (`expect`): a plain "clean" promises nothing under nvlink for a scenario whose signal is no
+    ordering point (platform_expect.refine); {"*": "clean"} promises clean there too (an author's trial, L1)."""
+    unfenced = _scn().replace(preset="nvlink").with_path("gpu.fence", "none")
+    fenced = unfenced.with_path("gpu.fence", "threadfence_system")
+    assert WordClean().expected(unfenced) == "" and WordClean().expected(fenced) == "clean"
+    assert StarClean().expected(unfenced) == "clean" and StarClean().expected(fenced) == "clean"
+    assert WordClean().expected(unfenced.replace(preset="spec")) == "clean"
