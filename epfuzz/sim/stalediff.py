@@ -15,8 +15,7 @@ its accept as before (`Memory.lazy_range`), at no extra cost.
 from __future__ import annotations
 
 import struct
-from bisect import bisect_left
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 
@@ -39,10 +38,10 @@ _W03: Final = struct.Struct("<I8xI")  # a chunk's first and last u32 words, what
 class RangeDiff:
     """Where a lazy region's base `fill` differs from the expected bytes `e` over the range of whole chunks at
     `offset`, in epoch `epoch`: `ne` one byte per byte of the range (1: differs), `cum[k]` the differing bytes of
-    the range's chunks [0, k), `bad` the range's chunks with a differing byte, ascending, and `items[k]` such a
-    chunk as `Violation.bad_chunks` shows it where it holds the base (its offset in the region, its class)."""
+    the range's chunks [0, k), `bad` the range's chunks with a differing byte, ascending, and `shows[j]` chunk `bad[j]`
+    as `Violation.bad_chunks` shows it where it holds the base (its offset in the region, its class)."""
 
-    __slots__ = ("fill", "e", "ne", "cum", "bad", "items")
+    __slots__ = ("fill", "e", "ne", "cum", "bad", "shows")
 
     def __init__(self, fill: bytes, e: bytes, offset: int, epoch: int) -> None:
         self.fill, self.e = fill, e
@@ -54,37 +53,50 @@ class RangeDiff:
         self.cum = cum
         bad: list[int] = np.flatnonzero(per).tolist()
         self.bad = bad
-        items: list[tuple[int, str] | None] = [None] * (len(e) // CHUNK)
+        #: the wrong chunks as shown where they hold the base, parallel to `bad` (objects: a `tuple[int, str]`
+        #: list's items are unboxed on reading and boxed anew on storing, a tuple and an int per chunk shown)
+        shows: list[Any] = []
         for k in bad:
             w0, w3 = _W03.unpack_from(fill, k * CHUNK)
-            items[k] = (offset + k * CHUNK, classify_words(w0, w3, epoch))
-        self.items = items
+            shows.append((offset + k * CHUNK, classify_words(w0, w3, epoch)))
+        self.shows = shows
 
-    def _partial(self, u0: int, u1: int, k: int, chunks: list[int], partial: list[int]) -> int:
-        """The differing bytes of [u0, u1) inside chunk `k`; `k` noted once where there are any, in `chunks` and
-        in `partial` (a chunk part base, part covered: its class is read from the bytes)."""
+    def _partial(self, u0: int, u1: int, k: int, w: _Wrong) -> int:
+        """The differing bytes of [u0, u1) inside chunk `k`; `k` noted once where there are any, as a chunk part
+        base, part covered (its class is read from the bytes: `judge`)."""
         cnt = self.ne.count(_ONE, u0, u1)
-        if cnt and (not chunks or chunks[len(chunks) - 1] != k):
-            chunks.append(k)
-            partial.append(k)
+        if cnt and (w.n == 0 or w.last != k):
+            w.n += 1
+            w.last = k
+            if len(w.ks) < MAX_REPORTED:
+                w.patch.append(len(w.ks))
+                w.ks.append(k)
+                w.shown.append(None)
         return cnt
 
-    def _span(self, u0: int, u1: int, chunks: list[int], partial: list[int]) -> int:
-        """The differing bytes of the uncovered span [u0, u1) of the range (u0 < u1); its wrong chunks appended to
-        `chunks` (after those of the spans before it, so ascending; a chunk two spans share noted once)."""
+    def _span(self, u0: int, u1: int, w: _Wrong) -> int:
+        """The differing bytes of the uncovered span [u0, u1) of the range (u0 < u1); its wrong chunks noted in `w`
+        (after those of the spans before it, so ascending; a chunk two spans share noted once)."""
         f = (u0 + CHUNK - 1) // CHUNK  # the first whole chunk in the span
         last = u1 // CHUNK  # one past the last whole chunk
         if f > last:  # inside one chunk
-            return self._partial(u0, u1, last, chunks, partial)
+            return self._partial(u0, u1, last, w)
         total = 0
         if u0 % CHUNK:
-            total += self._partial(u0, f * CHUNK, f - 1, chunks, partial)
+            total += self._partial(u0, f * CHUNK, f - 1, w)
         if last > f:
             cum, bad = self.cum, self.bad
             total += cum[last] - cum[f]
-            chunks.extend(bad[bisect_left(bad, f):bisect_left(bad, last)])
+            j0, j1 = _at_least(bad, f), _at_least(bad, last)
+            if j1 > j0:
+                w.n += j1 - j0
+                w.last = bad[j1 - 1]
+                take = min(j1 - j0, MAX_REPORTED - len(w.ks))
+                if take > 0:
+                    w.ks.extend(bad[j0:j0 + take])
+                    w.shown.extend(self.shows[j0:j0 + take])
         if u1 % CHUNK:
-            total += self._partial(last * CHUNK, u1, last, chunks, partial)
+            total += self._partial(last * CHUNK, u1, last, w)
         return total
 
     def judge(self, c: Consume, lo: list[int], hi: list[int], offset: int, layout: Layout, protocol: str,
@@ -93,8 +105,7 @@ class RangeDiff:
         `[lo[i], hi[i])` (sorted, disjoint) hold the expected bytes."""
         e, fill = self.e, self.fill
         end = offset + len(e)
-        chunks: list[int] = []
-        partial: list[int] = []
+        w = _Wrong()
         bad_bytes = 0
         parts: list[bytes] = []
         at = offset
@@ -105,35 +116,51 @@ class RangeDiff:
             if b <= at:
                 continue
             if a > at:
-                bad_bytes += self._span(at - offset, a - offset, chunks, partial)
+                bad_bytes += self._span(at - offset, a - offset, w)
                 parts.append(fill[at - offset:a - offset])
             b = min(b, end)
             parts.append(e[max(a, at) - offset:b - offset])
             at = b
         if at < end:
-            bad_bytes += self._span(at - offset, end - offset, chunks, partial)
+            bad_bytes += self._span(at - offset, end - offset, w)
             parts.append(fill[at - offset:])
         if bad_bytes == 0:
             return None
         v = Violation("stale-accept", protocol, epoch, c.channel, c.what, c.region, c.offset, c.length)
         v.bad_bytes = bad_bytes
-        n = len(chunks)
-        ks = chunks[:MAX_REPORTED]
-        items = self.items
-        shown: list[tuple[int, str]] = []
-        for k in ks:
-            item = items[k]
-            if item is None:  # a chunk part covered (`partial`): classified below
-                item = (0, "")
-            shown.append(item)
         got = b"".join(parts)
-        kmax = ks[len(ks) - 1]
-        for k in partial:
-            if k > kmax:
-                break
+        ks, shown = w.ks, w.shown
+        for i in w.patch:  # a chunk part covered: classified from its bytes
+            k = ks[i]
             w0, w3 = _W03.unpack_from(got, k * CHUNK)
-            shown[bisect_left(ks, k)] = (offset + k * CHUNK, classify_words(w0, w3, epoch))
-        return stale_details(v, got, e, ks, n, chunks[n - 1], layout, epoch, shown)
+            shown[i] = (offset + k * CHUNK, classify_words(w0, w3, epoch))
+        return stale_details(v, got, e, ks, w.n, w.last, layout, epoch, shown)
+
+
+class _Wrong:
+    """The wrong chunks of a range as `RangeDiff.judge` walks it: how many, the last, the first `MAX_REPORTED`
+    (`ks`) and how they show (`shown`; None at the positions `patch` lists, chunks part covered)."""
+
+    __slots__ = ("n", "last", "ks", "shown", "patch")
+
+    def __init__(self) -> None:
+        self.n = 0
+        self.last = -1
+        self.ks: list[int] = []
+        self.shown: list[Any] = []
+        self.patch: list[int] = []
+
+
+def _at_least(xs: list[int], x: int) -> int:
+    """`bisect_left(xs, x)` in compiled code (the library's call parses its arguments: ~1.5k instructions)."""
+    i, j = 0, len(xs)
+    while i < j:
+        m = (i + j) >> 1
+        if xs[m] < x:
+            i = m + 1
+        else:
+            j = m
+    return i
 
 
 def range_diff(starts: Starts, layout: Layout, epoch: int, base: int, offset: int, length: int, size: int,
