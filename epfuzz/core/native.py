@@ -43,7 +43,7 @@ PACKAGE_DIR = Path(__file__).resolve().parent.parent
 COMPILED: tuple[str, ...] = (
     "epfuzz.sim.packets", "epfuzz.sim.netmoves", "epfuzz.sim.adversary", "epfuzz.sim.responder",
     "epfuzz.sim.pass_rules", "epfuzz.sim.nvlink", "epfuzz.sim.port", "epfuzz.sim.sendq", "epfuzz.sim.requester",
-    "epfuzz.sim.lazydata", "epfuzz.sim.memory", "epfuzz.sim.spans",
+    "epfuzz.sim.lazydata", "epfuzz.sim.stalediff", "epfuzz.sim.memory", "epfuzz.sim.spans",
     "epfuzz.sim.receive", "epfuzz.sim.run", "epfuzz.sim.built", "epfuzz.sim.engine", "epfuzz.sim.explore",
     "epfuzz.protocols.opcheck", "epfuzz.ir.payload", "epfuzz.model.epoch", "epfuzz.model.oracle",
     "epfuzz.search.featcore", "epfuzz.search.schedcore",

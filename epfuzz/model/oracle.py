@@ -134,26 +134,54 @@ def check_bytes(consume: Consume, a: bytes, e: bytes | None, layout: Layout, pro
     v.bad_bytes = int(_count_nonzero(ne))
     diff = ne.view(_U64).astype(_BOOL).view(_U16).nonzero()[0]
     n = len(diff)
-    v.stale_chunks = n
     ks: list[int] = diff[:MAX_REPORTED_CHUNKS].tolist()
+    tb = layout.token_bytes
+    off = consume.offset
+    if whole_slots(tb, off, consume.length):
+        last = ks[n - 1] if n <= MAX_REPORTED_CHUNKS else int(diff[n - 1])
+        return stale_details(v, a, e, ks, n, last, layout, epoch)
+    v.stale_chunks = n
+    _shown(v, a, ks, epoch)
+    slots = np.unique((off + diff * CHUNK) // tb).tolist()
+    v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
+    return v
+
+
+def whole_slots(tb: int, off: int, length: int) -> bool:
+    """Whether [off, off + length) is whole slots of `tb` bytes, each whole chunks (what receivers accept)."""
+    return tb > 0 and tb % CHUNK == 0 and off % tb == 0 and length % tb == 0
+
+
+def _shown(v: Violation, a: bytes, ks: list[int], epoch: int) -> None:
+    """`v.bad_chunks`: the shown wrong chunks `ks` (indices from the range's start, ascending) classified from
+    their first and last words as read (`a`)."""
     lo = ks[0]
     hi = ks[len(ks) - 1] + 1
     if hi - lo < len(_SPANS):  # one struct read of the span's (first, last) words: (w0, w3) per chunk
         ws: tuple[int, ...] = _SPANS[hi - lo].unpack_from(a, lo * CHUNK)
     else:  # wrong chunks spread wider: the same pairs through numpy
         ws = tuple(_frombuffer(a, _U32, 4 * (hi - lo), lo * CHUNK).reshape(-1, 4)[:, 0::3].ravel().tolist())
-    off = consume.offset
+    off = v.offset
     v.bad_chunks = [(off + k * CHUNK, classify_words(ws[2 * (k - lo)], ws[2 * (k - lo) + 1], epoch)) for k in ks]
-    tb = layout.token_bytes
-    if tb > 0 and tb % CHUNK == 0 and off % tb == 0 and consume.length % tb == 0:
-        # whole slots (what receivers accept): a slot is wrong iff its bytes differ, from the first wrong
-        # chunk's slot to the last's (one slot: the wrong chunk's, with no compare)
-        first = ks[0] * CHUNK // tb
-        last = (ks[n - 1] if n <= MAX_REPORTED_CHUNKS else int(diff[n - 1])) * CHUNK // tb
-        slots = [off // tb + first] if first == last else \
-            [off // tb + s for s in range(first, last + 1) if a[s * tb:(s + 1) * tb] != e[s * tb:(s + 1) * tb]]
+
+
+def stale_details(v: Violation, a: bytes, e: bytes, ks: list[int], n: int, last: int, layout: Layout,
+                  epoch: int, shown: list[tuple[int, str]] | None = None) -> Violation:
+    """A stale accept of whole slots (`whole_slots`), its wrong bytes counted (`v.bad_bytes`): its `n` wrong
+    chunks, of which `ks` are the first (up to `MAX_REPORTED_CHUNKS`) and `last` the last, shown (`shown`: as the
+    caller classified them already) and their slots' tokens named. A slot is wrong iff its bytes differ, from the
+    first wrong chunk's slot to the last's (one slot: the wrong chunk's, with no compare)."""
+    v.stale_chunks = n
+    if shown is None:
+        _shown(v, a, ks, epoch)
     else:
-        slots = np.unique((off + diff * CHUNK) // tb).tolist()
+        v.bad_chunks = shown
+    tb = layout.token_bytes
+    off = v.offset
+    first = ks[0] * CHUNK // tb
+    last = last * CHUNK // tb
+    slots = [off // tb + first] if first == last else \
+        [off // tb + s for s in range(first, last + 1) if a[s * tb:(s + 1) * tb] != e[s * tb:(s + 1) * tb]]
     v.tokens = sorted(layout.token_of(s // layout.slots_per_channel, s % layout.slots_per_channel) for s in slots)
     return v
 

@@ -13,9 +13,11 @@ import numpy as np
 from epfuzz.ir import ops
 from epfuzz.ir.payload import canary_view
 from epfuzz.model.epoch import expected_data, expected_range, joins
-from epfuzz.protocols.base import Layout
+from epfuzz.model.oracle import Violation
+from epfuzz.protocols.base import Consume, Layout
 from epfuzz.sim.lazydata import Bufs, Lazy, Starts
 from epfuzz.sim.packets import A_ADD, A_COPY, A_CQE, A_FETCH, A_READ, A_STALE, A_VALUE, Tlp
+from epfuzz.sim.stalediff import range_diff
 
 MASK64: Final = (1 << 64) - 1
 _U32X4: Final = struct.Struct("<4I")  # a CQE: valid, imm/value low, value high, QP
@@ -226,6 +228,18 @@ class Memory:
         if at < end:
             parts.append(fill[at - offset:])
         return b"".join(parts), e
+
+    def judge_range(self, c: Consume, offset: int, length: int, protocol: str) -> tuple[bool, Violation | None]:
+        """`lazy_range` then `check_bytes` of the range, where the configuration has its `RangeDiff` (from the
+        range's second stale accept on; `epfuzz.sim.stalediff`): (True, the verdict), no bytes compared; else
+        (False, None), nothing done."""
+        lz = self._lz
+        if not lz.on or lz.epoch != self.epoch:
+            return False, None
+        rd = range_diff(self.starts, self.layout, self.epoch, lz.base, offset, length, lz.size, self._exp)
+        if rd is None:
+            return False, None
+        return True, rd.judge(c, lz.lo, lz.hi, offset, self.layout, protocol, self.epoch)
 
     def u64(self, region: str, offset: int) -> int:
         return int.from_bytes(self._buf(region)[offset:offset + 8], "little")

@@ -160,6 +160,11 @@ class Receiving:
             if epoch == mem.epoch and off >= 0 and n >= 0 and off + n <= mem.data_len:
                 if mem.same_as_expected(off, n, False):
                     return None  # what judge says of a whole, right range, without a numpy object (most accepts)
+                done, v = mem.judge_range(c, off, n, self.name)  # the range's base known not to match
+                if done:
+                    if v is not None:
+                        v.trigger, v.position = trigger, position
+                    return v
                 got = mem.lazy_range(off, n)  # a lazy region's range not wholly covered: only its bytes made
                 if got is not None:
                     a, e = got
