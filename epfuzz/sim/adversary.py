@@ -21,6 +21,7 @@ from typing import Any, TypeVar
 from epfuzz.core.native import mypyc_attr
 from epfuzz.sim.netmoves import SeqIndex
 from epfuzz.sim.packets import Packet, Tlp
+from epfuzz.sim.spans import bisect_right
 
 T = TypeVar("T", Packet, Tlp)
 #: (later, earlier) -> the rule clause that permits the pass, or None
@@ -95,23 +96,10 @@ class QpStreams:
 
 def _position(starts: list[int], lens: list[int], before: list[int], seq: int) -> int:
     """`QpStreams.position` over a stream already looked up."""
-    j = _after(starts, seq) - 1
+    j = bisect_right(starts, seq) - 1
     if j < 0:
         return 0
     return before[j] + min(seq - starts[j] + 1, lens[j])
-
-
-def _after(a: list[int], x: int) -> int:
-    """`bisect.bisect_right(a, x)`, in compiled code: a call into the bisect module (its arguments parsed by
-    keyword) cost more than the search over a QP's few runs, twice per pass the adversary checks."""
-    lo, hi = 0, len(a)
-    while lo < hi:
-        mid = (lo + hi) // 2
-        if x < a[mid]:
-            hi = mid
-        else:
-            lo = mid + 1
-    return lo
 
 
 def _seq(t: Tlp) -> int:

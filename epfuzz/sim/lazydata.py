@@ -41,7 +41,7 @@ class Starts:
     it is a function of the layout alone, the one layout of the form whose runs share it.
     """
 
-    __slots__ = ("sizes", "writes", "images", "_poison", "_used", "checked", "diffs")
+    __slots__ = ("sizes", "writes", "images", "_poison", "_used", "checked", "diffs", "diff_bytes")
 
     def __init__(self, sizes: dict[str, int] | None = None) -> None:
         #: `Layout.sizes`, made once (the property builds a dict per call), or given by the form's build
@@ -54,6 +54,8 @@ class Starts:
         self.checked = False
         #: stale accepts' ranges: (base, epoch, offset, length) -> `stalediff.RangeDiff`, or False (asked once)
         self.diffs: dict[tuple[int, int, int, int], object] = {}
+        #: the range bytes of the `RangeDiff`s in `diffs` (`stalediff.DIFF_BYTES_MAX` bounds them)
+        self.diff_bytes = 0
 
     def poisoned(self, size: int) -> bytearray:
         """A data region of `size` bytes as epoch 0's start leaves it, a buffer of its own: from the second call

@@ -33,15 +33,17 @@ def touched(t: Tlp, spans: tuple[list[int], list[int]] | None) -> tuple[int, int
     if spans is None:
         return lo, hi
     starts, ends = spans
-    j = _first_above(ends, lo)  # the first span ending after lo
+    j = bisect_right(ends, lo)  # the first span ending after lo
     if j == len(ends) or starts[j] >= hi:
         return 0, 0
-    k = _first_above(starts, hi - 1) - 1  # the last span starting before hi
+    k = bisect_right(starts, hi - 1) - 1  # the last span starting before hi
     return max(lo, starts[j]), min(hi, ends[k])
 
 
-def _first_above(xs: list[int], x: int) -> int:
-    """`bisect.bisect_right(xs, x)` in compiled code (a call into `bisect` boxed its arguments, issue 31)."""
+def bisect_right(xs: list[int], x: int) -> int:
+    """`bisect.bisect_right(xs, x)` in compiled code: a call into the bisect module boxed its arguments and
+    parsed them by keyword, more than the search over a few spans or runs costs (issue 31); the adversary's
+    stream positions use it too."""
     lo, hi = 0, len(xs)
     while lo < hi:
         mid = (lo + hi) // 2

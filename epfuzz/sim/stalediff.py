@@ -28,8 +28,13 @@ from epfuzz.sim.lazydata import Starts
 __all__ = ["RangeDiff", "range_diff"]
 
 MAX_REPORTED: Final = 64  # oracle.MAX_REPORTED_CHUNKS
-#: ranges per configuration given a `RangeDiff` (each holds three times the range's bytes); emptied when full
+#: ranges per configuration given a `RangeDiff`; emptied when full
 DIFFS_MAX: Final = 64
+#: the range bytes of a configuration's `RangeDiff`s together: each holds about 11 times its range's bytes
+#: (`fill`, `e`, `ne` and the per-chunk `cum`, `bad`, `shows`), so at most ~720 KB a configuration, ~90 MB
+#: over the form cache's 128 (a count bound alone let slots of 16 KiB reach ~1.4 GiB); emptied when full,
+#: and a range larger than the whole bound is judged as before
+DIFF_BYTES_MAX: Final = 1 << 16
 _BYTE: Final = np.dtype(np.uint8)
 _ONE: Final = b"\x01"
 _W03: Final = struct.Struct("<I8xI")  # a chunk's first and last u32 words, what `classify_words` reads
@@ -179,6 +184,7 @@ def range_diff(starts: Starts, layout: Layout, epoch: int, base: int, offset: in
     if got is None:  # the first time: judged as before, noted
         if len(diffs) >= DIFFS_MAX:
             diffs.clear()
+            starts.diff_bytes = 0
         diffs[key] = False
         return None
     if got is True:  # its expected bytes are not made so: judged as before
@@ -194,6 +200,13 @@ def range_diff(starts: Starts, layout: Layout, epoch: int, base: int, offset: in
             diffs[key] = True
             return None
         e = r
+    if length > DIFF_BYTES_MAX:
+        diffs[key] = True
+        return None
+    if starts.diff_bytes + length > DIFF_BYTES_MAX:
+        diffs.clear()
+        starts.diff_bytes = 0
     fill = bytes(length) if base < 0 else bytes(canary_view(base, size)[offset:end])
     out = diffs[key] = RangeDiff(fill, e, offset, epoch)
+    starts.diff_bytes += length
     return out

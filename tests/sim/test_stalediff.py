@@ -88,3 +88,27 @@ def test_a_memory_judges_a_range_from_its_second_stale_accept() -> None:
                 judged += v is not None
             assert key in starts.diffs
     assert judged > 20
+
+
+def test_a_configurations_range_diffs_stay_within_their_byte_bound() -> None:
+    """Each `RangeDiff` holds ~11 times its range's bytes and the form cache keeps 128 configurations: a bound
+    on the count alone let 64 ranges of 16 KiB slots each reach ~1.4 GiB a process (the review of 2026-12-05)."""
+    from epfuzz.sim.stalediff import DIFF_BYTES_MAX, range_diff
+
+    rng = random.Random(5)
+    layout = Layout(4, 8, 4096, 4, (8, 8, 8, 8))  # 4 KiB slots, 128 KiB of data
+    size = 4 * 8 * 4096
+    starts = Starts()
+    made = 0
+    for _ in range(400):
+        slots = rng.randint(1, 20)
+        off = rng.randrange(0, 32 - slots + 1) * 4096
+        epoch = rng.randrange(2)
+        for _ in range(2):  # the second ask makes it
+            got = range_diff(starts, layout, epoch, -1, off, slots * 4096, size, None)
+            if got is not None:
+                made += 1
+                assert slots * 4096 <= DIFF_BYTES_MAX
+        held = [k[3] for k, v in starts.diffs.items() if isinstance(v, RangeDiff)]
+        assert sum(held) == starts.diff_bytes <= DIFF_BYTES_MAX
+    assert made > 0
